@@ -1,0 +1,3 @@
+// Package test holds goverbs' end-to-end suites. The kernel rig that boots
+// Debian's kernels with rxe and siw under QEMU lives in test/rig.
+package test
