@@ -1,0 +1,196 @@
+package abi
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/internal/kernel"
+	"golang.org/x/sys/unix"
+)
+
+// Transport says how a command reached the kernel.
+type Transport uint8
+
+const (
+	// TransportNone: no syscall at all (fast-path work in shared memory).
+	TransportNone Transport = iota
+	// TransportIoctl: RDMA_VERBS_IOCTL, including write commands tunnelled
+	// through DEVICE/INVOKE_WRITE.
+	TransportIoctl
+	// TransportWrite: a write() of a framed command on the command file.
+	TransportWrite
+)
+
+func (t Transport) String() string {
+	switch t {
+	case TransportNone:
+		return "none"
+	case TransportIoctl:
+		return "ioctl"
+	case TransportWrite:
+		return "write"
+	}
+	return fmt.Sprintf("transport(%d)", uint8(t))
+}
+
+// Policy chooses the transport for commands that have both.
+type Policy uint8
+
+const (
+	// PolicyAuto is rdma-core's rule: ioctl first; ENOTTY turns ioctl off
+	// for the file, EPROTONOSUPPORT turns it off for that method only.
+	PolicyAuto Policy = iota
+	// PolicyIoctl uses ioctl only and fails where the kernel has none.
+	PolicyIoctl
+	// PolicyWrite uses write() for every command that has a write form.
+	PolicyWrite
+)
+
+// ErrNoIoctl reports that a command has no ioctl form on this kernel, or
+// that ioctl was switched off by the policy.
+var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
+
+// File is an open uverbs command file (/dev/infiniband/uverbsN): the one
+// syscall chokepoint of goverbs. Every command, doorbell write and queue
+// mapping goes through its methods, which count the syscalls they make.
+//
+// A File is safe for concurrent use.
+type File struct {
+	fd       int
+	k        kernel.Kernel
+	path     string
+	driverID uint32
+
+	policy   atomic.Uint32 // Policy
+	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
+	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
+
+	syscalls atomic.Uint64
+	closed   atomic.Bool
+}
+
+type ioctlKey uint32
+
+func keyOf(object, method uint16) ioctlKey { return ioctlKey(object)<<16 | ioctlKey(method) }
+
+// Open opens the uverbs character device at path. driverID is the device's
+// RDMA driver id (from netlink); every ioctl header carries it, and the
+// kernel rejects a wrong one with EINVAL.
+func Open(path string, driverID uint32) (*File, error) {
+	f := &File{path: path, driverID: driverID}
+	if open, ok := kernel.LookupFake(path); ok {
+		fd, k, err := open()
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		}
+		f.fd, f.k = fd, k
+		return f, nil
+	}
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f.fd, f.k = fd, realKernel{}
+	return f, nil
+}
+
+// Path is the character device the file was opened from.
+func (f *File) Path() string { return f.path }
+
+// DriverID is the driver id carried in every ioctl header.
+func (f *File) DriverID() uint32 { return f.driverID }
+
+// Fd is the file descriptor number (for diagnostics; do not close it).
+func (f *File) Fd() int { return f.fd }
+
+// Syscalls is the number of syscalls made through this file so far.
+func (f *File) Syscalls() uint64 { return f.syscalls.Load() }
+
+// SetPolicy sets the transport policy (tests force each path with it).
+func (f *File) SetPolicy(p Policy) { f.policy.Store(uint32(p)) }
+
+// Policy is the current transport policy.
+func (f *File) Policy() Policy { return Policy(f.policy.Load()) }
+
+// ioctlAllowed reports whether a command with this ioctl method should be
+// tried by ioctl first.
+func (f *File) ioctlAllowed(object, method uint16) bool {
+	switch f.Policy() {
+	case PolicyWrite:
+		return false
+	case PolicyIoctl:
+		return true
+	}
+	if f.noIoctl.Load() {
+		return false
+	}
+	_, write := f.writeFor.Load(keyOf(object, method))
+	return !write
+}
+
+// noteIoctlError remembers what an ioctl failure says about the kernel and
+// reports whether the caller may fall back to write().
+func (f *File) noteIoctlError(object, method uint16, err error) bool {
+	if f.Policy() == PolicyIoctl {
+		return false
+	}
+	switch {
+	case errors.Is(err, unix.ENOTTY):
+		f.noIoctl.Store(true)
+		return true
+	case errors.Is(err, unix.EPROTONOSUPPORT):
+		f.writeFor.Store(keyOf(object, method), struct{}{})
+		return true
+	}
+	return false
+}
+
+// Write issues one raw write() of p on the command file: the form of
+// rxe's send doorbell and of every legacy command. It allocates nothing.
+func (f *File) Write(p []byte) error {
+	f.syscalls.Add(1)
+	n, err := f.k.Write(f.fd, p)
+	if err != nil {
+		return err
+	}
+	if n != len(p) {
+		return fmt.Errorf("abi: short write: %d of %d bytes", n, len(p))
+	}
+	return nil
+}
+
+// Mmap maps length bytes of the command file at offset (rxe queues, mlx5
+// UAR pages). The caller owns the mapping and releases it with Munmap.
+func (f *File) Mmap(offset int64, length int) ([]byte, error) {
+	f.syscalls.Add(1)
+	return f.k.Mmap(f.fd, offset, length)
+}
+
+// Munmap releases a mapping made by Mmap.
+func (f *File) Munmap(b []byte) error {
+	f.syscalls.Add(1)
+	return f.k.Munmap(b)
+}
+
+// Close closes the command file. It is idempotent.
+func (f *File) Close() error {
+	if f.closed.Swap(true) {
+		return nil
+	}
+	f.syscalls.Add(1)
+	return f.k.Close(f.fd)
+}
+
+// kernelBuf returns n zeroed bytes on the heap. Any buffer whose address is
+// handed to the kernel as an integer (a response pointer, an ioctl
+// attribute) must come from here: since Go 1.25 a small make() that does not
+// escape may live on the goroutine stack, which moves when it grows, and the
+// compiler cannot see an address stored as an integer. Returning the slice
+// from a function that is never inlined forces it to the heap, where Go
+// never moves objects.
+//
+//go:noinline
+func kernelBuf(n int) []byte { return make([]byte, n) }
