@@ -1,4 +1,32 @@
 // Package mmap owns memory that devices see: page-aligned anonymous mappings
 // for queues and registered buffers (off the Go heap, MADV_DONTFORK) and
 // mappings of device files, each released by Close.
+//
+// Device-visible memory never lives on the Go heap: the garbage collector may
+// move nothing there, but a heap object's lifetime is the collector's, while a
+// device keeps writing to a buffer until its MR, CQ or QP is destroyed. A
+// Region's memory lives until its Close, and its address (Addr) is what
+// commands hand to the kernel.
+//
+// Anonymous memory is MAP_PRIVATE|MAP_ANONYMOUS, zeroed and prefaulted, and
+// marked MADV_DONTFORK (VM_DONTCOPY, shown as "dc" in /proc/self/smaps'
+// VmFlags) so that a fork cannot leave the parent writing to a copied page
+// while the device still targets the pinned original. Set
+// Options.CopyOnFork when the kernel reports copy-on-fork for pinned pages
+// (netlink RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK), as rdma-core's
+// ibv_is_fork_initialized does.
+//
+// MapFile maps device memory: rxe queues mapped from the uverbs command fd,
+// mlx5 UAR (doorbell) pages. Those are MAP_SHARED; the kernel decides whether
+// they are inherited.
+//
+// Shared indices are read and written through typed atomic views
+// (Region.Uint32, Region.Uint64): Load is a load-acquire and Store a
+// store-release, the ordering rdma-core uses for rxe's producer and consumer
+// indices. The views and Region.Pointer allocate nothing; misuse (an offset
+// out of range or misaligned, a closed region) panics.
+//
+// Every use of package unsafe is in a file named *_unsafe.go. The syscalls
+// here take pointers to the mappings themselves, never to Go memory, so no
+// runtime.KeepAlive is needed around them.
 package mmap

@@ -1,0 +1,66 @@
+package mmap
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapMem calls mmap(NULL, length, prot, flags, fd, offset) and returns the
+// mapping as a slice. The slice points outside the Go heap; only unmapMem
+// releases it.
+func mapMem(length, prot, flags, fd int, offset int64) ([]byte, error) {
+	p, err := unix.MmapPtr(fd, offset, nil, uintptr(length), prot, flags)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), length), nil
+}
+
+// mapAligned maps length bytes of anonymous memory whose address is a
+// multiple of align (a power of two above the page size): it maps
+// length+align bytes and unmaps the unaligned head and the tail.
+func mapAligned(length, align, prot, flags int) ([]byte, error) {
+	total := length + align
+	if total < length {
+		return nil, unix.EINVAL
+	}
+	p, err := unix.MmapPtr(-1, 0, nil, uintptr(total), prot, flags)
+	if err != nil {
+		return nil, err
+	}
+	base := uintptr(p)
+	start := (base + uintptr(align) - 1) &^ (uintptr(align) - 1)
+	head := start - base
+	tail := uintptr(total) - head - uintptr(length)
+	if head > 0 {
+		if err := unix.MunmapPtr(p, head); err != nil {
+			unix.MunmapPtr(p, uintptr(total))
+			return nil, err
+		}
+	}
+	q := unsafe.Add(p, head)
+	if tail > 0 {
+		if err := unix.MunmapPtr(unsafe.Add(q, length), tail); err != nil {
+			unix.MunmapPtr(q, uintptr(length)+tail)
+			return nil, err
+		}
+	}
+	return unsafe.Slice((*byte)(q), length), nil
+}
+
+// unmapMem unmaps a slice returned by mapMem or mapAligned.
+func unmapMem(b []byte) error {
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
+}
+
+// Addr returns the address of the first mapped byte, or 0 after Close: what
+// a command passes to the kernel as a buffer address (a CQ's buf_addr, an
+// MR's start). The memory is not on the Go heap, so the address stays valid
+// until Close.
+func (r *Region) Addr() uintptr {
+	if r.b == nil {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(unsafe.SliceData(r.b)))
+}
