@@ -1,0 +1,199 @@
+// Package provider is the seam between package uverbs and the device
+// families' fast paths (provider/rxe, provider/mlx5, provider/siw).
+//
+// uverbs owns the kernel commands; a provider owns every device-specific
+// byte: the driver's private data (udata) of each create command, the queue
+// memory (mapped from the kernel for rxe, allocated in user space and pinned
+// by the kernel for mlx5), the WQE and CQE formats, and the doorbells. Object
+// creation is two-phase: the provider prepares the driver data (a Setup),
+// uverbs runs the command, then the provider completes the object from the
+// kernel's answer, or aborts and frees what it prepared.
+//
+// The work-request and completion types are defined here, below both, and
+// re-exported by uverbs, which is what programs import.
+package provider
+
+import (
+	"errors"
+
+	"github.com/goverbs/goverbs/abi"
+)
+
+// ErrNotSupported is returned for an operation the provider or the device
+// cannot do (mlx5 on an architecture without doorbell assembly, a fast path
+// not written yet).
+var ErrNotSupported = errors.New("not supported")
+
+// Driver opens provider contexts for one device family.
+type Driver interface {
+	// Name is the provider's name, as rdma-core names its providers.
+	Name() string
+	// NewContext runs the driver's part of opening a context: it must call
+	// k.GetContext exactly once successfully (retrying with other driver
+	// data if the kernel refuses, as mlx5 does).
+	NewContext(k Kernel) (Context, error)
+}
+
+// Kernel is what uverbs lends a provider: the command file and the core
+// verbs a fast path needs.
+type Kernel interface {
+	// File is the context's command file (mmap, raw doorbell writes).
+	File() *abi.File
+	// GetContext runs GET_CONTEXT with the driver's private data.
+	GetContext(driverIn, driverOut []byte) error
+	// ReqNotifyCQ runs REQ_NOTIFY_CQ (for devices that arm CQs in the
+	// kernel, like rxe).
+	ReqNotifyCQ(cqHandle uint32, solicitedOnly bool) error
+	// CopyOnFork reports whether the kernel keeps pinned pages valid in a
+	// forked child, so MADV_DONTFORK is not needed.
+	CopyOnFork() bool
+}
+
+// Verb names a command whose driver data has no provider state.
+type Verb uint8
+
+// Verbs with stateless driver data.
+const (
+	VerbAllocPD Verb = iota
+	VerbRegMR
+	VerbReregMR
+	VerbAllocMW
+	VerbModifyQP
+	VerbModifySRQ
+)
+
+// Setup is one object creation in progress: the driver data for the create
+// command, then Complete with what the kernel returned, or Abort.
+type Setup[Created, Obj any] interface {
+	// Udata is the driver's private request and response buffers.
+	Udata() (in, out []byte)
+	// Complete builds the provider object once the kernel has created it.
+	// If it fails, uverbs destroys the kernel object.
+	Complete(c Created) (Obj, error)
+	// Abort frees what Udata prepared; the kernel refused the command.
+	Abort()
+}
+
+// Context is a provider's per-context state.
+type Context interface {
+	// Udata returns the driver data for a verb without provider state
+	// (nil, nil when the driver takes none).
+	Udata(v Verb) (in, out []byte)
+	CreateCQ(a CQAttr) (Setup[CQCreated, CQ], error)
+	CreateQP(a QPAttr) (Setup[QPCreated, QP], error)
+	CreateSRQ(a SRQAttr) (Setup[SRQCreated, SRQ], error)
+	CreateAH(a AHAttr) (Setup[AHCreated, AH], error)
+	// Close releases the context's mappings (after the kernel context).
+	Close() error
+}
+
+// CQAttr is what a CQ is asked for.
+type CQAttr struct {
+	CQE int // at least this many completions
+}
+
+// CQCreated is the kernel's answer to CREATE_CQ.
+type CQCreated struct {
+	Handle uint32
+	CQE    uint32 // entries the kernel allocated (≥ asked)
+}
+
+// CQ is a provider's completion queue: polled without a syscall.
+type CQ interface {
+	// Poll fills wc with up to len(wc) completions and returns how many.
+	// It allocates nothing and makes no syscall.
+	Poll(wc []WorkCompletion) (int, error)
+	// Arm requests one completion event for the next (solicited)
+	// completion. rxe does this with a command, mlx5 with a doorbell.
+	Arm(solicitedOnly bool) error
+	// Event tells the CQ that one completion event for it was consumed
+	// (mlx5 advances its arm sequence number).
+	Event()
+	// Resize prepares a resize to cqe entries (driver data, then Complete
+	// with the new size). Providers that cannot return ErrNotSupported.
+	Resize(cqe int) (Setup[uint32, struct{}], error)
+	// Close releases the CQ's memory, after the kernel CQ is destroyed.
+	Close() error
+}
+
+// QPAttr is what a QP is asked for.
+type QPAttr struct {
+	Type      QPType
+	Cap       QPCap
+	SendCQ    CQ
+	RecvCQ    CQ
+	SRQ       SRQ // nil: the QP has its own receive queue
+	SignalAll bool
+}
+
+// QPCreated is the kernel's answer to CREATE_QP.
+type QPCreated struct {
+	Handle uint32
+	QPN    uint32
+	Cap    QPCap // as the kernel sized them
+}
+
+// QP is a provider's queue pair: posting allocates nothing; a provider
+// makes at most its device's doorbell syscall (rxe: one write per PostSend
+// call, whatever the list length; mlx5: none).
+type QP interface {
+	// PostSend validates every request, then posts them all and rings the
+	// doorbell once. On a validation error nothing is posted, n is the
+	// index of the bad request and the queue is exactly as it was.
+	PostSend(wrs []SendWR) (n int, err error)
+	// PostRecv is PostSend's receive-side twin (no doorbell syscall).
+	PostRecv(wrs []RecvWR) (n int, err error)
+	// Modified tells the provider the QP's new state after a successful
+	// MODIFY_QP (mlx5 resets its queues on RESET).
+	Modified(state QPState)
+	// Close releases the QP's memory, after the kernel QP is destroyed.
+	Close() error
+}
+
+// SRQAttr is what an SRQ is asked for.
+type SRQAttr struct {
+	MaxWR, MaxSGE, Limit uint32
+}
+
+// SRQCreated is the kernel's answer to CREATE_SRQ.
+type SRQCreated struct {
+	Handle        uint32
+	MaxWR, MaxSGE uint32
+	SRQN          uint32
+}
+
+// SRQ is a provider's shared receive queue.
+type SRQ interface {
+	PostRecv(wrs []RecvWR) (n int, err error)
+	Close() error
+}
+
+// AHAttr is an address handle's destination.
+type AHAttr struct {
+	DLID         uint16
+	SL           uint8
+	SrcPathBits  uint8
+	StaticRate   uint8
+	PortNum      uint8
+	IsGlobal     bool
+	DGID         [16]byte
+	FlowLabel    uint32
+	SGIDIndex    uint8
+	HopLimit     uint8
+	TrafficClass uint8
+}
+
+// AHCreated is the kernel's answer to CREATE_AH.
+type AHCreated struct {
+	Handle uint32
+}
+
+// AH is a provider's address handle (its WQE-ready form of AHAttr).
+type AH interface {
+	Close() error
+}
+
+// AddressHandle is anything that carries a provider AH: uverbs.AH does.
+type AddressHandle interface {
+	ProviderAH() AH
+}

@@ -1,0 +1,252 @@
+package provider
+
+import "fmt"
+
+// SGE is one scatter/gather element: Length bytes at Addr in the memory
+// region whose local key is LKey.
+type SGE struct {
+	Addr   uint64
+	Length uint32
+	LKey   uint32
+}
+
+// WROpcode is a send work request's operation (enum ib_uverbs_wr_opcode).
+type WROpcode uint8
+
+// Send opcodes; the values are the kernel's IB_UVERBS_WR_*.
+const (
+	WRRDMAWrite         WROpcode = 0
+	WRRDMAWriteWithImm  WROpcode = 1
+	WRSend              WROpcode = 2
+	WRSendWithImm       WROpcode = 3
+	WRRDMARead          WROpcode = 4
+	WRAtomicCmpAndSwp   WROpcode = 5
+	WRAtomicFetchAndAdd WROpcode = 6
+	WRLocalInv          WROpcode = 7
+	WRBindMW            WROpcode = 8
+	WRSendWithInv       WROpcode = 9
+)
+
+var wrOpcodeNames = map[WROpcode]string{
+	WRRDMAWrite: "RDMA_WRITE", WRRDMAWriteWithImm: "RDMA_WRITE_WITH_IMM", WRSend: "SEND",
+	WRSendWithImm: "SEND_WITH_IMM", WRRDMARead: "RDMA_READ", WRAtomicCmpAndSwp: "ATOMIC_CMP_AND_SWP",
+	WRAtomicFetchAndAdd: "ATOMIC_FETCH_AND_ADD", WRLocalInv: "LOCAL_INV", WRBindMW: "BIND_MW",
+	WRSendWithInv: "SEND_WITH_INV",
+}
+
+func (o WROpcode) String() string {
+	if s, ok := wrOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WROpcode(%d)", uint8(o))
+}
+
+// SendFlags modify a send work request (IBV_SEND_*; the values are the
+// kernel's IB_SEND_*).
+type SendFlags uint32
+
+// Send flags.
+const (
+	SendFence     SendFlags = 1 << 0 // wait for prior RDMA READs and atomics
+	SendSignaled  SendFlags = 1 << 1 // produce a completion even if the QP does not signal all
+	SendSolicited SendFlags = 1 << 2 // set the solicited-event bit at the receiver
+	SendInline    SendFlags = 1 << 3 // copy the SGL's bytes into the WQE; no lkey needed
+)
+
+// SendWR is a send work request. Which fields matter depends on Opcode and
+// the QP type, as in libibverbs' struct ibv_send_wr (a slice replaces the
+// linked list).
+type SendWR struct {
+	ID     uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	SGL    []SGE
+	// Imm is the immediate data of *_WITH_IMM opcodes, as the application
+	// means it; it travels big-endian and arrives as the same value.
+	Imm uint32
+	// InvalidateRKey is the rkey SEND_WITH_INV and LOCAL_INV invalidate.
+	InvalidateRKey uint32
+	// RemoteAddr and RKey address RDMA and atomic operations.
+	RemoteAddr uint64
+	RKey       uint32
+	// CompareAdd is the value to compare (CMP_AND_SWP) or add (FETCH_AND_ADD);
+	// Swap is the value swapped in.
+	CompareAdd, Swap uint64
+	// UD is the destination of a send on a UD QP.
+	UD UDDest
+}
+
+// UDDest addresses a UD send.
+type UDDest struct {
+	AH        AddressHandle
+	RemoteQPN uint32
+	QKey      uint32
+}
+
+// RecvWR is a receive work request.
+type RecvWR struct {
+	ID  uint64
+	SGL []SGE
+}
+
+// WCStatus is a work completion's status (enum ib_wc_status / ibv_wc_status).
+type WCStatus uint32
+
+// Completion statuses.
+const (
+	WCSuccess WCStatus = iota
+	WCLocLenErr
+	WCLocQPOpErr
+	WCLocEECOpErr
+	WCLocProtErr
+	WCWRFlushErr
+	WCMWBindErr
+	WCBadRespErr
+	WCLocAccessErr
+	WCRemInvReqErr
+	WCRemAccessErr
+	WCRemOpErr
+	WCRetryExcErr
+	WCRNRRetryExcErr
+	WCLocRDDViolErr
+	WCRemInvRDReqErr
+	WCRemAbortErr
+	WCInvEECNErr
+	WCInvEECStateErr
+	WCFatalErr
+	WCRespTimeoutErr
+	WCGeneralErr
+	WCTMErr
+	WCTMRndvIncomplete
+)
+
+// statusNames are libibverbs' ibv_wc_status_str texts.
+var statusNames = [...]string{
+	"success", "local length error", "local QP operation error", "local EE context operation error",
+	"local protection error", "Work Request Flushed Error", "memory management operation error",
+	"bad response error", "local access error", "remote invalid request error", "remote access error",
+	"remote operation error", "transport retry counter exceeded", "RNR retry counter exceeded",
+	"local RDD violation error", "remote invalid RD request", "aborted error", "invalid EE context number",
+	"invalid EE context state", "fatal error", "response timeout error", "general error",
+	"TM error", "TM software rendezvous",
+}
+
+func (s WCStatus) String() string {
+	if int(s) < len(statusNames) {
+		return statusNames[s]
+	}
+	return fmt.Sprintf("unknown status %d", uint32(s))
+}
+
+// WCOpcode is the operation a completion reports (enum ibv_wc_opcode).
+type WCOpcode uint32
+
+// Completion opcodes; receive-side values have bit 7 set.
+const (
+	WCSend            WCOpcode = 0
+	WCRDMAWrite       WCOpcode = 1
+	WCRDMARead        WCOpcode = 2
+	WCCompSwap        WCOpcode = 3
+	WCFetchAdd        WCOpcode = 4
+	WCBindMW          WCOpcode = 5
+	WCLocalInv        WCOpcode = 6
+	WCRecv            WCOpcode = 1 << 7
+	WCRecvRDMAWithImm WCOpcode = WCRecv + 1
+)
+
+var wcOpcodeNames = map[WCOpcode]string{
+	WCSend: "SEND", WCRDMAWrite: "RDMA_WRITE", WCRDMARead: "RDMA_READ", WCCompSwap: "COMP_SWAP",
+	WCFetchAdd: "FETCH_ADD", WCBindMW: "BIND_MW", WCLocalInv: "LOCAL_INV", WCRecv: "RECV",
+	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
+}
+
+func (o WCOpcode) String() string {
+	if s, ok := wcOpcodeNames[o]; ok {
+		return s
+	}
+	return fmt.Sprintf("WCOpcode(%d)", uint32(o))
+}
+
+// WCFlags qualify a completion (enum ibv_wc_flags).
+type WCFlags uint32
+
+// Completion flags.
+const (
+	WCWithGRH  WCFlags = 1 << 0
+	WCWithImm  WCFlags = 1 << 1
+	WCIPCSumOK WCFlags = 1 << 2
+	WCWithInv  WCFlags = 1 << 3
+)
+
+// WorkCompletion is one completion (struct ibv_wc).
+type WorkCompletion struct {
+	ID        uint64
+	Status    WCStatus
+	Opcode    WCOpcode
+	VendorErr uint32
+	ByteLen   uint32
+	// Imm is the immediate data (WCWithImm), as the sender meant it, or
+	// the invalidated rkey (WCWithInv).
+	Imm          uint32
+	QPNum        uint32
+	SrcQP        uint32
+	Flags        WCFlags
+	PKeyIndex    uint16
+	SLID         uint16
+	SL           uint8
+	DLIDPathBits uint8
+	Port         uint8
+}
+
+// QPType is a queue pair's transport service (enum ib_uverbs_qp_type).
+type QPType uint8
+
+// QP types.
+const (
+	QPTypeRC QPType = 2
+	QPTypeUC QPType = 3
+	QPTypeUD QPType = 4
+)
+
+func (t QPType) String() string {
+	switch t {
+	case QPTypeRC:
+		return "RC"
+	case QPTypeUC:
+		return "UC"
+	case QPTypeUD:
+		return "UD"
+	}
+	return fmt.Sprintf("QPType(%d)", uint8(t))
+}
+
+// QPCap is a queue pair's capacities (struct ibv_qp_cap).
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   uint32
+	MaxSendSGE, MaxRecvSGE uint32
+	MaxInlineData          uint32
+}
+
+// QPState is a queue pair's state (enum ib_uverbs_qp_state? the kernel's
+// enum ib_qp_state).
+type QPState uint8
+
+// QP states.
+const (
+	QPStateReset QPState = iota
+	QPStateInit
+	QPStateRTR
+	QPStateRTS
+	QPStateSQD
+	QPStateSQE
+	QPStateErr
+)
+
+var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
+
+func (s QPState) String() string {
+	if int(s) < len(qpStateNames) {
+		return qpStateNames[s]
+	}
+	return fmt.Sprintf("QPState(%d)", uint8(s))
+}
