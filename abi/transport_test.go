@@ -291,3 +291,17 @@ func TestExtendedFraming(t *testing.T) {
 		t.Error("misaligned extended command accepted")
 	}
 }
+
+func TestLegacyCommandWithoutResponse(t *testing.T) {
+	k := &fakeKernel{ioctlErr: func(uint16, uint16) error { return unix.ENOTTY }}
+	f := openFake(t, k)
+	// REQ_NOTIFY_CQ {cq_handle, solicited_only}: no response field to fill.
+	in := []byte{7, 0, 0, 0, 1, 0, 0, 0}
+	if _, err := f.Invoke(&Command{Num: 23, In: in}); err != nil {
+		t.Fatal(err)
+	}
+	w := k.writes[0]
+	if ne.Uint16(w[4:]) != 4 || ne.Uint16(w[6:]) != 0 || string(w[8:]) != string(in) {
+		t.Errorf("framing of a response-less command = %v", w)
+	}
+}

@@ -12,9 +12,10 @@ type Command struct {
 	// Num is the command number; set IB_USER_VERBS_CMD_FLAG_EXTENDED
 	// (0x80000000) for extended commands.
 	Num uint32
-	// In is the core request. A legacy request starts with the 8-byte
-	// response pointer, which Invoke fills in; an extended one does not
-	// (its response pointer is in the extended header).
+	// In is the core request. A legacy command that has a response (Out
+	// not empty) starts with the 8-byte response pointer, which Invoke
+	// fills in; commands without one (DEALLOC_PD, MODIFY_QP, …) have no
+	// such field, and extended commands carry it in their extended header.
 	In []byte
 	// Out receives the core response.
 	Out []byte
@@ -69,7 +70,7 @@ func (f *File) write(c *Command) error {
 		copy(buf[legacyCmdHdrSize+extendedCmdHdrSize:], c.In)
 		copy(buf[legacyCmdHdrSize+extendedCmdHdrSize+len(c.In):], c.DriverIn)
 	} else {
-		if len(c.In) < legacyResponseFieldLen {
+		if len(c.Out) > 0 && len(c.In) < legacyResponseFieldLen {
 			return fmt.Errorf("abi: command %d: request shorter than its response field", c.Num)
 		}
 		n := legacyCmdHdrSize + len(c.In) + len(c.DriverIn)
@@ -82,7 +83,9 @@ func (f *File) write(c *Command) error {
 		ne.PutUint16(buf[6:], uint16(len(resp)/4))
 		copy(buf[legacyCmdHdrSize:], c.In)
 		copy(buf[legacyCmdHdrSize+len(c.In):], c.DriverIn)
-		ne.PutUint64(buf[legacyCmdHdrSize:], addr(resp))
+		if len(c.Out) > 0 {
+			ne.PutUint64(buf[legacyCmdHdrSize:], addr(resp))
+		}
 	}
 	if err := f.Write(buf); err != nil {
 		return err
