@@ -2,11 +2,10 @@
 // for queues and registered buffers (off the Go heap, MADV_DONTFORK) and
 // mappings of device files, each released by Close.
 //
-// Device-visible memory never lives on the Go heap: the garbage collector may
-// move nothing there, but a heap object's lifetime is the collector's, while a
-// device keeps writing to a buffer until its MR, CQ or QP is destroyed. A
-// Region's memory lives until its Close, and its address (Addr) is what
-// commands hand to the kernel.
+// Device-visible memory never lives on the Go heap: a heap object is freed
+// once Go code stops referencing it, while a device keeps reading and writing
+// a buffer until its MR, CQ or QP is destroyed. A Region's memory lives until
+// its Close, and its address (Addr) is what commands hand to the kernel.
 //
 // Anonymous memory is MAP_PRIVATE|MAP_ANONYMOUS, zeroed and prefaulted, and
 // marked MADV_DONTFORK (VM_DONTCOPY, shown as "dc" in /proc/self/smaps'
