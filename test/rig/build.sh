@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# build.sh SERIES: make sure the rig has a bootable kernel of SERIES (6.1 or
+# 6.12) and prints the path of its description, $RIG_CACHE/SERIES.env:
+#   KPKG KVER KDEBVER USERLAND  what it was built from (Debian package versions)
+#   VMLINUX                     the uncompressed kernel, booted through PVH
+#   INITRD                      the base initramfs: busybox, bash, iproute2,
+#                               rdma-core userland, modules incl. an out-of-tree siw.ko
+# Warm path: if the artifacts the .env names exist and were built by this very
+# script, nothing else happens (no apt, no network). RIG_REFRESH=1 looks up the
+# newest Debian upload again. Everything lives under $RIG_CACHE, keyed by version:
+#   debs/                         downloaded .debs (linux-source is dropped once siw.ko is built)
+#   <kver>_<debversion>/vmlinux, siw.ko, initramfs-<key>.cpio
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+SERIES=${1:?usage: build.sh 6.1|6.12}
+ENVF=$RIG_CACHE/$SERIES.env
+# Guest userland, unpacked into the initramfs (never installed on the host).
+USERLAND_PKGS=(ibverbs-utils perftest rdmacm-utils ibverbs-providers libibverbs1 librdmacm1
+               libibumad3 libpci3 libnl-3-200 libnl-route-3-200)
+# Kernel modules the guest loads. rdma_rxe needs the "crc32" shash and siw the
+# "crc32c" one at run time, which modules.dep does not list.
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm
+         rdma_rxe siw crc32_generic crc32-pclmul crc32c_generic)
+
+# The base initramfs is keyed by what went into it: this script and the versions.
+key() { { cat "$RIG_DIR/build.sh"; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
+kdir() { echo "$RIG_CACHE/${KVER}_${KDEBVER//:/_}"; }
+
+if [ -z "${RIG_REFRESH:-}" ] && [ -f "$ENVF" ]; then
+  # shellcheck disable=SC1090
+  . "$ENVF"
+  if [ -f "$VMLINUX" ] && [ "$INITRD" = "$(kdir)/initramfs-$(key).cpio" ] && [ -f "$INITRD" ]; then
+    echo "$ENVF"; exit 0
+  fi
+fi
+
+need_debian
+t0=$(now)
+
+# ---- which packages: the meta-package's dependency, all from one upload ----
+resolve() {
+  resolve_kernel "$SERIES" || return 1
+  USERLAND=$(candidates "${USERLAND_PKGS[@]}") || return 1
+  # linux-headers-<kver> needs its -common half and the kbuild tools of the same upload
+  HDRS=$(apt-cache depends "linux-headers-$KVER" 2>/dev/null |
+    awk '/Depends: linux-(headers-.*-common|kbuild-)/{print $2}' | sort -u | tr '\n' ' ')
+  [ -n "$HDRS" ] || return 1
+  SRCSER=$(echo "$KVER" | cut -d. -f1,2)        # 6.1.0-56-amd64 -> 6.1
+}
+if ! resolve; then
+  apt_update
+  resolve || die "no kernel for series $SERIES in the apt lists: the rig needs Debian 12 (bookworm)
+  with bookworm-security enabled (packages $(meta_of "$SERIES"), linux-headers-*, linux-source-*)"
+fi
+KDIR=$(kdir)
+mkdir -p "$KDIR"
+log "kernel $SERIES: $KPKG $KDEBVER"
+
+need=("$KPKG=$KDEBVER")
+read -ra userland <<<"$USERLAND"; need+=("${userland[@]}")
+if [ ! -f "$KDIR/siw.ko" ]; then
+  need+=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
+  for h in $HDRS; do need+=("$h=$KDEBVER"); done
+fi
+if ! fetch "${need[@]}"; then
+  # stale lists name versions the mirror no longer has
+  apt_update
+  resolve || die "kernel series $SERIES vanished from the apt lists"
+  fetch "${need[@]}" || die "could not download ${need[*]}: image, headers and source must be
+  the same Debian upload ($KDEBVER); see apt-cache policy linux-source-$SRCSER"
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rig-build.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+# ---- siw.ko: Debian builds without CONFIG_RDMA_SIW, so build it out of tree ----
+if [ ! -f "$KDIR/siw.ko" ]; then
+  ts=$(now)
+  H=$TMP/hdr
+  for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
+  # The flavour's Makefile includes the -common one by absolute path: point it here.
+  sed -i "s|^include /usr/src/|include $H/usr/src/|" "$H/usr/src/linux-headers-$KVER/Makefile"
+  src=$(deb_of "linux-source-$SRCSER" "$KDEBVER")
+  dpkg-deb --fsys-tarfile "$src" | tar -xO "./usr/src/linux-source-$SRCSER.tar.xz" | xz -dc |
+    tar -x -C "$TMP" --wildcards "linux-source-$SRCSER/drivers/infiniband/sw/siw/*"
+  M=$TMP/linux-source-$SRCSER/drivers/infiniband/sw/siw
+  # CONFIG_DEBUG_INFO_BTF_MODULES= : 6.12's headers ship vmlinux, so kbuild would
+  # want pahole for module BTF, which nothing here needs.
+  make -s -C "$H/usr/src/linux-headers-$KVER" M="$M" CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES= \
+    modules -j"$(nproc)" 2>&1 | grep -v 'Skipping BTF' >&2 || true
+  [ -f "$M/siw.ko" ] || die "building siw.ko for $KVER failed (see the make output above)"
+  vm=$(modinfo -F vermagic "$M/siw.ko")
+  [ "${vm%% *}" = "$KVER" ] || die "siw.ko vermagic '$vm' does not match $KVER"
+  strip --strip-debug -o "$KDIR/siw.ko.tmp" "$M/siw.ko" && mv "$KDIR/siw.ko.tmp" "$KDIR/siw.ko"
+  # The source .deb (~140 MB) only ever serves this build.
+  rm -f "$src" "$TMP/hdr" -r
+  log "siw.ko for $KVER built in $(since "$ts")s"
+fi
+
+# ---- unpack the image and the userland ----
+ts=$(now)
+K=$TMP/k U=$TMP/u ROOT=$TMP/root
+dpkg-deb -x "$(deb_of "$KPKG" "$KDEBVER")" "$K"
+for pv in "${userland[@]}"; do dpkg-deb -x "$(deb_of "${pv%%=*}" "${pv#*=}")" "$U"; done
+MODDIR=$K/lib/modules/$KVER
+mkdir -p "$MODDIR/extra" && cp "$KDIR/siw.ko" "$MODDIR/extra/"
+depmod -b "$K" "$KVER"
+
+# ---- vmlinux: the ELF inside the bzImage, found through the boot header ----
+if [ ! -f "$KDIR/vmlinux" ]; then
+  bz=$K/boot/vmlinuz-$KVER
+  u32() { od -An -tu4 -j "$1" -N4 "$bz" | tr -d ' '; }
+  setup_sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$bz" | tr -d ' ')
+  start=$(( (setup_sects + 1) * 512 + $(u32 $((0x248))) ))   # payload_offset
+  len=$(( $(u32 $((0x24c))) - 4 ))                           # payload_length minus the appended size
+  payload() { dd if="$bz" bs=64K iflag=skip_bytes,count_bytes skip="$start" count="$1" status=none; }
+  case $(payload 4 | od -An -tx1 | tr -d ' ') in
+    fd377a58) unz=(xz -dc) ;;          # 6.1
+    28b52ffd) unz=(zstd -dc) ;;        # 6.12
+    1f8b*) unz=(gzip -dc) ;;
+    *) die "$bz: unknown compression of the kernel payload" ;;
+  esac
+  payload "$len" | "${unz[@]}" > "$KDIR/vmlinux.tmp"
+  [ "$(head -c 4 "$KDIR/vmlinux.tmp" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] ||
+    die "$bz: extracted payload is not an ELF vmlinux"
+  mv "$KDIR/vmlinux.tmp" "$KDIR/vmlinux"
+fi
+
+# ---- the guest root: usrmerged like the host, so ldd's paths fit ----
+mkdir -p "$ROOT"/{usr/bin,usr/sbin,usr/lib,usr/lib64,etc,proc,sys,dev,run,tmp,mnt/host,root,var}
+ln -s usr/bin "$ROOT/bin"; ln -s usr/sbin "$ROOT/sbin"; ln -s usr/lib "$ROOT/lib"; ln -s usr/lib64 "$ROOT/lib64"
+ln -s /run "$ROOT/var/run"
+
+# busybox for the basics (mount, modprobe, timeout, poweroff ...)
+cp "$(readlink -f "$(command -v busybox)")" "$ROOT/usr/bin/busybox"
+for a in $("$ROOT/usr/bin/busybox" --list); do
+  [ -e "$ROOT/usr/bin/$a" ] || ln -s busybox "$ROOT/usr/bin/$a"
+done
+
+# rdma-core userland as packaged (bins, libs, provider plugins, /etc/libibverbs.d)
+rm -rf "$U/usr/share"
+tar -C "$U" -cf - . | tar -C "$ROOT" -xf - --keep-directory-symlink
+
+dest_of() {   # host or stage path -> path in the guest root (/lib -> /usr/lib)
+  local p=${1#"$U"}
+  case $p in /lib/*|/lib64/*|/bin/*|/sbin/*) p=/usr$p ;; esac
+  echo "$p"
+}
+copy_file() {  # SRC [DEST-in-root]
+  local d=${2:-$(dest_of "$1")}
+  [ -e "$ROOT$d" ] && return 0
+  mkdir -p "$ROOT$(dirname "$d")"
+  cp -L "$1" "$ROOT$d"
+}
+LDP=$U/usr/lib/x86_64-linux-gnu:$U/lib/x86_64-linux-gnu
+copy_libs() {  # the shared libraries an ELF needs, from the stage or the host
+  { LD_LIBRARY_PATH=$LDP ldd "$1" 2>/dev/null || true; } |   # static ELFs: ldd says no
+    awk '/=> \//{print $3} /^\t\/.*ld-linux/{print $1}' |
+    while read -r lib; do copy_file "$lib"; done
+}
+# bash as /bin/sh: busybox-static's ash runs its own applets even when PATH has
+# a better one, so `ip` would be busybox's, which has no veth.
+rm -f "$ROOT/usr/bin/sh" "$ROOT/usr/bin/ip"
+copy_file "$(readlink -f /bin/bash)" /usr/bin/bash; ln -s bash "$ROOT/usr/bin/sh"
+copy_file "$(readlink -f /bin/ip)" /usr/sbin/ip
+copy_file /usr/bin/rdma /usr/sbin/rdma
+# glibc dlopen()s libgcc_s to unwind threads (rping aborts without it)
+copy_file "$(readlink -f /usr/lib/x86_64-linux-gnu/libgcc_s.so.1)" /usr/lib/x86_64-linux-gnu/libgcc_s.so.1
+find "$ROOT/usr" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
+  while IFS= read -r -d '' f; do
+    if [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then copy_libs "$f"; fi
+  done
+printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
+printf 'root:x:0:\n' > "$ROOT/etc/group"
+printf '127.0.0.1 localhost\n::1 localhost\n' > "$ROOT/etc/hosts"
+echo rig > "$ROOT/etc/hostname"
+
+# ---- modules and their dependencies; xz/zstd-compressed ones (6.12) are
+# unpacked because busybox's modprobe cannot read them ----
+for m in "${MODULES[@]}"; do
+  modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
+done | awk '$1=="insmod"{print $2}' | sort -u | while read -r ko; do
+  rel=${ko#"$MODDIR/"}
+  case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
+  mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"
+  "${dec[@]}" "$ko" > "$ROOT/usr/lib/modules/$KVER/$rel"
+done
+cp "$MODDIR"/modules.{order,builtin,builtin.modinfo} "$ROOT/usr/lib/modules/$KVER/"
+depmod -b "$ROOT" "$KVER"
+
+# ---- pack (uncompressed: gunzip under TCG costs more than the copy) ----
+INITRD=$KDIR/initramfs-$(key).cpio
+( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
+  cpio --null -o -H newc --owner=0:0 --reproducible --quiet ) > "$INITRD.tmp"
+mv "$INITRD.tmp" "$INITRD"
+# older initramfs of this kernel were built by an older build.sh
+find "$KDIR" -name 'initramfs-*.cpio' ! -name "$(basename "$INITRD")" -delete
+VMLINUX=$KDIR/vmlinux
+{
+  printf 'KPKG=%q\nKVER=%q\nKDEBVER=%q\nUSERLAND=%q\n' "$KPKG" "$KVER" "$KDEBVER" "$USERLAND"
+  printf 'VMLINUX=%q\nINITRD=%q\n' "$VMLINUX" "$INITRD"
+} > "$ENVF.tmp"
+mv "$ENVF.tmp" "$ENVF"
+log "kernel $SERIES: initramfs $(du -h "$INITRD" | cut -f1) built in $(since "$ts")s (total $(since "$t0")s)"
+echo "$ENVF"

@@ -1,0 +1,174 @@
+# shellcheck shell=bash
+# Shared by the rig's host scripts (sourced, never run). Knows where things
+# live, how to reach Debian's archive, and how to boot a guest.
+
+RIG_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TOP=$(git -C "$RIG_DIR" rev-parse --show-toplevel 2>/dev/null || (cd "$RIG_DIR/../.." && pwd))
+# Downloads and built images, keyed by package version (git-ignored).
+RIG_CACHE=${RIG_CACHE:-$TOP/.cache/rig}
+# Console logs and staged payloads of the last run (git-ignored).
+RIG_OUT=${RIG_OUT:-$TOP/test/rig/out}
+
+log() { echo "rig: $*" >&2; }
+die() { echo "rig: error: $*" >&2; exit 1; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+
+# The rig fetches Debian's kernels and rdma-core with apt-get and unpacks them
+# with dpkg-deb; without those there is nothing to boot.
+need_debian() {
+  local miss=()
+  command -v apt-get >/dev/null || miss+=(apt-get)
+  command -v apt-cache >/dev/null || miss+=(apt-cache)
+  command -v dpkg-deb >/dev/null || miss+=(dpkg-deb)
+  [ ${#miss[@]} -eq 0 ] && return 0
+  die "the kernel rig needs a Debian 12 (bookworm) host: it downloads Debian's kernels
+  (linux-image-amd64, linux-image-6.12-amd64) and rdma-core with apt-get and unpacks them with
+  dpkg-deb. Missing here: ${miss[*]}. Run the rig on Debian 12 (a container or VM is fine),
+  or run only the host tests with: go test ./..."
+}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+apt_update() { log "apt-get update"; as_root apt-get update -qq >&2 || die "apt-get update failed"; }
+
+# Series -> meta-package whose dependency is the newest image of that series.
+meta_of() {
+  case $1 in
+    6.1) echo linux-image-amd64 ;;
+    *) echo "linux-image-$1-amd64" ;;   # 6.12 -> linux-image-6.12-amd64
+  esac
+}
+
+# resolve_kernel SERIES: sets KPKG KVER KDEBVER from the apt lists (no network).
+resolve_kernel() {
+  local meta; meta=$(meta_of "$1")
+  KPKG=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  [ -n "$KPKG" ] || return 1
+  KVER=${KPKG#linux-image-}; KVER=${KVER%-unsigned}
+  KDEBVER=$(apt-cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')
+  [ -n "$KDEBVER" ]
+}
+
+# candidates PKG...: "pkg=version ..." of the versions apt-get would fetch.
+candidates() {
+  local out
+  out=$(apt-cache show --no-all-versions "$@" 2>/dev/null |
+    awk '/^Package:/{p=$2} /^Version:/{printf "%s%s=%s", sep, p, $2; sep=" "}')
+  [ "$(wc -w <<<"$out")" = $# ] && echo "$out"
+}
+
+# deb_of PKG VERSION: path of that .deb in the cache ("" if absent).
+# apt-get download writes pkg_version_arch.deb with ':' spelled %3a.
+deb_of() {
+  local f
+  for f in "$RIG_CACHE/debs/${1}_${2//:/%3a}_"*.deb; do [ -f "$f" ] && echo "$f" && return 0; done
+  return 1
+}
+
+# fetch PKG=VERSION...: download the packages not yet in the cache.
+fetch() {
+  local want=() pv
+  for pv in "$@"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || want+=("$pv"); done
+  [ ${#want[@]} -eq 0 ] && return 0
+  mkdir -p "$RIG_CACHE/debs"
+  log "downloading ${want[*]}"
+  # apt-get download as root warns that the _apt user cannot write here; harmless.
+  ( cd "$RIG_CACHE/debs" && apt-get download -q "${want[@]}" 2>&1 ) |
+    grep -vE 'Download is performed unsandboxed|^Get:|^Fetched' >&2 || true
+  for pv in "${want[@]}"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || return 1; done
+}
+
+# KVM only when it really starts a vCPU: on some hosts /dev/kvm exists but QEMU
+# aborts setting MSRs. RIG_ACCEL=tcg|kvm forces a choice.
+pick_accel() {
+  case ${RIG_ACCEL:-auto} in
+    tcg|kvm) echo "$RIG_ACCEL"; return ;;
+  esac
+  if [ -r /dev/kvm ] && [ -w /dev/kvm ] &&
+     echo quit | timeout 10 qemu-system-x86_64 -accel kvm -machine q35 -cpu host -nodefaults \
+       -display none -S -monitor stdio >/dev/null 2>&1; then
+    echo kvm
+  else
+    echo tcg
+  fi
+}
+
+# rig_boot SERIES_ENV OVERLAY LOG TIMEOUT [qemu args...]
+# Boots the kernel described by SERIES_ENV (written by build.sh) with its cached
+# base initramfs plus the OVERLAY directory packed as a second archive (the
+# kernel unpacks concatenated cpio archives in order; later files win).
+# Streams the console to stdout (unless RIG_QUIET=1) and to LOG. Returns the
+# guest command's status from its "RIG-EXIT: n" line; 124 if the host timeout
+# killed the guest; 125 if the guest ended without one (panic, init died).
+rig_boot() {
+  local envf=$1 overlay=$2 logf=$3 tmo=$4; shift 4
+  local initrd accel cpu rc t0 VMLINUX INITRD
+  # shellcheck disable=SC1090
+  . "$envf"
+  mkdir -p "$RIG_OUT"
+  initrd=$(mktemp "$RIG_OUT/initrd.XXXXXX")
+  # Uncompressed: gunzip in a TCG guest costs more than the copy.
+  { cat "$INITRD"
+    ( cd "$overlay" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --owner=0:0 --quiet )
+  } > "$initrd"
+  accel=$(pick_accel); cpu=max; [ "$accel" = kvm ] && cpu=host
+  local args=(-nodefaults -no-user-config -machine q35 -accel "$accel" -cpu "$cpu"
+    -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
+    # qboot boots the uncompressed vmlinux through its PVH entry: no in-guest
+    # decompression, which costs seconds under TCG.
+    -bios /usr/share/qemu/qboot.rom -kernel "$VMLINUX" -initrd "$initrd"
+    # restrict=on: the guest reaches nothing outside the VM.
+    -nic user,model=virtio-net-pci,restrict=on
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
+  t0=$(now)
+  set +e
+  if [ "${RIG_QUIET:-0}" = 1 ]; then
+    timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1
+    rc=$?
+  else
+    timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null 2>&1 | tee "$logf"
+    rc=${PIPESTATUS[0]}
+  fi
+  set -e
+  rm -f "$initrd"
+  RIG_BOOT_SECS=$(since "$t0")
+  RIG_BOOT_ACCEL=$accel
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    RIG_BOOT_WHY="killed by the host timeout after ${tmo}s"; return 124
+  fi
+  local ex
+  ex=$(tr -d '\r' < "$logf" | sed -n 's/^RIG-EXIT: \([0-9]*\)$/\1/p' | tail -1)
+  if [ -z "$ex" ]; then
+    if grep -q 'Kernel panic' "$logf"; then RIG_BOOT_WHY="kernel panic"
+    else RIG_BOOT_WHY="guest ended without finishing its command (qemu status $rc)"; fi
+    return 125
+  fi
+  RIG_BOOT_WHY=""
+  return "$ex"
+}
+
+# console_tail LOG [N]: the last lines of a guest console, for failure reports.
+console_tail() {
+  echo "rig: ---- last ${2:-40} lines of the console ($1) ----"
+  tr -d '\r' < "$1" | tail -n "${2:-40}" | sed 's/^/  | /'
+  echo "rig: ----"
+}
+
+# make_overlay DIR CMDFILE: the per-boot part of the guest: /init, the guest
+# scripts and the command to run. Callers add rig/bin and rig/tests.
+make_overlay() {
+  local d=$1
+  mkdir -p "$d/rig/bin"
+  cp "$RIG_DIR/guest/init" "$d/init"
+  cp "$RIG_DIR/guest/veth-pair.sh" "$RIG_DIR/guest/run-tests.sh" "$d/rig/"
+  cp "$2" "$d/rig/cmd"
+  chmod 755 "$d/init" "$d/rig/"*.sh "$d/rig/cmd"
+}
+
+# write_env FILE VAR...: export the named host variables to the guest.
+write_env() {
+  local f=$1 v; shift
+  : > "$f"
+  for v in "$@"; do [ -n "${!v+x}" ] && printf 'export %s=%q\n' "$v" "${!v}" >> "$f"; done
+  return 0
+}
