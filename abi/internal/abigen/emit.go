@@ -17,8 +17,16 @@ type genFile struct {
 	Data []byte
 }
 
-// generate runs the compiler and returns the generated files.
-func generate(cfg *config) ([]genFile, error) {
+// model is what one run learned from the compiler.
+type model struct {
+	Structs []*genStruct
+	Consts  []*constItem
+	Skipped []skipped
+	Inputs  []string // "header sha256:…" lines
+}
+
+// buildModel runs the compiler and reads its output.
+func buildModel(cfg *config) (*model, error) {
 	tmp, err := os.MkdirTemp("", "abigen")
 	if err != nil {
 		return nil, err
@@ -44,19 +52,31 @@ func generate(cfg *config) ([]genFile, error) {
 		}
 		return len(cfg.Includes)
 	}
-	structs, err := buildTypes(decls, rank)
+	m := &model{}
+	if m.Structs, err = buildTypes(decls, rank); err != nil {
+		return nil, err
+	}
+	if m.Consts, m.Skipped, err = buildConsts(res, decls, rank); err != nil {
+		return nil, err
+	}
+	if m.Inputs, err = inputHashes(res.Inputs); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// generate runs the compiler and returns the generated files.
+func generate(cfg *config) ([]genFile, error) {
+	m, err := buildModel(cfg)
 	if err != nil {
 		return nil, err
 	}
-	items, skips, err := buildConsts(res, decls, rank)
-	if err != nil {
-		return nil, err
-	}
-	inputs, err := inputHashes(res.Inputs)
-	if err != nil {
-		return nil, err
-	}
-	e := &emitter{cfg: cfg, inputs: inputs}
+	return render(cfg, m)
+}
+
+// render writes the model as gofmt'ed Go files.
+func render(cfg *config, m *model) ([]genFile, error) {
+	e := &emitter{cfg: cfg, inputs: m.Inputs}
 	var files []genFile
 	add := func(name string, fn func(*bytes.Buffer)) error {
 		if name == "" {
@@ -72,17 +92,18 @@ func generate(cfg *config) ([]genFile, error) {
 		files = append(files, genFile{Name: name, Data: src})
 		return nil
 	}
-	if err := add(cfg.TypesFile, func(b *bytes.Buffer) { e.types(b, structs) }); err != nil {
-		return nil, err
-	}
-	if err := add(cfg.ConstFile, func(b *bytes.Buffer) { e.consts(b, items, skips) }); err != nil {
-		return nil, err
-	}
-	if err := add(cfg.LayoutFile, func(b *bytes.Buffer) { e.layout(b, structs) }); err != nil {
-		return nil, err
-	}
-	if err := add(cfg.LayoutTestFile, func(b *bytes.Buffer) { e.layoutTest(b, structs) }); err != nil {
-		return nil, err
+	for _, f := range []struct {
+		name string
+		fn   func(*bytes.Buffer)
+	}{
+		{cfg.TypesFile, func(b *bytes.Buffer) { e.types(b, m.Structs) }},
+		{cfg.ConstFile, func(b *bytes.Buffer) { e.consts(b, m.Consts, m.Skipped) }},
+		{cfg.LayoutFile, func(b *bytes.Buffer) { e.layout(b, m.Structs) }},
+		{cfg.LayoutTestFile, func(b *bytes.Buffer) { e.layoutTest(b, m.Structs) }},
+	} {
+		if err := add(f.name, f.fn); err != nil {
+			return nil, err
+		}
 	}
 	return files, nil
 }

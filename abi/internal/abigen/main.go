@@ -12,7 +12,7 @@
 //     with `gcc -E -dD` to learn which object-like macros each header defines.
 //  2. It adds one probe per macro, `enum abigen_mN { abigen_mN_v = (MACRO) };`,
 //     and drops the macros that are not integer constant expressions (gcc's
-//     error lines name them; strings literals are kept as Go strings).
+//     error lines name them; string literals are kept as Go strings).
 //  3. It compiles the file with `gcc -g -c -fno-eliminate-unused-debug-types` and
 //     reads the object's DWARF with debug/elf and debug/dwarf: every struct and
 //     enum a header declares, with member names, types, offsets and sizes; the
