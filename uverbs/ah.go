@@ -1,0 +1,77 @@
+package uverbs
+
+import (
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// AH is an address handle: a destination for UD sends.
+type AH struct {
+	pd     *PD
+	prov   provider.AH
+	handle uint32
+	attr   AHAttr
+	destroyer
+}
+
+// CreateAH creates an address handle (CREATE_AH: one syscall).
+func (pd *PD) CreateAH(a AHAttr) (*AH, error) {
+	c := pd.ctx
+	dev := c.dev.Name
+	if a.PortNum == 0 {
+		return nil, argError("CreateAH", dev, "port number 0 (ports count from 1)")
+	}
+	pa := provider.AHAttr{DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, PortNum: a.PortNum}
+	var wire abi.IbUverbsAhAttr
+	wire.Dlid, wire.Sl, wire.SrcPathBits, wire.StaticRate, wire.PortNum = a.DLID, a.SL, a.SrcPathBits, a.StaticRate, a.PortNum
+	if g := a.GRH; g != nil {
+		pa.IsGlobal, pa.DGID, pa.FlowLabel, pa.SGIDIndex, pa.HopLimit, pa.TrafficClass = true, g.DGID, g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
+		wire.IsGlobal = 1
+		wire.Grh = abi.IbUverbsGlobalRoute{Dgid: g.DGID, FlowLabel: g.FlowLabel, SgidIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
+	}
+	setup, err := c.prov.CreateAH(pa)
+	if err != nil {
+		return nil, opError("CreateAH", dev, abi.TransportNone, err)
+	}
+	in, out := setup.Udata()
+	req := abi.IbUverbsCreateAh{PdHandle: pd.handle, Attr: wire}
+	var resp abi.IbUverbsCreateAhResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_AH, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := c.invoke("CreateAH", &cmd); err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	ah := &AH{pd: pd, handle: resp.AhHandle, attr: a}
+	prov, err := setup.Complete(provider.AHCreated{Handle: resp.AhHandle})
+	if err != nil {
+		ah.destroyKernel()
+		return nil, opError("CreateAH", dev, abi.TransportNone, err)
+	}
+	ah.prov = prov
+	return ah, nil
+}
+
+// ProviderAH is the provider's form of the address, for UD work requests.
+func (ah *AH) ProviderAH() provider.AH { return ah.prov }
+
+// Attr is the address the AH was created with.
+func (ah *AH) Attr() AHAttr { return ah.attr }
+
+// Handle is the kernel's handle for the AH.
+func (ah *AH) Handle() uint32 { return ah.handle }
+
+func (ah *AH) destroyKernel() error {
+	req := abi.IbUverbsDestroyAh{AhHandle: ah.handle}
+	return ah.pd.ctx.destroyObject("DestroyAH", abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY, ah.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_AH, In: abi.Bytes(&req)})
+}
+
+// Close destroys the AH. Idempotent.
+func (ah *AH) Close() error {
+	return ah.close(func() error {
+		if err := ah.destroyKernel(); err != nil {
+			return err
+		}
+		return ah.prov.Close()
+	})
+}

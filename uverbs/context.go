@@ -1,0 +1,213 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+var ne = binary.NativeEndian
+
+// OpenOptions tune Open. The zero value is what programs want.
+type OpenOptions struct {
+	// Transport forces the command transport (tests force each path);
+	// the default is rdma-core's rule: ioctl first, write() where the
+	// kernel has no ioctl method.
+	Transport abi.Policy
+}
+
+// Context is an open device: the uverbs command file, the kernel's user
+// context, the provider's state and the async event file. Every object is
+// created from a Context, and all of them die with it.
+type Context struct {
+	dev   Device
+	file  *abi.File
+	prov  provider.Context
+	async *os.File // async event fd, non-blocking, on the runtime poller
+
+	numCompVectors int
+	coreSupport    uint64
+
+	transports sync.Map // verb name → abi.Transport of its last call
+	nextTag    atomic.Uint64
+	cqs        sync.Map // user_handle → *CQ, for completion and async events
+	qps        sync.Map // user_handle → *QP, for async events
+	srqs       sync.Map // user_handle → *SRQ, for async events
+	events     asyncEvents
+	closed     atomic.Bool
+}
+
+// Open opens d: GET_CONTEXT with its provider's driver data, then the
+// async event file. It costs two syscalls plus the open (rdma-core's count).
+func Open(d Device) (*Context, error) { return OpenWith(d, OpenOptions{}) }
+
+// OpenWith is Open with options.
+func OpenWith(d Device, o OpenOptions) (*Context, error) {
+	if d.CharDev == "" {
+		return nil, &OpError{Verb: "Open", Device: d.Name, Err: fmt.Errorf("%w: device has no uverbs character device", ErrNoDevice)}
+	}
+	f, err := abi.Open(d.CharDev, uint32(d.Driver))
+	if err != nil {
+		return nil, opError("Open", d.Name, abi.TransportNone, err)
+	}
+	f.SetPolicy(o.Transport)
+	c := &Context{dev: d, file: f}
+	drv := driverFor(d.Driver)
+	prov, err := drv.NewContext(kernelOps{c})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	c.prov = prov
+	if c.async == nil {
+		if err := c.allocAsyncFD(); err != nil {
+			c.prov.Close()
+			f.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Device is the device this context was opened on.
+func (c *Context) Device() Device { return c.dev }
+
+// NumCompVectors is the number of completion vectors (interrupt queues) a
+// CQ can be bound to.
+func (c *Context) NumCompVectors() int { return c.numCompVectors }
+
+// File is the uverbs command file: its Syscalls count is every syscall the
+// context's slow path and doorbells made.
+func (c *Context) File() *abi.File { return c.file }
+
+// Transports reports, for every verb called on this context, whether its
+// last call went by ioctl or write (or neither).
+func (c *Context) Transports() map[string]abi.Transport {
+	m := map[string]abi.Transport{}
+	c.transports.Range(func(k, v any) bool { m[k.(string)] = v.(abi.Transport); return true })
+	return m
+}
+
+func (c *Context) noteTransport(verb string, tr abi.Transport) {
+	if old, ok := c.transports.Load(verb); !ok || old.(abi.Transport) != tr {
+		c.transports.Store(verb, tr)
+	}
+}
+
+// invoke runs a write-style command by ioctl or write, for verb.
+func (c *Context) invoke(verb string, cmd *abi.Command) error {
+	if c.closed.Load() {
+		return &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
+	}
+	tr, err := c.file.Invoke(cmd)
+	c.noteTransport(verb, tr)
+	return opError(verb, c.dev.Name, tr, err)
+}
+
+// ioctl runs b; if the kernel has no such ioctl method and write != nil,
+// write runs the verb's write form instead. The transport tells the caller
+// which form's outputs to read.
+func (c *Context) ioctl(verb string, b *abi.Ioctl, write func() error) (abi.Transport, error) {
+	if c.closed.Load() {
+		return abi.TransportNone, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
+	}
+	err := c.file.Ioctl(b)
+	if abi.IsNoIoctl(err) && write != nil {
+		c.noteTransport(verb, abi.TransportWrite)
+		return abi.TransportWrite, opError(verb, c.dev.Name, abi.TransportWrite, write())
+	}
+	c.noteTransport(verb, abi.TransportIoctl)
+	return abi.TransportIoctl, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+}
+
+// getContext runs GET_CONTEXT: by ioctl (then the async fd is allocated
+// separately), or by write, which also returns the async fd.
+func (c *Context) getContext(driverIn, driverOut []byte) error {
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
+	var vectors [4]byte
+	var support [8]byte
+	b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, vectors[:])
+	sup := b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, support[:])
+	b.Optional(sup)
+	b.UHW(driverIn, driverOut)
+	tr, err := c.ioctl("Open", b, func() error {
+		var req abi.IbUverbsGetContext
+		var resp abi.IbUverbsGetContextResp
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_GET_CONTEXT, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: driverIn, DriverOut: driverOut}
+		if _, err := c.file.Invoke(&cmd); err != nil {
+			return err
+		}
+		c.numCompVectors = int(resp.NumCompVectors)
+		c.async = asyncFile(int(resp.AsyncFd))
+		return nil
+	})
+	if err == nil && tr == abi.TransportIoctl {
+		c.numCompVectors = int(ne.Uint32(vectors[:]))
+		c.coreSupport = ne.Uint64(support[:])
+	}
+	return err
+}
+
+// allocAsyncFD creates the async event file (ASYNC_EVENT_ALLOC), which the
+// ioctl form of GET_CONTEXT does not.
+func (c *Context) allocAsyncFD() error {
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
+	h := b.NewObject(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
+	if _, err := c.ioctl("Open", b, nil); err != nil {
+		return err
+	}
+	c.async = asyncFile(int(b.Result(h)))
+	return nil
+}
+
+// asyncFile puts an event fd on Go's runtime poller: non-blocking, so a
+// goroutine waiting on it parks without holding an OS thread.
+func asyncFile(fd int) *os.File {
+	unix.SetNonblock(fd, true)
+	return os.NewFile(uintptr(fd), "uverbs-async")
+}
+
+// Close releases the context: the kernel destroys every object still open
+// in it. Close is idempotent.
+func (c *Context) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	var first error
+	if c.async != nil {
+		first = c.async.Close()
+	}
+	if err := c.file.Close(); err != nil && first == nil {
+		first = err
+	}
+	if err := c.prov.Close(); err != nil && first == nil {
+		first = err
+	}
+	return opError("Close", c.dev.Name, abi.TransportNone, first)
+}
+
+// kernelOps is what a provider may ask of its context.
+type kernelOps struct{ c *Context }
+
+func (k kernelOps) File() *abi.File { return k.c.file }
+
+func (k kernelOps) GetContext(in, out []byte) error { return k.c.getContext(in, out) }
+
+func (k kernelOps) ReqNotifyCQ(cq uint32, solicited bool) error {
+	req := abi.IbUverbsReqNotifyCq{CqHandle: cq}
+	if solicited {
+		req.SolicitedOnly = 1
+	}
+	// REQ_NOTIFY_CQ has no response and no ioctl method: a plain write,
+	// as librxe does it.
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, In: abi.Bytes(&req)}
+	return k.c.invoke("ReqNotifyCQ", &cmd)
+}
+
+func (k kernelOps) CopyOnFork() bool { return false }

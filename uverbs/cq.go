@@ -1,0 +1,202 @@
+package uverbs
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// CQOptions are a CQ's optional settings.
+type CQOptions struct {
+	// Channel receives the CQ's completion events (nil: no events).
+	Channel *CompChannel
+	// Vector is the completion vector (0 … NumCompVectors-1).
+	Vector int
+}
+
+// CQ is a completion queue. Poll is the provider's fast path: no syscall,
+// no allocation. One goroutine polls a CQ at a time.
+type CQ struct {
+	ctx     *Context
+	prov    provider.CQ
+	handle  uint32
+	cqe     int
+	tag     uint64 // user_handle: the key events carry
+	channel *CompChannel
+
+	wake   chan struct{} // capacity 1: a completion event arrived
+	queued bool          // in channel.ready (guarded by channel.mu)
+	armed  bool          // armed and no event seen since (Wait's state)
+	events atomic.Uint32 // completion events consumed
+	destroyer
+}
+
+// CreateCQ creates a completion queue for at least cqe completions (the
+// ioctl CQ_CREATE method, or the CREATE_CQ write command: one syscall).
+func (c *Context) CreateCQ(cqe int, o CQOptions) (*CQ, error) {
+	dev := c.dev.Name
+	if cqe <= 0 {
+		return nil, argError("CreateCQ", dev, "cqe %d", cqe)
+	}
+	if o.Vector < 0 || (c.numCompVectors > 0 && o.Vector >= c.numCompVectors) {
+		return nil, argError("CreateCQ", dev, "completion vector %d of %d", o.Vector, c.numCompVectors)
+	}
+	if o.Channel != nil && o.Channel.isClosed() {
+		return nil, argError("CreateCQ", dev, "completion channel is closed")
+	}
+	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe})
+	if err != nil {
+		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
+	}
+	tag := c.nextTag.Add(1)
+	in, out := setup.Udata()
+	channel := -1
+	if o.Channel != nil {
+		channel = int(o.Channel.file.Fd())
+	}
+	var handle, got uint32
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
+	h := b.NewObject(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
+	b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(cqe))
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, tag)
+	if channel >= 0 {
+		b.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, channel)
+	}
+	b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(o.Vector))
+	var respCQE [4]byte
+	b.PtrOut(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, respCQE[:])
+	b.UHW(in, out)
+	tr, err := c.ioctl("CreateCQ", b, func() error {
+		req := abi.IbUverbsCreateCq{UserHandle: tag, Cqe: uint32(cqe), CompVector: uint32(o.Vector), CompChannel: int32(channel)}
+		var resp abi.IbUverbsCreateCqResp
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+		if _, err := c.file.Invoke(&cmd); err != nil {
+			return err
+		}
+		handle, got = resp.CqHandle, resp.Cqe
+		return nil
+	})
+	if err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	if tr == abi.TransportIoctl {
+		handle, got = uint32(b.Result(h)), ne.Uint32(respCQE[:])
+	}
+	cq := &CQ{ctx: c, handle: handle, cqe: int(got), tag: tag, channel: o.Channel, wake: make(chan struct{}, 1)}
+	prov, err := setup.Complete(provider.CQCreated{Handle: handle, CQE: got})
+	if err != nil {
+		cq.destroyKernel()
+		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
+	}
+	cq.prov = prov
+	c.cqs.Store(tag, cq)
+	return cq, nil
+}
+
+// Handle is the kernel's handle for the CQ.
+func (cq *CQ) Handle() uint32 { return cq.handle }
+
+// CQE is the number of completions the CQ holds, as the kernel sized it.
+func (cq *CQ) CQE() int { return cq.cqe }
+
+// Channel is the completion channel the CQ reports events to, or nil.
+func (cq *CQ) Channel() *CompChannel { return cq.channel }
+
+// Poll fills wc with up to len(wc) completions and returns how many. It
+// makes no syscall and allocates nothing.
+func (cq *CQ) Poll(wc []WorkCompletion) (int, error) { return cq.prov.Poll(wc) }
+
+// ReqNotify arms the CQ: the next completion (the next solicited one, if
+// solicitedOnly) produces one event on its channel. Poll again after
+// arming: a completion that arrived before it produces no event.
+func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+	if err := cq.prov.Arm(solicitedOnly); err != nil {
+		return opError("ReqNotifyCQ", cq.ctx.dev.Name, abi.TransportNone, err)
+	}
+	return nil
+}
+
+// Wait returns the next completions, waiting for one when the CQ is empty.
+// It polls; if nothing is there it arms the CQ, polls again (a completion
+// may have slipped in before the arm), and only then parks on the channel
+// until an event comes or ctx is done. No completion is ever missed, and a
+// waiting goroutine holds no OS thread. The CQ needs a channel.
+func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
+	if cq.channel == nil {
+		return 0, argError("CQ.Wait", cq.ctx.dev.Name, "the CQ has no completion channel")
+	}
+	cq.channel.start.Do(func() { go cq.channel.dispatch() })
+	for {
+		n, err := cq.Poll(wc)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		if !cq.armed {
+			if err := cq.ReqNotify(false); err != nil {
+				return 0, err
+			}
+			cq.armed = true
+			continue
+		}
+		select {
+		case <-cq.wake:
+			cq.armed = false
+		case <-cq.channel.done:
+			return 0, opError("CQ.Wait", cq.ctx.dev.Name, abi.TransportNone, cq.channel.err)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// Events is the number of completion events consumed for this CQ.
+func (cq *CQ) Events() uint32 { return cq.events.Load() }
+
+// Resize changes the CQ to hold at least cqe completions (RESIZE_CQ: one
+// syscall). Providers that cannot resize return ErrNotSupported.
+func (cq *CQ) Resize(cqe int) error {
+	dev := cq.ctx.dev.Name
+	if cqe <= 0 {
+		return argError("ResizeCQ", dev, "cqe %d", cqe)
+	}
+	setup, err := cq.prov.Resize(cqe)
+	if err != nil {
+		return opError("ResizeCQ", dev, abi.TransportNone, err)
+	}
+	in, out := setup.Udata()
+	req := abi.IbUverbsResizeCq{CqHandle: cq.handle, Cqe: uint32(cqe)}
+	var resp abi.IbUverbsResizeCqResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_RESIZE_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := cq.ctx.invoke("ResizeCQ", &cmd); err != nil {
+		setup.Abort()
+		return err
+	}
+	if _, err := setup.Complete(resp.Cqe); err != nil {
+		return opError("ResizeCQ", dev, abi.TransportNone, err)
+	}
+	cq.cqe = int(resp.Cqe)
+	return nil
+}
+
+func (cq *CQ) destroyKernel() error {
+	req := abi.IbUverbsDestroyCq{CqHandle: cq.handle}
+	var resp abi.IbUverbsDestroyCqResp
+	return cq.ctx.destroyObject("DestroyCQ", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY, cq.handle,
+		abi.UVERBS_ATTR_DESTROY_CQ_RESP, abi.Bytes(&resp),
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp)})
+}
+
+// Close destroys the CQ (EBUSY while a QP uses it) and releases its
+// memory. Idempotent.
+func (cq *CQ) Close() error {
+	return cq.close(func() error {
+		if err := cq.destroyKernel(); err != nil {
+			return err
+		}
+		cq.ctx.cqs.Delete(cq.tag)
+		return cq.prov.Close()
+	})
+}

@@ -1,0 +1,108 @@
+package uverbs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNotSupported is returned for what the device, its provider or the
+// running kernel cannot do. errors.Is(err, ErrNotSupported) works on every
+// error that means it.
+var ErrNotSupported = provider.ErrNotSupported
+
+// ErrClosed is returned by a verb on an object that was closed.
+var ErrClosed = errors.New("object closed")
+
+// OpError is a verb that failed: which verb, on which device, how it went
+// to the kernel, and why. errors.Is(err, unix.EINVAL) reaches the errno.
+type OpError struct {
+	Verb      string        // "CreateCQ", "RegMR", …
+	Device    string        // kernel device name
+	Transport abi.Transport // how the command went (none: refused before any syscall)
+	Err       error         // the errno, or a goverbs error
+	Advice    string        // what to do about it, when the cause is known
+}
+
+func (e *OpError) Error() string {
+	var b strings.Builder
+	b.WriteString("uverbs: ")
+	b.WriteString(e.Verb)
+	if e.Device != "" {
+		b.WriteString(" on ")
+		b.WriteString(e.Device)
+	}
+	if e.Transport != abi.TransportNone {
+		fmt.Fprintf(&b, " (%s)", e.Transport)
+	}
+	b.WriteString(": ")
+	b.WriteString(e.Err.Error())
+	if e.Advice != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Advice)
+	}
+	return b.String()
+}
+
+func (e *OpError) Unwrap() error { return e.Err }
+
+// opError wraps err for verb, adding advice for causes we recognise.
+func opError(verb, dev string, tr abi.Transport, err error) error {
+	if err == nil {
+		return nil
+	}
+	e := &OpError{Verb: verb, Device: dev, Transport: tr, Err: err}
+	switch {
+	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.EIO) && tr != abi.TransportNone:
+		e.Advice = "the device is gone (removed, or its driver unloaded); close the context and open the device again"
+	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
+		if !errors.Is(err, ErrNotSupported) {
+			e.Err = fmt.Errorf("%w (%w)", ErrNotSupported, err)
+		}
+	case verb == "RegMR" || verb == "ReregMR":
+		if errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.EFAULT) {
+			e.Advice = memlockAdvice()
+		}
+	}
+	return e
+}
+
+// memlockAdvice explains RLIMIT_MEMLOCK, the usual cause of a registration
+// refused with ENOMEM or EPERM.
+func memlockAdvice() string {
+	var l unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_MEMLOCK, &l) != nil {
+		return "registration pins pages against RLIMIT_MEMLOCK; raise it with ulimit -l"
+	}
+	if l.Cur == unix.RLIM_INFINITY {
+		return "RLIMIT_MEMLOCK is unlimited, so the kernel refused for another reason (check the buffer is mapped and the access flags)"
+	}
+	return fmt.Sprintf("RLIMIT_MEMLOCK is %s; registration pins pages against it: raise it with ulimit -l (or LimitMEMLOCK= in a systemd unit)", sizeString(l.Cur))
+}
+
+func sizeString(n uint64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// argError is a verb refused before any syscall because of bad input.
+func argError(verb, dev, format string, args ...any) error {
+	return &OpError{Verb: verb, Device: dev, Err: fmt.Errorf("%w: %s", unix.EINVAL, fmt.Sprintf(format, args...))}
+}
+
+// isGone reports whether err means the file or device went away.
+func isGone(err error) bool {
+	return errors.Is(err, os.ErrClosed) || errors.Is(err, unix.ENODEV)
+}

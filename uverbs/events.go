@@ -1,0 +1,144 @@
+package uverbs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/goverbs/goverbs/abi"
+)
+
+// EventType is an async event's kind (enum ibv_event_type, the kernel's
+// enum ib_event_type).
+type EventType uint32
+
+// Async event types.
+const (
+	EventCQErr            EventType = 0
+	EventQPFatal          EventType = 1
+	EventQPReqErr         EventType = 2
+	EventQPAccessErr      EventType = 3
+	EventCommEst          EventType = 4
+	EventSQDrained        EventType = 5
+	EventPathMig          EventType = 6
+	EventPathMigErr       EventType = 7
+	EventDeviceFatal      EventType = 8
+	EventPortActive       EventType = 9
+	EventPortErr          EventType = 10
+	EventLIDChange        EventType = 11
+	EventPKeyChange       EventType = 12
+	EventSMChange         EventType = 13
+	EventSRQErr           EventType = 14
+	EventSRQLimitReached  EventType = 15
+	EventQPLastWQEReached EventType = 16
+	EventClientReregister EventType = 17
+	EventGIDChange        EventType = 18
+	EventWQFatal          EventType = 19
+)
+
+// eventNames are libibverbs' ibv_event_type_str texts.
+var eventNames = [...]string{
+	"CQ error", "local work queue catastrophic error", "invalid request local work queue error",
+	"local access violation work queue error", "communication established", "send queue drained",
+	"path migrated", "path migration request error", "local catastrophic error", "port active",
+	"port error", "LID change", "P_Key change", "SM change", "SRQ catastrophic error",
+	"SRQ limit reached", "last WQE reached", "client reregistration", "GID table change", "WQ fatal",
+}
+
+func (t EventType) String() string {
+	if int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return fmt.Sprintf("unknown event %d", uint32(t))
+}
+
+// AsyncEvent is one asynchronous event: which kind, and the object or port
+// it is about (the others are nil or zero).
+type AsyncEvent struct {
+	Type EventType
+	CQ   *CQ
+	QP   *QP
+	SRQ  *SRQ
+	Port int
+	// Element is the raw element the kernel sent (an object's user handle
+	// or a port number).
+	Element uint64
+}
+
+// asyncEvents is the context's async event reader: one goroutine, parked
+// on the runtime poller, feeding a channel.
+type asyncEvents struct {
+	start sync.Once
+	ch    chan AsyncEvent
+	done  chan struct{}
+	err   error
+}
+
+// NextAsyncEvent returns the next async event, waiting until one comes or
+// ctx is done. Events are typed: port events carry Port, object events the
+// *CQ, *QP or *SRQ they are about.
+func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	a := &c.events
+	a.start.Do(func() {
+		a.ch = make(chan AsyncEvent, 64)
+		a.done = make(chan struct{})
+		go c.readAsyncEvents()
+	})
+	select {
+	case ev := <-a.ch:
+		return ev, nil
+	case <-a.done:
+		select {
+		case ev := <-a.ch:
+			return ev, nil
+		default:
+		}
+		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
+	case <-ctx.Done():
+		return AsyncEvent{}, ctx.Err()
+	}
+}
+
+func (c *Context) readAsyncEvents() {
+	a := &c.events
+	var desc abi.IbUverbsAsyncEventDesc
+	buf := abi.Bytes(&desc)
+	for {
+		if _, err := io.ReadFull(c.async, buf); err != nil {
+			if errors.Is(err, os.ErrClosed) {
+				err = ErrClosed
+			}
+			a.err = err
+			close(a.done)
+			return
+		}
+		a.ch <- c.decodeEvent(desc)
+	}
+}
+
+// decodeEvent resolves an event's element to the object it names.
+func (c *Context) decodeEvent(d abi.IbUverbsAsyncEventDesc) AsyncEvent {
+	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
+	switch ev.Type {
+	case EventCQErr:
+		if v, ok := c.cqs.Load(d.Element); ok {
+			ev.CQ = v.(*CQ)
+		}
+	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
+		EventPathMigErr, EventQPLastWQEReached:
+		if v, ok := c.qps.Load(d.Element); ok {
+			ev.QP = v.(*QP)
+		}
+	case EventSRQErr, EventSRQLimitReached:
+		if v, ok := c.srqs.Load(d.Element); ok {
+			ev.SRQ = v.(*SRQ)
+		}
+	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange,
+		EventClientReregister, EventGIDChange:
+		ev.Port = int(d.Element)
+	}
+	return ev
+}

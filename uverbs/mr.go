@@ -1,0 +1,189 @@
+package uverbs
+
+import (
+	"strings"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// Access is a set of memory access rights (enum ib_uverbs_access_flags).
+type Access uint32
+
+// Access rights.
+const (
+	AccessLocalWrite      Access = 1 << 0
+	AccessRemoteWrite     Access = 1 << 1
+	AccessRemoteRead      Access = 1 << 2
+	AccessRemoteAtomic    Access = 1 << 3
+	AccessMWBind          Access = 1 << 4
+	AccessZeroBased       Access = 1 << 5
+	AccessOnDemand        Access = 1 << 6
+	AccessHugeTLB         Access = 1 << 7
+	AccessRelaxedOrdering Access = 1 << 20
+)
+
+var accessNames = []struct {
+	a    Access
+	name string
+}{
+	{AccessLocalWrite, "LOCAL_WRITE"}, {AccessRemoteWrite, "REMOTE_WRITE"}, {AccessRemoteRead, "REMOTE_READ"},
+	{AccessRemoteAtomic, "REMOTE_ATOMIC"}, {AccessMWBind, "MW_BIND"}, {AccessZeroBased, "ZERO_BASED"},
+	{AccessOnDemand, "ON_DEMAND"}, {AccessHugeTLB, "HUGETLB"}, {AccessRelaxedOrdering, "RELAXED_ORDERING"},
+}
+
+func (a Access) String() string {
+	var parts []string
+	for _, n := range accessNames {
+		if a&n.a != 0 {
+			parts = append(parts, n.name)
+			a &^= n.a
+		}
+	}
+	if a != 0 || len(parts) == 0 {
+		parts = append(parts, "0x"+strings.ToUpper(hex32(uint32(a))))
+	}
+	return strings.Join(parts, "|")
+}
+
+func hex32(v uint32) string {
+	const digits = "0123456789abcdef"
+	if v == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; v > 0; v >>= 4 {
+		b = append([]byte{digits[v&15]}, b...)
+	}
+	return string(b)
+}
+
+// validate applies the rule the kernel also applies (ib_check_mr_access):
+// remote write or atomic access needs local write.
+func (a Access) validate() bool {
+	return a&(AccessRemoteWrite|AccessRemoteAtomic) == 0 || a&AccessLocalWrite != 0
+}
+
+// MR is a registered memory region.
+type MR struct {
+	pd     *PD
+	handle uint32
+	lkey   uint32
+	rkey   uint32
+	addr   uint64
+	length int
+	iova   uint64
+	access Access
+	destroyer
+}
+
+// RegMR registers buf (memory from package mmap, or any other mapping; it
+// must stay mapped while the MR is open) with the given access rights. The
+// I/O virtual address is buf's address, or 0 with AccessZeroBased.
+func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
+	if len(buf) == 0 {
+		return nil, argError("RegMR", pd.ctx.dev.Name, "empty buffer")
+	}
+	addr := sliceAddr(buf)
+	iova := addr
+	if access&AccessZeroBased != 0 {
+		iova = 0
+	}
+	return pd.RegMRAddr(addr, len(buf), iova, access&^AccessZeroBased)
+}
+
+// RegMRAddr registers length bytes at user address addr, seen by the
+// device at I/O virtual address iova (REG_MR: one syscall).
+func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (*MR, error) {
+	dev := pd.ctx.dev.Name
+	switch {
+	case length <= 0:
+		return nil, argError("RegMR", dev, "length %d", length)
+	case !access.validate():
+		return nil, argError("RegMR", dev, "access %v: remote write and remote atomic need local write", access)
+	}
+	req := abi.IbUverbsRegMr{Start: addr, Length: uint64(length), HcaVa: iova, PdHandle: pd.handle, AccessFlags: uint32(access)}
+	var resp abi.IbUverbsRegMrResp
+	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := pd.ctx.invoke("RegMR", &cmd); err != nil {
+		return nil, err
+	}
+	return &MR{pd: pd, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr, length: length, iova: iova, access: access}, nil
+}
+
+// LKey is the key local work requests name the region by.
+func (mr *MR) LKey() uint32 { return mr.lkey }
+
+// RKey is the key remote peers name the region by.
+func (mr *MR) RKey() uint32 { return mr.rkey }
+
+// Addr is the region's user address.
+func (mr *MR) Addr() uint64 { return mr.addr }
+
+// IOVA is the address the device (and remote peers) use for the region.
+func (mr *MR) IOVA() uint64 { return mr.iova }
+
+// Len is the region's length in bytes.
+func (mr *MR) Len() int { return mr.length }
+
+// Access is the region's access rights.
+func (mr *MR) Access() Access { return mr.access }
+
+// Handle is the kernel's handle for the MR.
+func (mr *MR) Handle() uint32 { return mr.handle }
+
+// Rereg flags say what ReregMR changes (enum ib_uverbs_rereg_mr flags).
+type Rereg uint32
+
+// What a re-registration changes.
+const (
+	ReregTranslation Rereg = 1 << 0 // new address range
+	ReregPD          Rereg = 1 << 1 // new protection domain
+	ReregAccess      Rereg = 1 << 2 // new access rights
+)
+
+// Rereg re-registers the region (REREG_MR: one syscall): a new address
+// range, PD or access rights, as flags say; the keys may change.
+func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) error {
+	ctx := mr.pd.ctx
+	if flags == 0 || flags&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
+		return argError("ReregMR", ctx.dev.Name, "flags %#x", uint32(flags))
+	}
+	if flags&ReregAccess != 0 && !access.validate() {
+		return argError("ReregMR", ctx.dev.Name, "access %v: remote write and remote atomic need local write", access)
+	}
+	req := abi.IbUverbsReregMr{MrHandle: mr.handle, Flags: uint32(flags), Start: addr, Length: uint64(length), HcaVa: addr, AccessFlags: uint32(access)}
+	if flags&ReregPD != 0 {
+		if pd == nil {
+			return argError("ReregMR", ctx.dev.Name, "ReregPD without a PD")
+		}
+		req.PdHandle = pd.handle
+	}
+	var resp abi.IbUverbsReregMrResp
+	in, out := ctx.prov.Udata(provider.VerbReregMR)
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REREG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := ctx.invoke("ReregMR", &cmd); err != nil {
+		return err
+	}
+	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
+	if flags&ReregTranslation != 0 {
+		mr.addr, mr.length, mr.iova = addr, length, addr
+	}
+	if flags&ReregPD != 0 {
+		mr.pd = pd
+	}
+	if flags&ReregAccess != 0 {
+		mr.access = access
+	}
+	return nil
+}
+
+// Close deregisters the region (DEREG_MR). Idempotent.
+func (mr *MR) Close() error {
+	return mr.close(func() error {
+		req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
+		return mr.pd.ctx.destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
+			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+	})
+}

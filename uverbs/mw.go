@@ -1,0 +1,57 @@
+package uverbs
+
+import (
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// MWType is a memory window's type.
+type MWType uint8
+
+// Memory window types (IB_MW_TYPE_1, IB_MW_TYPE_2).
+const (
+	MWType1 MWType = 1
+	MWType2 MWType = 2
+)
+
+// MW is a memory window.
+type MW struct {
+	pd     *PD
+	handle uint32
+	rkey   uint32
+	typ    MWType
+	destroyer
+}
+
+// AllocMW allocates a memory window (ALLOC_MW: one syscall).
+func (pd *PD) AllocMW(t MWType) (*MW, error) {
+	if t != MWType1 && t != MWType2 {
+		return nil, argError("AllocMW", pd.ctx.dev.Name, "window type %d", t)
+	}
+	req := abi.IbUverbsAllocMw{PdHandle: pd.handle, MwType: uint8(t)}
+	var resp abi.IbUverbsAllocMwResp
+	in, out := pd.ctx.prov.Udata(provider.VerbAllocMW)
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_ALLOC_MW, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := pd.ctx.invoke("AllocMW", &cmd); err != nil {
+		return nil, err
+	}
+	return &MW{pd: pd, handle: resp.MwHandle, rkey: resp.Rkey, typ: t}, nil
+}
+
+// RKey is the window's remote key.
+func (mw *MW) RKey() uint32 { return mw.rkey }
+
+// Type is the window's type.
+func (mw *MW) Type() MWType { return mw.typ }
+
+// Handle is the kernel's handle for the MW.
+func (mw *MW) Handle() uint32 { return mw.handle }
+
+// Close deallocates the window (DEALLOC_MW). Idempotent.
+func (mw *MW) Close() error {
+	return mw.close(func() error {
+		req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
+		return mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
+			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})
+	})
+}

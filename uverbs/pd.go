@@ -1,0 +1,42 @@
+package uverbs
+
+import (
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// PD is a protection domain: the scope of memory regions, queue pairs,
+// shared receive queues and address handles.
+type PD struct {
+	ctx    *Context
+	handle uint32
+	destroyer
+}
+
+// AllocPD allocates a protection domain (ALLOC_PD: one syscall).
+func (c *Context) AllocPD() (*PD, error) {
+	var req abi.IbUverbsAllocPd
+	var resp abi.IbUverbsAllocPdResp
+	in, out := c.prov.Udata(provider.VerbAllocPD)
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_ALLOC_PD, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := c.invoke("AllocPD", &cmd); err != nil {
+		return nil, err
+	}
+	return &PD{ctx: c, handle: resp.PdHandle}, nil
+}
+
+// Context is the context the PD belongs to.
+func (pd *PD) Context() *Context { return pd.ctx }
+
+// Handle is the kernel's handle for the PD.
+func (pd *PD) Handle() uint32 { return pd.handle }
+
+// Close deallocates the PD. It fails with EBUSY while objects created in it
+// are open; it is idempotent once it succeeded.
+func (pd *PD) Close() error {
+	return pd.close(func() error {
+		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
+		return pd.ctx.destroyObject("DeallocPD", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, pd.handle, 0, nil,
+			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req)})
+	})
+}

@@ -1,0 +1,209 @@
+package uverbs
+
+import (
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// QPInit is what a queue pair is created with (struct ibv_qp_init_attr).
+type QPInit struct {
+	Type   QPType
+	SendCQ *CQ
+	RecvCQ *CQ
+	// SRQ, if set, feeds the QP's receives; Cap.MaxRecvWR/SGE are then 0.
+	SRQ       *SRQ
+	Cap       QPCap
+	SignalAll bool // every send completes, whatever its Signaled flag
+}
+
+// QP is a queue pair. PostSend and PostRecv are the provider's fast path;
+// see the provider's documentation for its thread safety and doorbell cost.
+type QP struct {
+	pd     *PD
+	prov   provider.QP
+	handle uint32
+	qpn    uint32
+	init   QPInit
+	tag    uint64
+	state  QPState
+	destroyer
+}
+
+// CreateQP creates a queue pair (the ioctl QP_CREATE method, or the
+// CREATE_QP write command: one syscall). init.Cap is updated to what the
+// kernel allocated and is readable with Cap.
+func (pd *PD) CreateQP(init QPInit) (*QP, error) {
+	c := pd.ctx
+	dev := c.dev.Name
+	switch {
+	case init.Type != QPTypeRC && init.Type != QPTypeUC && init.Type != QPTypeUD:
+		return nil, argError("CreateQP", dev, "QP type %v", init.Type)
+	case init.SendCQ == nil || init.RecvCQ == nil:
+		return nil, argError("CreateQP", dev, "a QP needs a send CQ and a receive CQ")
+	case init.SendCQ.ctx != c || init.RecvCQ.ctx != c || (init.SRQ != nil && init.SRQ.pd.ctx != c):
+		return nil, argError("CreateQP", dev, "CQs and SRQ must belong to the PD's context")
+	case init.SRQ != nil && (init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0):
+		return nil, argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
+	}
+	pa := provider.QPAttr{Type: init.Type, Cap: init.Cap, SendCQ: init.SendCQ.prov, RecvCQ: init.RecvCQ.prov, SignalAll: init.SignalAll}
+	if init.SRQ != nil {
+		pa.SRQ = init.SRQ.prov
+	}
+	setup, err := c.prov.CreateQP(pa)
+	if err != nil {
+		return nil, opError("CreateQP", dev, abi.TransportNone, err)
+	}
+	in, out := setup.Udata()
+	tag := c.nextTag.Add(1)
+	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
+		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
+	var capOut abi.IbUverbsQpCap
+	var qpn [4]byte
+	var handle uint32
+
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	h := b.NewObject(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, init.RecvCQ.handle)
+	if init.SRQ != nil {
+		b.Handle(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, init.SRQ.handle)
+	}
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, tag)
+	b.PtrIn(abi.UVERBS_ATTR_CREATE_QP_CAP, abi.Bytes(&capIn))
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(init.Type))
+	if init.SignalAll {
+		b.Uint32In(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
+	}
+	b.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Bytes(&capOut))
+	b.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn[:])
+	b.UHW(in, out)
+	tr, err := c.ioctl("CreateQP", b, func() error {
+		req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.RecvCQ.handle,
+			MaxSendWr: capIn.MaxSendWr, MaxRecvWr: capIn.MaxRecvWr, MaxSendSge: capIn.MaxSendSge, MaxRecvSge: capIn.MaxRecvSge,
+			MaxInlineData: capIn.MaxInlineData, QpType: uint8(init.Type)}
+		if init.SignalAll {
+			req.SqSigAll = 1
+		}
+		if init.SRQ != nil {
+			req.SrqHandle, req.IsSrq = init.SRQ.handle, 1
+		}
+		var resp abi.IbUverbsCreateQpResp
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+		if _, err := c.file.Invoke(&cmd); err != nil {
+			return err
+		}
+		handle = resp.QpHandle
+		ne.PutUint32(qpn[:], resp.Qpn)
+		capOut = abi.IbUverbsQpCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSge: resp.MaxSendSge, MaxRecvSge: resp.MaxRecvSge, MaxInlineData: resp.MaxInlineData}
+		return nil
+	})
+	if err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	if tr == abi.TransportIoctl {
+		handle = uint32(b.Result(h))
+	}
+	init.Cap = QPCap{MaxSendWR: capOut.MaxSendWr, MaxRecvWR: capOut.MaxRecvWr, MaxSendSGE: capOut.MaxSendSge, MaxRecvSGE: capOut.MaxRecvSge, MaxInlineData: capOut.MaxInlineData}
+	qp := &QP{pd: pd, handle: handle, qpn: ne.Uint32(qpn[:]), init: init, tag: tag}
+	prov, err := setup.Complete(provider.QPCreated{Handle: handle, QPN: qp.qpn, Cap: init.Cap})
+	if err != nil {
+		qp.destroyKernel()
+		return nil, opError("CreateQP", dev, abi.TransportNone, err)
+	}
+	qp.prov = prov
+	c.qps.Store(tag, qp)
+	return qp, nil
+}
+
+// QPN is the queue pair number peers address it by.
+func (qp *QP) QPN() uint32 { return qp.qpn }
+
+// Handle is the kernel's handle for the QP.
+func (qp *QP) Handle() uint32 { return qp.handle }
+
+// Type is the QP's transport service.
+func (qp *QP) Type() QPType { return qp.init.Type }
+
+// Cap is the QP's capacities as the kernel sized them.
+func (qp *QP) Cap() QPCap { return qp.init.Cap }
+
+// State is the QP's state after its last successful Modify (the device
+// may have moved it to ERR since; Query asks the kernel).
+func (qp *QP) State() QPState { return qp.state }
+
+// PD is the QP's protection domain.
+func (qp *QP) PD() *PD { return qp.pd }
+
+// Modify changes the attributes named by mask (MODIFY_QP, or its extended
+// form when mask has QPAttrRateLimit: one syscall).
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	c := qp.pd.ctx
+	if mask == 0 || mask&^(qpAttrLegacy|QPAttrRateLimit) != 0 {
+		return argError("ModifyQP", c.dev.Name, "attribute mask %#x", uint32(mask))
+	}
+	in, out := c.prov.Udata(provider.VerbModifyQP)
+	var cmd abi.Command
+	if mask&QPAttrRateLimit != 0 {
+		req := abi.IbUverbsExModifyQp{Base: attr.toModify(qp.handle, mask), RateLimit: attr.RateLimit}
+		req.Base.AttrMask = uint32(mask)
+		var resp abi.IbUverbsExModifyQpResp
+		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_FLAG_EXTENDED | abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	} else {
+		req := attr.toModify(qp.handle, mask)
+		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
+	}
+	if err := c.invoke("ModifyQP", &cmd); err != nil {
+		return err
+	}
+	if mask&QPAttrState != 0 {
+		qp.state = attr.State
+		qp.prov.Modified(attr.State)
+	}
+	return nil
+}
+
+// Query reads the attributes named by mask, and the QP's creation
+// parameters, from the kernel (QUERY_QP: one syscall).
+func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInit, error) {
+	c := qp.pd.ctx
+	req := abi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
+	var resp abi.IbUverbsQueryQpResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
+	if err := c.invoke("QueryQP", &cmd); err != nil {
+		return QPAttr{}, QPInit{}, err
+	}
+	var a QPAttr
+	a.fromQuery(&resp)
+	init := qp.init
+	init.Cap = a.Cap
+	init.SignalAll = a.SignalAllQueried
+	return a, init, nil
+}
+
+// PostSend posts send work requests; see provider.QP for the contract:
+// every request is validated before any is posted.
+func (qp *QP) PostSend(wrs []SendWR) (int, error) { return qp.prov.PostSend(wrs) }
+
+// PostRecv posts receive work requests.
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) { return qp.prov.PostRecv(wrs) }
+
+func (qp *QP) destroyKernel() error {
+	req := abi.IbUverbsDestroyQp{QpHandle: qp.handle}
+	var resp abi.IbUverbsDestroyQpResp
+	return qp.pd.ctx.destroyObject("DestroyQP", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY, qp.handle,
+		abi.UVERBS_ATTR_DESTROY_QP_RESP, abi.Bytes(&resp),
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)})
+}
+
+// Close destroys the QP and releases its memory. Idempotent.
+func (qp *QP) Close() error {
+	return qp.close(func() error {
+		if err := qp.destroyKernel(); err != nil {
+			return err
+		}
+		qp.pd.ctx.qps.Delete(qp.tag)
+		return qp.prov.Close()
+	})
+}
