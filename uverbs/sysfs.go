@@ -165,9 +165,12 @@ func parseIndexedName(name, prefix string) (int, bool) {
 	if len(num) > 1 && num[0] == '0' {
 		return 0, false
 	}
-	v, err := strconv.Atoi(num)
-	if err != nil || v < 0 {
-		return 0, false
+	v := 0
+	for _, c := range []byte(num) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int(c-'0')
 	}
 	return v, true
 }

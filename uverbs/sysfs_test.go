@@ -186,7 +186,7 @@ func TestParseSysfsValues(t *testing.T) {
 		ok           bool
 	}{
 		{"uverbs0", "uverbs", 0, true}, {"uverbs12", "uverbs", 12, true}, {"uverbs", "uverbs", 0, false},
-		{"uverbs01", "uverbs", 0, false}, {"uverbs-1", "uverbs", 0, false}, {"abi_version", "uverbs", 0, false},
+		{"uverbs01", "uverbs", 0, false}, {"uverbs-1", "uverbs", 0, false}, {"uverbs+1", "uverbs", 0, false}, {"abi_version", "uverbs", 0, false},
 		{"1", "", 1, true}, {"power", "", 0, false},
 	} {
 		n, ok := parseIndexedName(c.name, c.prefix)
