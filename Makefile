@@ -1,0 +1,70 @@
+# goverbs: `make test` is what CI runs (.ci/run).
+#   make test    setup, host unit tests (-race), fuzzers, then the kernel rig on every kernel
+#   make unit    go test -race -count=1 ./...  (rig tests skip themselves on the host)
+#   make fuzz    every Fuzz* function in the module for $(FUZZTIME) each
+#   make rig     the rig suite: rig tests on Debian's 6.1 and 6.12 kernels in QEMU (test/rig/README.md)
+#   make demo    boot one kernel (KERNEL=6.1|6.12) and show goverbs working in it
+#   make lint    gofmt, go vet, staticcheck
+#   make setup   install the host packages the rig needs (Debian 12)
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+.NOTPARALLEL:
+# A fresh machine has Go here but not always on PATH.
+export PATH := $(PATH):/usr/local/go/bin
+
+GO ?= go
+FUZZTIME ?= 10s
+KERNELS ?= 6.1 6.12
+KERNEL ?= 6.1
+# Tools built into the guest's PATH for the rig tests.
+RIG_TOOLS ?= ./cmd/...
+CACHE := $(CURDIR)/.cache
+GOBIN_CACHE := $(CACHE)/gobin
+
+# Until cmd/ibvinfo and cmd/pingpong work, the demo runs the rig tests instead.
+# Switch with this one line: DEMO ?= tools
+DEMO ?= rigtests
+DEMO_CMD ?= ibvinfo && pingpong
+
+.PHONY: test unit fuzz rig demo lint setup
+
+test: setup unit fuzz rig
+
+setup:
+	test/rig/setup.sh
+
+unit:
+	$(GO) test -race -count=1 ./...
+
+# Go fuzzes one function per run, so each Fuzz* found in a _test.go file (in
+# the directories Go builds: no testdata, no dot or underscore dirs) gets its own.
+fuzz:
+	@n=0; \
+	while read -r f; do \
+	  for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$f"); do \
+	    echo "fuzz: $$fn in ./$$(dirname "$${f#./}") for $(FUZZTIME)"; \
+	    $(GO) test -run='^$$' -fuzz="^$$fn\$$" -fuzztime=$(FUZZTIME) "./$$(dirname "$${f#./}")"; \
+	    n=$$((n + 1)); \
+	  done; \
+	done < <(find . -mindepth 1 \( -name '.*' -o -name '_*' -o -name testdata \) -prune -o -name '*_test.go' -print | LC_ALL=C sort); \
+	echo "fuzz: $$n fuzzers ran"
+
+rig: setup
+	test/rig/suite.sh --kernels "$(KERNELS)" $(if $(RIG_TOOLS),--tools '$(RIG_TOOLS)')
+
+demo: setup
+ifeq ($(DEMO),tools)
+	test/rig/run.sh --kernel $(KERNEL) --go ./cmd/... -- '$(DEMO_CMD)'
+else
+	@echo "demo: ibvinfo/pingpong not built yet; running the rig tests instead"
+	test/rig/suite.sh --kernels $(KERNEL) --tools ./cmd/...
+endif
+
+lint:
+	@files=$$(find . -mindepth 1 \( -name '.*' -o -name '_*' -o -name testdata \) -prune -o -name '*.go' -print); \
+	bad=$$(gofmt -l $$files); \
+	if [ -n "$$bad" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+	@[ -x $(GOBIN_CACHE)/staticcheck ] || { echo "lint: installing staticcheck into $(GOBIN_CACHE)"; \
+	  GOBIN=$(GOBIN_CACHE) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; }
+	$(GOBIN_CACHE)/staticcheck ./...

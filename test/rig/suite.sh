@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# suite.sh: run the module's rig tests on every rig kernel, one boot per kernel.
+#   test/rig/suite.sh [--kernels "6.1 6.12"] [--tools PKGS]...
+# Rig tests are the packages whose tests import internal/rigtest. Each is built
+# on the host as a static test binary (CGO_ENABLED=0 go test -c), next to a
+# copy of its testdata/, and run in the guest from that directory with -test.v.
+# --tools builds Go main packages into the guest's PATH (e.g. ./cmd/...).
+# Knobs (environment): KERNELS, RIG_RUN (-test.run filter), RIG_TEST_TIMEOUT
+# (seconds per binary, default 300), RIG_TEST_ARGS (more test flags),
+# RIG_TIMEOUT (host timeout per boot; default leaves every binary its time).
+# Prints one line per binary and kernel, then "N passed, N failed"; exits
+# non-zero if anything failed, hung or did not build.
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+kernels=${KERNELS:-6.1 6.12}; tools=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kernels) kernels=$2; shift ;;
+    --tools) tools+=("$2"); shift ;;
+    *) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 2 ;;
+  esac
+  shift
+done
+t_all=$(now)
+"$RIG_DIR/setup.sh"
+envs=()
+for k in $kernels; do envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"; done
+
+# ---- the payload: guest scripts, tools, test binaries ----
+mkdir -p "$RIG_OUT"
+ov=$RIG_OUT/payload
+rm -rf "$ov"
+printf '#!/bin/sh\nexec sh /rig/run-tests.sh\n' > "$RIG_OUT/cmd"
+make_overlay "$ov" "$RIG_OUT/cmd"
+write_env "$ov/rig/env" RIG_RUN RIG_TEST_TIMEOUT RIG_TEST_ARGS
+cd "$TOP"
+for p in ${tools[@]+"${tools[@]}"}; do
+  CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" || die "go build $p failed"
+done
+mod=$(go list -m)
+names=(); broken=()
+while IFS=$'\t' read -r pkg dir imports; do
+  case " $imports " in *" $mod/internal/rigtest "*) ;; *) continue ;; esac
+  rel=${pkg#"$mod"}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
+  mkdir -p "$ov/rig/tests/$name"
+  if ! CGO_ENABLED=0 go test -c -o "$ov/rig/tests/$name/$name.test" "$pkg"; then
+    broken+=("$name"); rm -rf "${ov:?}/rig/tests/$name"; continue
+  fi
+  [ -d "$dir/testdata" ] && cp -a "$dir/testdata" "$ov/rig/tests/$name/"
+  names+=("$name")
+done < <(go list -e -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
+[ ${#names[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ] || die "no rig tests: no package's tests import $mod/internal/rigtest"
+log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
+
+# ---- one boot per kernel ----
+T=${RIG_TEST_TIMEOUT:-300}
+tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
+pass=0; fail=0; summary=(); boots=()
+for envf in "${envs[@]}"; do
+  KVER=$(. "$envf"; echo "$KVER")
+  logf=$RIG_OUT/console-$KVER.log
+  rc=0
+  if [ ${#names[@]} -gt 0 ]; then
+    log "booting $KVER (host timeout ${tmo}s)"
+    rig_boot "$envf" "$ov" "$logf" "$tmo" || rc=$?
+    ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] devices:.*/\1/p' | tail -1)
+    boots+=("$KVER: devices ready at ${ready:-?}s guest time, boot+tests ${RIG_BOOT_SECS}s wall ($RIG_BOOT_ACCEL)")
+  fi
+  for n in "${names[@]}"; do
+    r=$(tr -d '\r' < "$logf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)
+    if [ -z "$r" ]; then
+      r="FAIL no result: ${RIG_BOOT_WHY:-the guest never ran it}"
+    fi
+    case $r in PASS*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    summary+=("$(printf '%-4s %-24s %-24s %s' "${r%% *}" "$n" "$KVER" "${r#* }")")
+  done
+  for n in ${broken[@]+"${broken[@]}"}; do
+    fail=$((fail + 1)); summary+=("$(printf '%-4s %-24s %-24s %s' FAIL "$n" "$KVER" "did not build")")
+  done
+  if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
+    log "$KVER: $RIG_BOOT_WHY"
+    console_tail "$logf"
+  fi
+done
+
+echo "rig: ==== summary ($(since "$t_all")s) ===="
+printf '%s\n' "${summary[@]}"
+printf 'rig: %s\n' ${boots[@]+"${boots[@]}"}
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
