@@ -32,58 +32,63 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/goverbs/goverbs/abi"
 )
 
-// Netlink and RDMA netlink constants, with their C names.
+// Netlink constants (from x/sys/unix) and RDMA netlink constants (from the
+// generated abi/zconst.go), under short local names; the comment of each
+// gives its C name.
 const (
-	netlinkRDMA = 20 // NETLINK_RDMA
+	netlinkRDMA = unix.NETLINK_RDMA // NETLINK_RDMA (20)
 
-	nlmsgHdrLen = 16 // sizeof(struct nlmsghdr)
-	nlaHdrLen   = 4  // sizeof(struct nlattr) (NLA_HDRLEN)
-	nlmsgAlign  = 4  // NLMSG_ALIGNTO, NLA_ALIGNTO
+	nlmsgHdrLen = unix.NLMSG_HDRLEN  // NLMSG_HDRLEN, sizeof(struct nlmsghdr)
+	nlaHdrLen   = unix.NLA_HDRLEN    // NLA_HDRLEN, sizeof(struct nlattr)
+	nlmsgAlign  = unix.NLMSG_ALIGNTO // NLMSG_ALIGNTO (= NLA_ALIGNTO)
 
-	nlmsgNoop    = 1 // NLMSG_NOOP
-	nlmsgError   = 2 // NLMSG_ERROR
-	nlmsgDone    = 3 // NLMSG_DONE
-	nlmsgOverrun = 4 // NLMSG_OVERRUN
+	nlmsgNoop    = unix.NLMSG_NOOP    // NLMSG_NOOP
+	nlmsgError   = unix.NLMSG_ERROR   // NLMSG_ERROR
+	nlmsgDone    = unix.NLMSG_DONE    // NLMSG_DONE
+	nlmsgOverrun = unix.NLMSG_OVERRUN // NLMSG_OVERRUN
 
-	nlmFRequest = 0x1   // NLM_F_REQUEST
-	nlmFMulti   = 0x2   // NLM_F_MULTI
-	nlmFAck     = 0x4   // NLM_F_ACK
-	nlmFDump    = 0x300 // NLM_F_DUMP (NLM_F_ROOT|NLM_F_MATCH)
-	nlmFCapped  = 0x100 // NLM_F_CAPPED (in NLMSG_ERROR)
-	nlmFAckTLVs = 0x200 // NLM_F_ACK_TLVS (in NLMSG_ERROR)
+	nlmFRequest = unix.NLM_F_REQUEST  // NLM_F_REQUEST
+	nlmFMulti   = unix.NLM_F_MULTI    // NLM_F_MULTI
+	nlmFAck     = unix.NLM_F_ACK      // NLM_F_ACK
+	nlmFDump    = unix.NLM_F_DUMP     // NLM_F_DUMP (NLM_F_ROOT|NLM_F_MATCH)
+	nlmFCapped  = unix.NLM_F_CAPPED   // NLM_F_CAPPED (in NLMSG_ERROR)
+	nlmFAckTLVs = unix.NLM_F_ACK_TLVS // NLM_F_ACK_TLVS (in NLMSG_ERROR)
 
-	nlaFNested        = 0x8000 // NLA_F_NESTED
-	nlaFNetByteorder  = 0x4000 // NLA_F_NET_BYTEORDER
-	rdmaNLAFMandatory = 0x2000 // RDMA_NLA_F_MANDATORY
+	nlaFNested        = unix.NLA_F_NESTED        // NLA_F_NESTED
+	nlaFNetByteorder  = unix.NLA_F_NET_BYTEORDER // NLA_F_NET_BYTEORDER
+	rdmaNLAFMandatory = abi.RDMA_NLA_F_MANDATORY // RDMA_NLA_F_MANDATORY
 	// RDMA_NLA_TYPE_MASK: the attribute type with the flag bits removed.
-	rdmaNLATypeMask = ^uint16(nlaFNested | nlaFNetByteorder | rdmaNLAFMandatory)
+	rdmaNLATypeMask = uint16(abi.RDMA_NLA_TYPE_MASK & 0xffff)
 
-	nlmsgerrAttrMsg = 1 // NLMSGERR_ATTR_MSG
+	nlmsgerrAttrMsg = unix.NLMSGERR_ATTR_MSG // NLMSGERR_ATTR_MSG
 
-	rdmaNLNldev = 5 // RDMA_NL_NLDEV
+	rdmaNLNldev = abi.RDMA_NL_NLDEV // RDMA_NL_NLDEV (5)
 
-	rdmaNldevCmdGet        = 1  // RDMA_NLDEV_CMD_GET
-	rdmaNldevCmdPortGet    = 5  // RDMA_NLDEV_CMD_PORT_GET
-	rdmaNldevCmdGetChardev = 15 // RDMA_NLDEV_CMD_GET_CHARDEV
+	rdmaNldevCmdGet        = abi.RDMA_NLDEV_CMD_GET         // 1
+	rdmaNldevCmdPortGet    = abi.RDMA_NLDEV_CMD_PORT_GET    // 5
+	rdmaNldevCmdGetChardev = abi.RDMA_NLDEV_CMD_GET_CHARDEV // 15
 
-	rdmaNldevAttrPad            = 0  // RDMA_NLDEV_ATTR_PAD
-	rdmaNldevAttrDevIndex       = 1  // RDMA_NLDEV_ATTR_DEV_INDEX, u32
-	rdmaNldevAttrDevName        = 2  // RDMA_NLDEV_ATTR_DEV_NAME, string
-	rdmaNldevAttrPortIndex      = 3  // RDMA_NLDEV_ATTR_PORT_INDEX, u32 (port count in CMD_GET)
-	rdmaNldevAttrFWVersion      = 5  // RDMA_NLDEV_ATTR_FW_VERSION, string (absent if empty)
-	rdmaNldevAttrNodeGUID       = 6  // RDMA_NLDEV_ATTR_NODE_GUID, u64 host order
-	rdmaNldevAttrSysImageGUID   = 7  // RDMA_NLDEV_ATTR_SYS_IMAGE_GUID, u64 host order
-	rdmaNldevAttrDevNodeType    = 14 // RDMA_NLDEV_ATTR_DEV_NODE_TYPE, u8
-	rdmaNldevAttrNdevIndex      = 50 // RDMA_NLDEV_ATTR_NDEV_INDEX, u32
-	rdmaNldevAttrNdevName       = 51 // RDMA_NLDEV_ATTR_NDEV_NAME, string
-	rdmaNldevAttrDevProtocol    = 67 // RDMA_NLDEV_ATTR_DEV_PROTOCOL, string
-	rdmaNldevAttrChardevType    = 69 // RDMA_NLDEV_ATTR_CHARDEV_TYPE, string
-	rdmaNldevAttrChardevName    = 70 // RDMA_NLDEV_ATTR_CHARDEV_NAME, string
-	rdmaNldevAttrChardevABI     = 71 // RDMA_NLDEV_ATTR_CHARDEV_ABI, u64
-	rdmaNldevAttrChardev        = 72 // RDMA_NLDEV_ATTR_CHARDEV, u64 huge_encode_dev
-	rdmaNldevAttrUverbsDriverID = 73 // RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID, u32 on the wire
+	// Attribute types and, as 6.1's nldev.c puts them, their payloads.
+	rdmaNldevAttrPad            = abi.RDMA_NLDEV_ATTR_PAD              // 0
+	rdmaNldevAttrDevIndex       = abi.RDMA_NLDEV_ATTR_DEV_INDEX        // 1, u32
+	rdmaNldevAttrDevName        = abi.RDMA_NLDEV_ATTR_DEV_NAME         // 2, string
+	rdmaNldevAttrPortIndex      = abi.RDMA_NLDEV_ATTR_PORT_INDEX       // 3, u32 (the port count in CMD_GET)
+	rdmaNldevAttrFWVersion      = abi.RDMA_NLDEV_ATTR_FW_VERSION       // 5, string (absent when empty)
+	rdmaNldevAttrNodeGUID       = abi.RDMA_NLDEV_ATTR_NODE_GUID        // 6, u64, host order
+	rdmaNldevAttrSysImageGUID   = abi.RDMA_NLDEV_ATTR_SYS_IMAGE_GUID   // 7, u64, host order
+	rdmaNldevAttrDevNodeType    = abi.RDMA_NLDEV_ATTR_DEV_NODE_TYPE    // 14, u8
+	rdmaNldevAttrNdevIndex      = abi.RDMA_NLDEV_ATTR_NDEV_INDEX       // 50, u32
+	rdmaNldevAttrNdevName       = abi.RDMA_NLDEV_ATTR_NDEV_NAME        // 51, string
+	rdmaNldevAttrDevProtocol    = abi.RDMA_NLDEV_ATTR_DEV_PROTOCOL     // 67, string
+	rdmaNldevAttrChardevType    = abi.RDMA_NLDEV_ATTR_CHARDEV_TYPE     // 69, string
+	rdmaNldevAttrChardevName    = abi.RDMA_NLDEV_ATTR_CHARDEV_NAME     // 70, string
+	rdmaNldevAttrChardevABI     = abi.RDMA_NLDEV_ATTR_CHARDEV_ABI      // 71, u64
+	rdmaNldevAttrChardev        = abi.RDMA_NLDEV_ATTR_CHARDEV          // 72, u64, huge_encode_dev
+	rdmaNldevAttrUverbsDriverID = abi.RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID // 73, u32 on the wire
 )
 
 // rdmaNLGetType is RDMA_NL_GET_TYPE(client, op).
