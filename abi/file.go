@@ -69,6 +69,7 @@ type File struct {
 	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
 	syscalls atomic.Uint64
+	mappings atomic.Uint64 // the mmap and munmap calls among syscalls
 	closed   atomic.Bool
 }
 
@@ -108,6 +109,10 @@ func (f *File) Fd() int { return f.fd }
 
 // Syscalls is the number of syscalls made through this file so far.
 func (f *File) Syscalls() uint64 { return f.syscalls.Load() }
+
+// Mappings is how many of Syscalls were mmap or munmap calls (queue and
+// doorbell-page mappings); the rest are commands and doorbell writes.
+func (f *File) Mappings() uint64 { return f.mappings.Load() }
 
 // SetPolicy sets the transport policy (tests force each path with it).
 func (f *File) SetPolicy(p Policy) { f.policy.Store(uint32(p)) }
@@ -166,12 +171,14 @@ func (f *File) Write(p []byte) error {
 // UAR pages). The caller owns the mapping and releases it with Munmap.
 func (f *File) Mmap(offset int64, length int) ([]byte, error) {
 	f.syscalls.Add(1)
+	f.mappings.Add(1)
 	return f.k.Mmap(f.fd, offset, length)
 }
 
 // Munmap releases a mapping made by Mmap.
 func (f *File) Munmap(b []byte) error {
 	f.syscalls.Add(1)
+	f.mappings.Add(1)
 	return f.k.Munmap(b)
 }
 
