@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -28,11 +29,18 @@ func layoutErrors(l StructLayout, t reflect.Type) []string {
 	if t.Size() != l.Size {
 		bad("Go size %d, C sizeof %d", t.Size(), l.Size)
 	}
+	// On 32-bit targets Go aligns uint64 to 4 where C's __aligned_u64 has 8;
+	// the explicit padding keeps every offset right all the same.
+	if a := uintptr(t.Align()); a != l.Align && !(strconv.IntSize == 32 && l.Align == 8 && a == 4) {
+		bad("Go alignment %d, C _Alignof %d", a, l.Align)
+	}
 	goFields := map[string]reflect.StructField{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		if f.Name == "_" {
-			if f.Type.Kind() != reflect.Array || f.Type.Elem().Kind() != reflect.Uint8 {
+			// Padding is a byte array, or a zero-length array that gives
+			// the type C's alignment.
+			if f.Type.Kind() != reflect.Array || (f.Type.Elem().Kind() != reflect.Uint8 && f.Type.Len() != 0) {
 				bad("padding field %d is %s, not a byte array", i, f.Type)
 			}
 			continue
@@ -122,6 +130,7 @@ func TestLayoutCheckFails(t *testing.T) {
 		}
 	}
 	mutate("size", func(l *StructLayout) { l.Size += 8 })
+	mutate("alignment", func(l *StructLayout) { l.Align = 4 })
 	mutate("offset", func(l *StructLayout) { l.Fields[2].Offset += 4 })
 	mutate("member size", func(l *StructLayout) { l.Fields[3].Size = 8 })
 	mutate("unknown Go field", func(l *StructLayout) { l.Fields[1].GoName = "UserHandel" })
@@ -183,7 +192,8 @@ func cTail(t *testing.T, goName, cPath string) TailLayout {
 	return TailLayout{}
 }
 
-// TestABINotesSizes checks sizes written down in ABI-NOTES.md §1, §3, §4.
+// TestABINotesSizes checks sizes written down in ABI-NOTES.md §1, §3, §4,
+// and C alignments of structs whose Go alignment would otherwise be smaller.
 func TestABINotesSizes(t *testing.T) {
 	for _, c := range []struct {
 		v    any
@@ -231,6 +241,15 @@ func TestABINotesSizes(t *testing.T) {
 		}
 		if l := layoutOf(t, typ.Name()); l.Size != c.size {
 			t.Errorf("%s: C sizeof %d in the table, ABI-NOTES says %d", typ.Name(), l.Size, c.size)
+		}
+	}
+	if strconv.IntSize == 64 {
+		// The union of __aligned_u64 data and __s64 data_s64 is a byte array in
+		// Go; the flexible driver_data[] of __aligned_u64 has no Go field.
+		for _, typ := range []reflect.Type{reflect.TypeFor[IbUverbsAttr](), reflect.TypeFor[IbUverbsCreateCqResp](), reflect.TypeFor[RxeDmaInfo]()} {
+			if typ.Align() != 8 {
+				t.Errorf("%s: Go alignment %d, C has 8", typ.Name(), typ.Align())
+			}
 		}
 	}
 }

@@ -26,6 +26,7 @@ type StructLayout struct {
 	GoName string        // Go type
 	Header string        // header declaring it, as #included
 	Size   uintptr       // sizeof in C
+	Align  uintptr       // _Alignof in C
 	Fields []FieldLayout // members in C order; union members by C path, after their union
 	Tails  []TailLayout  // flexible array members, not part of the Go type
 }
@@ -50,7 +51,7 @@ type TailLayout struct {
 // their order in the generated file.
 var StructLayouts = []StructLayout{
 	{
-		CName: "ib_uverbs_async_event_desc", GoName: "IbUverbsAsyncEventDesc", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_async_event_desc", GoName: "IbUverbsAsyncEventDesc", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"element", "Element", 0, 8},
 			{"event_type", "EventType", 8, 4},
@@ -58,13 +59,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_comp_event_desc", GoName: "IbUverbsCompEventDesc", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_comp_event_desc", GoName: "IbUverbsCompEventDesc", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"cq_handle", "CqHandle", 0, 8},
 		},
 	},
 	{
-		CName: "ib_uverbs_cq_moderation_caps", GoName: "IbUverbsCqModerationCaps", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_cq_moderation_caps", GoName: "IbUverbsCqModerationCaps", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"max_cq_moderation_count", "MaxCqModerationCount", 0, 2},
 			{"max_cq_moderation_period", "MaxCqModerationPeriod", 2, 2},
@@ -72,7 +73,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_cmd_hdr", GoName: "IbUverbsCmdHdr", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_cmd_hdr", GoName: "IbUverbsCmdHdr", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"command", "Command", 0, 4},
 			{"in_words", "InWords", 4, 2},
@@ -80,7 +81,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_cmd_hdr", GoName: "IbUverbsExCmdHdr", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_ex_cmd_hdr", GoName: "IbUverbsExCmdHdr", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"provider_in_words", "ProviderInWords", 8, 2},
@@ -89,7 +90,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_get_context", GoName: "IbUverbsGetContext", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_get_context", GoName: "IbUverbsGetContext", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 		},
@@ -98,7 +99,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_get_context_resp", GoName: "IbUverbsGetContextResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_get_context_resp", GoName: "IbUverbsGetContextResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"async_fd", "AsyncFd", 0, 4},
 			{"num_comp_vectors", "NumCompVectors", 4, 4},
@@ -108,7 +109,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_device", GoName: "IbUverbsQueryDevice", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_query_device", GoName: "IbUverbsQueryDevice", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 		},
@@ -117,7 +118,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_device_resp", GoName: "IbUverbsQueryDeviceResp", Header: "rdma/ib_user_verbs.h", Size: 176,
+		CName: "ib_uverbs_query_device_resp", GoName: "IbUverbsQueryDeviceResp", Header: "rdma/ib_user_verbs.h", Size: 176, Align: 8,
 		Fields: []FieldLayout{
 			{"fw_ver", "FwVer", 0, 8},
 			{"node_guid", "NodeGuid", 8, 8},
@@ -163,14 +164,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_query_device", GoName: "IbUverbsExQueryDevice", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_ex_query_device", GoName: "IbUverbsExQueryDevice", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_odp_caps", GoName: "IbUverbsOdpCaps", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_odp_caps", GoName: "IbUverbsOdpCaps", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"general_caps", "GeneralCaps", 0, 8},
 			{"per_transport_caps", "PerTransportCaps", 8, 12},
@@ -178,7 +179,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_odp_caps.per_transport_caps", GoName: "IbUverbsOdpCapsPerTransportCaps", Header: "rdma/ib_user_verbs.h", Size: 12,
+		CName: "ib_uverbs_odp_caps.per_transport_caps", GoName: "IbUverbsOdpCapsPerTransportCaps", Header: "rdma/ib_user_verbs.h", Size: 12, Align: 4,
 		Fields: []FieldLayout{
 			{"rc_odp_caps", "RcOdpCaps", 0, 4},
 			{"uc_odp_caps", "UcOdpCaps", 4, 4},
@@ -186,7 +187,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_rss_caps", GoName: "IbUverbsRssCaps", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_rss_caps", GoName: "IbUverbsRssCaps", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"supported_qpts", "SupportedQpts", 0, 4},
 			{"max_rwq_indirection_tables", "MaxRwqIndirectionTables", 4, 4},
@@ -195,7 +196,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_tm_caps", GoName: "IbUverbsTmCaps", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_tm_caps", GoName: "IbUverbsTmCaps", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 4,
 		Fields: []FieldLayout{
 			{"max_rndv_hdr_size", "MaxRndvHdrSize", 0, 4},
 			{"max_num_tags", "MaxNumTags", 4, 4},
@@ -206,7 +207,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_query_device_resp", GoName: "IbUverbsExQueryDeviceResp", Header: "rdma/ib_user_verbs.h", Size: 304,
+		CName: "ib_uverbs_ex_query_device_resp", GoName: "IbUverbsExQueryDeviceResp", Header: "rdma/ib_user_verbs.h", Size: 304, Align: 8,
 		Fields: []FieldLayout{
 			{"base", "Base", 0, 176},
 			{"comp_mask", "CompMask", 176, 4},
@@ -226,7 +227,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_port", GoName: "IbUverbsQueryPort", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_query_port", GoName: "IbUverbsQueryPort", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"port_num", "PortNum", 8, 1},
@@ -237,7 +238,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_port_resp", GoName: "IbUverbsQueryPortResp", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_query_port_resp", GoName: "IbUverbsQueryPortResp", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 4,
 		Fields: []FieldLayout{
 			{"port_cap_flags", "PortCapFlags", 0, 4},
 			{"max_msg_sz", "MaxMsgSz", 4, 4},
@@ -264,7 +265,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_alloc_pd", GoName: "IbUverbsAllocPd", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_alloc_pd", GoName: "IbUverbsAllocPd", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 		},
@@ -273,7 +274,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_alloc_pd_resp", GoName: "IbUverbsAllocPdResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_alloc_pd_resp", GoName: "IbUverbsAllocPdResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"pd_handle", "PdHandle", 0, 4},
 		},
@@ -282,13 +283,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_dealloc_pd", GoName: "IbUverbsDeallocPd", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_dealloc_pd", GoName: "IbUverbsDeallocPd", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"pd_handle", "PdHandle", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_open_xrcd", GoName: "IbUverbsOpenXrcd", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_open_xrcd", GoName: "IbUverbsOpenXrcd", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"fd", "Fd", 8, 4},
@@ -299,7 +300,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_open_xrcd_resp", GoName: "IbUverbsOpenXrcdResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_open_xrcd_resp", GoName: "IbUverbsOpenXrcdResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"xrcd_handle", "XrcdHandle", 0, 4},
 		},
@@ -308,13 +309,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_close_xrcd", GoName: "IbUverbsCloseXrcd", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_close_xrcd", GoName: "IbUverbsCloseXrcd", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"xrcd_handle", "XrcdHandle", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_reg_mr", GoName: "IbUverbsRegMr", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_reg_mr", GoName: "IbUverbsRegMr", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"start", "Start", 8, 8},
@@ -328,7 +329,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_reg_mr_resp", GoName: "IbUverbsRegMrResp", Header: "rdma/ib_user_verbs.h", Size: 12,
+		CName: "ib_uverbs_reg_mr_resp", GoName: "IbUverbsRegMrResp", Header: "rdma/ib_user_verbs.h", Size: 12, Align: 4,
 		Fields: []FieldLayout{
 			{"mr_handle", "MrHandle", 0, 4},
 			{"lkey", "Lkey", 4, 4},
@@ -339,7 +340,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_rereg_mr", GoName: "IbUverbsReregMr", Header: "rdma/ib_user_verbs.h", Size: 48,
+		CName: "ib_uverbs_rereg_mr", GoName: "IbUverbsReregMr", Header: "rdma/ib_user_verbs.h", Size: 48, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"mr_handle", "MrHandle", 8, 4},
@@ -355,7 +356,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_rereg_mr_resp", GoName: "IbUverbsReregMrResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_rereg_mr_resp", GoName: "IbUverbsReregMrResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"lkey", "Lkey", 0, 4},
 			{"rkey", "Rkey", 4, 4},
@@ -365,13 +366,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_dereg_mr", GoName: "IbUverbsDeregMr", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_dereg_mr", GoName: "IbUverbsDeregMr", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"mr_handle", "MrHandle", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_alloc_mw", GoName: "IbUverbsAllocMw", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_alloc_mw", GoName: "IbUverbsAllocMw", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"pd_handle", "PdHandle", 8, 4},
@@ -383,7 +384,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_alloc_mw_resp", GoName: "IbUverbsAllocMwResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_alloc_mw_resp", GoName: "IbUverbsAllocMwResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"mw_handle", "MwHandle", 0, 4},
 			{"rkey", "Rkey", 4, 4},
@@ -393,25 +394,25 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_dealloc_mw", GoName: "IbUverbsDeallocMw", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_dealloc_mw", GoName: "IbUverbsDeallocMw", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"mw_handle", "MwHandle", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_create_comp_channel", GoName: "IbUverbsCreateCompChannel", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_create_comp_channel", GoName: "IbUverbsCreateCompChannel", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 		},
 	},
 	{
-		CName: "ib_uverbs_create_comp_channel_resp", GoName: "IbUverbsCreateCompChannelResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_create_comp_channel_resp", GoName: "IbUverbsCreateCompChannelResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"fd", "Fd", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_create_cq", GoName: "IbUverbsCreateCq", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_create_cq", GoName: "IbUverbsCreateCq", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -425,7 +426,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_cq", GoName: "IbUverbsExCreateCq", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_ex_create_cq", GoName: "IbUverbsExCreateCq", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"user_handle", "UserHandle", 0, 8},
 			{"cqe", "Cqe", 8, 4},
@@ -437,7 +438,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_cq_resp", GoName: "IbUverbsCreateCqResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_create_cq_resp", GoName: "IbUverbsCreateCqResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"cq_handle", "CqHandle", 0, 4},
 			{"cqe", "Cqe", 4, 4},
@@ -447,7 +448,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_cq_resp", GoName: "IbUverbsExCreateCqResp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_ex_create_cq_resp", GoName: "IbUverbsExCreateCqResp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"base", "Base", 0, 8},
 			{"comp_mask", "CompMask", 8, 4},
@@ -455,7 +456,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_resize_cq", GoName: "IbUverbsResizeCq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_resize_cq", GoName: "IbUverbsResizeCq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"cq_handle", "CqHandle", 8, 4},
@@ -466,7 +467,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_resize_cq_resp", GoName: "IbUverbsResizeCqResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_resize_cq_resp", GoName: "IbUverbsResizeCqResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"cqe", "Cqe", 0, 4},
 			{"reserved", "Reserved", 4, 4},
@@ -476,7 +477,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_poll_cq", GoName: "IbUverbsPollCq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_poll_cq", GoName: "IbUverbsPollCq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"cq_handle", "CqHandle", 8, 4},
@@ -484,7 +485,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_wc", GoName: "IbUverbsWc", Header: "rdma/ib_user_verbs.h", Size: 48,
+		CName: "ib_uverbs_wc", GoName: "IbUverbsWc", Header: "rdma/ib_user_verbs.h", Size: 48, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 			{"status", "Status", 8, 4},
@@ -506,7 +507,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_poll_cq_resp", GoName: "IbUverbsPollCqResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_poll_cq_resp", GoName: "IbUverbsPollCqResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"count", "Count", 0, 4},
 			{"reserved", "Reserved", 4, 4},
@@ -516,14 +517,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_req_notify_cq", GoName: "IbUverbsReqNotifyCq", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_req_notify_cq", GoName: "IbUverbsReqNotifyCq", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"cq_handle", "CqHandle", 0, 4},
 			{"solicited_only", "SolicitedOnly", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_cq", GoName: "IbUverbsDestroyCq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_destroy_cq", GoName: "IbUverbsDestroyCq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"cq_handle", "CqHandle", 8, 4},
@@ -531,14 +532,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_cq_resp", GoName: "IbUverbsDestroyCqResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_destroy_cq_resp", GoName: "IbUverbsDestroyCqResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_events_reported", "CompEventsReported", 0, 4},
 			{"async_events_reported", "AsyncEventsReported", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_global_route", GoName: "IbUverbsGlobalRoute", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_global_route", GoName: "IbUverbsGlobalRoute", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 4,
 		Fields: []FieldLayout{
 			{"dgid", "Dgid", 0, 16},
 			{"flow_label", "FlowLabel", 16, 4},
@@ -549,7 +550,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ah_attr", GoName: "IbUverbsAhAttr", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_ah_attr", GoName: "IbUverbsAhAttr", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 4,
 		Fields: []FieldLayout{
 			{"grh", "Grh", 0, 24},
 			{"dlid", "Dlid", 24, 2},
@@ -562,7 +563,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_qp_attr", GoName: "IbUverbsQpAttr", Header: "rdma/ib_user_verbs.h", Size: 144,
+		CName: "ib_uverbs_qp_attr", GoName: "IbUverbsQpAttr", Header: "rdma/ib_user_verbs.h", Size: 144, Align: 4,
 		Fields: []FieldLayout{
 			{"qp_attr_mask", "QpAttrMask", 0, 4},
 			{"qp_state", "QpState", 4, 4},
@@ -598,7 +599,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_qp", GoName: "IbUverbsCreateQp", Header: "rdma/ib_user_verbs.h", Size: 56,
+		CName: "ib_uverbs_create_qp", GoName: "IbUverbsCreateQp", Header: "rdma/ib_user_verbs.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -621,7 +622,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_qp", GoName: "IbUverbsExCreateQp", Header: "rdma/ib_user_verbs.h", Size: 64,
+		CName: "ib_uverbs_ex_create_qp", GoName: "IbUverbsExCreateQp", Header: "rdma/ib_user_verbs.h", Size: 64, Align: 8,
 		Fields: []FieldLayout{
 			{"user_handle", "UserHandle", 0, 8},
 			{"pd_handle", "PdHandle", 8, 4},
@@ -644,7 +645,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_open_qp", GoName: "IbUverbsOpenQp", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_open_qp", GoName: "IbUverbsOpenQp", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -658,7 +659,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_qp_resp", GoName: "IbUverbsCreateQpResp", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_create_qp_resp", GoName: "IbUverbsCreateQpResp", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 4,
 		Fields: []FieldLayout{
 			{"qp_handle", "QpHandle", 0, 4},
 			{"qpn", "Qpn", 4, 4},
@@ -674,7 +675,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_qp_resp", GoName: "IbUverbsExCreateQpResp", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_ex_create_qp_resp", GoName: "IbUverbsExCreateQpResp", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 4,
 		Fields: []FieldLayout{
 			{"base", "Base", 0, 32},
 			{"comp_mask", "CompMask", 32, 4},
@@ -682,7 +683,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_qp_dest", GoName: "IbUverbsQpDest", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_qp_dest", GoName: "IbUverbsQpDest", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 4,
 		Fields: []FieldLayout{
 			{"dgid", "Dgid", 0, 16},
 			{"flow_label", "FlowLabel", 16, 4},
@@ -699,7 +700,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_qp", GoName: "IbUverbsQueryQp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_query_qp", GoName: "IbUverbsQueryQp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"qp_handle", "QpHandle", 8, 4},
@@ -710,7 +711,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_qp_resp", GoName: "IbUverbsQueryQpResp", Header: "rdma/ib_user_verbs.h", Size: 128,
+		CName: "ib_uverbs_query_qp_resp", GoName: "IbUverbsQueryQpResp", Header: "rdma/ib_user_verbs.h", Size: 128, Align: 8,
 		Fields: []FieldLayout{
 			{"dest", "Dest", 0, 32},
 			{"alt_dest", "AltDest", 32, 32},
@@ -748,7 +749,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_modify_qp", GoName: "IbUverbsModifyQp", Header: "rdma/ib_user_verbs.h", Size: 112,
+		CName: "ib_uverbs_modify_qp", GoName: "IbUverbsModifyQp", Header: "rdma/ib_user_verbs.h", Size: 112, Align: 8,
 		Fields: []FieldLayout{
 			{"dest", "Dest", 0, 32},
 			{"alt_dest", "AltDest", 32, 32},
@@ -782,7 +783,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_modify_qp", GoName: "IbUverbsExModifyQp", Header: "rdma/ib_user_verbs.h", Size: 120,
+		CName: "ib_uverbs_ex_modify_qp", GoName: "IbUverbsExModifyQp", Header: "rdma/ib_user_verbs.h", Size: 120, Align: 8,
 		Fields: []FieldLayout{
 			{"base", "Base", 0, 112},
 			{"rate_limit", "RateLimit", 112, 4},
@@ -790,14 +791,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_modify_qp_resp", GoName: "IbUverbsExModifyQpResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_ex_modify_qp_resp", GoName: "IbUverbsExModifyQpResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"response_length", "ResponseLength", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_qp", GoName: "IbUverbsDestroyQp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_destroy_qp", GoName: "IbUverbsDestroyQp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"qp_handle", "QpHandle", 8, 4},
@@ -805,13 +806,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_qp_resp", GoName: "IbUverbsDestroyQpResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_destroy_qp_resp", GoName: "IbUverbsDestroyQpResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"events_reported", "EventsReported", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_sge", GoName: "IbUverbsSge", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_sge", GoName: "IbUverbsSge", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"addr", "Addr", 0, 8},
 			{"length", "Length", 8, 4},
@@ -819,7 +820,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_send_wr", GoName: "IbUverbsSendWr", Header: "rdma/ib_user_verbs.h", Size: 56,
+		CName: "ib_uverbs_send_wr", GoName: "IbUverbsSendWr", Header: "rdma/ib_user_verbs.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 			{"num_sge", "NumSge", 8, 4},
@@ -847,7 +848,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_send_wr.wr.rdma", GoName: "IbUverbsSendWrWrRdma", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_send_wr.wr.rdma", GoName: "IbUverbsSendWrWrRdma", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"remote_addr", "RemoteAddr", 0, 8},
 			{"rkey", "Rkey", 8, 4},
@@ -855,7 +856,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_send_wr.wr.atomic", GoName: "IbUverbsSendWrWrAtomic", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_send_wr.wr.atomic", GoName: "IbUverbsSendWrWrAtomic", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"remote_addr", "RemoteAddr", 0, 8},
 			{"compare_add", "CompareAdd", 8, 8},
@@ -865,7 +866,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_send_wr.wr.ud", GoName: "IbUverbsSendWrWrUd", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_send_wr.wr.ud", GoName: "IbUverbsSendWrWrUd", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"ah", "Ah", 0, 4},
 			{"remote_qpn", "RemoteQpn", 4, 4},
@@ -874,7 +875,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_post_send", GoName: "IbUverbsPostSend", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_post_send", GoName: "IbUverbsPostSend", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"qp_handle", "QpHandle", 8, 4},
@@ -887,13 +888,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_post_send_resp", GoName: "IbUverbsPostSendResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_post_send_resp", GoName: "IbUverbsPostSendResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"bad_wr", "BadWr", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_recv_wr", GoName: "IbUverbsRecvWr", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_recv_wr", GoName: "IbUverbsRecvWr", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 			{"num_sge", "NumSge", 8, 4},
@@ -901,7 +902,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_post_recv", GoName: "IbUverbsPostRecv", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_post_recv", GoName: "IbUverbsPostRecv", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"qp_handle", "QpHandle", 8, 4},
@@ -914,13 +915,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_post_recv_resp", GoName: "IbUverbsPostRecvResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_post_recv_resp", GoName: "IbUverbsPostRecvResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"bad_wr", "BadWr", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_post_srq_recv", GoName: "IbUverbsPostSrqRecv", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_post_srq_recv", GoName: "IbUverbsPostSrqRecv", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"srq_handle", "SrqHandle", 8, 4},
@@ -933,13 +934,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_post_srq_recv_resp", GoName: "IbUverbsPostSrqRecvResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_post_srq_recv_resp", GoName: "IbUverbsPostSrqRecvResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"bad_wr", "BadWr", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_create_ah", GoName: "IbUverbsCreateAh", Header: "rdma/ib_user_verbs.h", Size: 56,
+		CName: "ib_uverbs_create_ah", GoName: "IbUverbsCreateAh", Header: "rdma/ib_user_verbs.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -952,7 +953,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_ah_resp", GoName: "IbUverbsCreateAhResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_create_ah_resp", GoName: "IbUverbsCreateAhResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"ah_handle", "AhHandle", 0, 4},
 		},
@@ -961,13 +962,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_ah", GoName: "IbUverbsDestroyAh", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_destroy_ah", GoName: "IbUverbsDestroyAh", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"ah_handle", "AhHandle", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_attach_mcast", GoName: "IbUverbsAttachMcast", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_attach_mcast", GoName: "IbUverbsAttachMcast", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"gid", "Gid", 0, 16},
 			{"qp_handle", "QpHandle", 16, 4},
@@ -979,7 +980,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_detach_mcast", GoName: "IbUverbsDetachMcast", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_detach_mcast", GoName: "IbUverbsDetachMcast", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"gid", "Gid", 0, 16},
 			{"qp_handle", "QpHandle", 16, 4},
@@ -991,7 +992,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_hdr", GoName: "IbUverbsFlowSpecHdr", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_flow_spec_hdr", GoName: "IbUverbsFlowSpecHdr", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"type", "Type", 0, 4},
 			{"size", "Size", 4, 2},
@@ -1002,7 +1003,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_eth_filter", GoName: "IbUverbsFlowEthFilter", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_eth_filter", GoName: "IbUverbsFlowEthFilter", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 2,
 		Fields: []FieldLayout{
 			{"dst_mac", "DstMac", 0, 6},
 			{"src_mac", "SrcMac", 6, 6},
@@ -1011,7 +1012,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_eth", GoName: "IbUverbsFlowSpecEth", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_flow_spec_eth", GoName: "IbUverbsFlowSpecEth", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1023,7 +1024,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_ipv4_filter", GoName: "IbUverbsFlowIpv4Filter", Header: "rdma/ib_user_verbs.h", Size: 12,
+		CName: "ib_uverbs_flow_ipv4_filter", GoName: "IbUverbsFlowIpv4Filter", Header: "rdma/ib_user_verbs.h", Size: 12, Align: 4,
 		Fields: []FieldLayout{
 			{"src_ip", "SrcIp", 0, 4},
 			{"dst_ip", "DstIp", 4, 4},
@@ -1034,7 +1035,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_ipv4", GoName: "IbUverbsFlowSpecIpv4", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_flow_spec_ipv4", GoName: "IbUverbsFlowSpecIpv4", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1046,14 +1047,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_tcp_udp_filter", GoName: "IbUverbsFlowTcpUdpFilter", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_flow_tcp_udp_filter", GoName: "IbUverbsFlowTcpUdpFilter", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 2,
 		Fields: []FieldLayout{
 			{"dst_port", "DstPort", 0, 2},
 			{"src_port", "SrcPort", 2, 2},
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_tcp_udp", GoName: "IbUverbsFlowSpecTcpUdp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_spec_tcp_udp", GoName: "IbUverbsFlowSpecTcpUdp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1065,7 +1066,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_ipv6_filter", GoName: "IbUverbsFlowIpv6Filter", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_flow_ipv6_filter", GoName: "IbUverbsFlowIpv6Filter", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 4,
 		Fields: []FieldLayout{
 			{"src_ip", "SrcIp", 0, 16},
 			{"dst_ip", "DstIp", 16, 16},
@@ -1077,7 +1078,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_ipv6", GoName: "IbUverbsFlowSpecIpv6", Header: "rdma/ib_user_verbs.h", Size: 88,
+		CName: "ib_uverbs_flow_spec_ipv6", GoName: "IbUverbsFlowSpecIpv6", Header: "rdma/ib_user_verbs.h", Size: 88, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1089,7 +1090,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_action_tag", GoName: "IbUverbsFlowSpecActionTag", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_spec_action_tag", GoName: "IbUverbsFlowSpecActionTag", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1101,7 +1102,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_action_drop", GoName: "IbUverbsFlowSpecActionDrop", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_flow_spec_action_drop", GoName: "IbUverbsFlowSpecActionDrop", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1111,19 +1112,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_action_handle", GoName: "IbUverbsFlowSpecActionHandle", Header: "rdma/ib_user_verbs.h", Size: 16,
-		Fields: []FieldLayout{
-			{"", "_union", 0, 8},
-			{"hdr", "", 0, 8},
-			{"type", "", 0, 4},
-			{"size", "", 4, 2},
-			{"reserved", "", 6, 2},
-			{"handle", "Handle", 8, 4},
-			{"reserved1", "Reserved1", 12, 4},
-		},
-	},
-	{
-		CName: "ib_uverbs_flow_spec_action_count", GoName: "IbUverbsFlowSpecActionCount", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_spec_action_handle", GoName: "IbUverbsFlowSpecActionHandle", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1135,13 +1124,25 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_tunnel_filter", GoName: "IbUverbsFlowTunnelFilter", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_flow_spec_action_count", GoName: "IbUverbsFlowSpecActionCount", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
+		Fields: []FieldLayout{
+			{"", "_union", 0, 8},
+			{"hdr", "", 0, 8},
+			{"type", "", 0, 4},
+			{"size", "", 4, 2},
+			{"reserved", "", 6, 2},
+			{"handle", "Handle", 8, 4},
+			{"reserved1", "Reserved1", 12, 4},
+		},
+	},
+	{
+		CName: "ib_uverbs_flow_tunnel_filter", GoName: "IbUverbsFlowTunnelFilter", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"tunnel_id", "TunnelId", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_tunnel", GoName: "IbUverbsFlowSpecTunnel", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_spec_tunnel", GoName: "IbUverbsFlowSpecTunnel", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1153,14 +1154,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_esp_filter", GoName: "IbUverbsFlowSpecEspFilter", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_flow_spec_esp_filter", GoName: "IbUverbsFlowSpecEspFilter", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"spi", "Spi", 0, 4},
 			{"seq", "Seq", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_esp", GoName: "IbUverbsFlowSpecEsp", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_flow_spec_esp", GoName: "IbUverbsFlowSpecEsp", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1172,7 +1173,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_gre_filter", GoName: "IbUverbsFlowGreFilter", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_flow_gre_filter", GoName: "IbUverbsFlowGreFilter", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"c_ks_res0_ver", "CKsRes0Ver", 0, 2},
 			{"protocol", "Protocol", 2, 2},
@@ -1180,7 +1181,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_gre", GoName: "IbUverbsFlowSpecGre", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_flow_spec_gre", GoName: "IbUverbsFlowSpecGre", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1192,13 +1193,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_mpls_filter", GoName: "IbUverbsFlowMplsFilter", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_flow_mpls_filter", GoName: "IbUverbsFlowMplsFilter", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"label", "Label", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_spec_mpls", GoName: "IbUverbsFlowSpecMpls", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_spec_mpls", GoName: "IbUverbsFlowSpecMpls", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"", "_union", 0, 8},
 			{"hdr", "", 0, 8},
@@ -1210,7 +1211,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_attr", GoName: "IbUverbsFlowAttr", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_flow_attr", GoName: "IbUverbsFlowAttr", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"type", "Type", 0, 4},
 			{"size", "Size", 4, 2},
@@ -1225,7 +1226,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_flow", GoName: "IbUverbsCreateFlow", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_create_flow", GoName: "IbUverbsCreateFlow", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"qp_handle", "QpHandle", 4, 4},
@@ -1236,21 +1237,21 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_flow_resp", GoName: "IbUverbsCreateFlowResp", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_create_flow_resp", GoName: "IbUverbsCreateFlowResp", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"flow_handle", "FlowHandle", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_flow", GoName: "IbUverbsDestroyFlow", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_destroy_flow", GoName: "IbUverbsDestroyFlow", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"flow_handle", "FlowHandle", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_create_srq", GoName: "IbUverbsCreateSrq", Header: "rdma/ib_user_verbs.h", Size: 32,
+		CName: "ib_uverbs_create_srq", GoName: "IbUverbsCreateSrq", Header: "rdma/ib_user_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -1264,7 +1265,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_xsrq", GoName: "IbUverbsCreateXsrq", Header: "rdma/ib_user_verbs.h", Size: 48,
+		CName: "ib_uverbs_create_xsrq", GoName: "IbUverbsCreateXsrq", Header: "rdma/ib_user_verbs.h", Size: 48, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"user_handle", "UserHandle", 8, 8},
@@ -1282,7 +1283,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_create_srq_resp", GoName: "IbUverbsCreateSrqResp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_create_srq_resp", GoName: "IbUverbsCreateSrqResp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"srq_handle", "SrqHandle", 0, 4},
 			{"max_wr", "MaxWr", 4, 4},
@@ -1294,7 +1295,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_modify_srq", GoName: "IbUverbsModifySrq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_modify_srq", GoName: "IbUverbsModifySrq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"srq_handle", "SrqHandle", 0, 4},
 			{"attr_mask", "AttrMask", 4, 4},
@@ -1306,7 +1307,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_srq", GoName: "IbUverbsQuerySrq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_query_srq", GoName: "IbUverbsQuerySrq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"srq_handle", "SrqHandle", 8, 4},
@@ -1317,7 +1318,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_srq_resp", GoName: "IbUverbsQuerySrqResp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_query_srq_resp", GoName: "IbUverbsQuerySrqResp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"max_wr", "MaxWr", 0, 4},
 			{"max_sge", "MaxSge", 4, 4},
@@ -1326,7 +1327,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_srq", GoName: "IbUverbsDestroySrq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_destroy_srq", GoName: "IbUverbsDestroySrq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"response", "Response", 0, 8},
 			{"srq_handle", "SrqHandle", 8, 4},
@@ -1334,13 +1335,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_destroy_srq_resp", GoName: "IbUverbsDestroySrqResp", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_destroy_srq_resp", GoName: "IbUverbsDestroySrqResp", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"events_reported", "EventsReported", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_wq", GoName: "IbUverbsExCreateWq", Header: "rdma/ib_user_verbs.h", Size: 40,
+		CName: "ib_uverbs_ex_create_wq", GoName: "IbUverbsExCreateWq", Header: "rdma/ib_user_verbs.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"wq_type", "WqType", 4, 4},
@@ -1354,7 +1355,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_wq_resp", GoName: "IbUverbsExCreateWqResp", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_ex_create_wq_resp", GoName: "IbUverbsExCreateWqResp", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"response_length", "ResponseLength", 4, 4},
@@ -1365,14 +1366,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_destroy_wq", GoName: "IbUverbsExDestroyWq", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_ex_destroy_wq", GoName: "IbUverbsExDestroyWq", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"wq_handle", "WqHandle", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_destroy_wq_resp", GoName: "IbUverbsExDestroyWqResp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_ex_destroy_wq_resp", GoName: "IbUverbsExDestroyWqResp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"response_length", "ResponseLength", 4, 4},
@@ -1381,7 +1382,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_modify_wq", GoName: "IbUverbsExModifyWq", Header: "rdma/ib_user_verbs.h", Size: 24,
+		CName: "ib_uverbs_ex_modify_wq", GoName: "IbUverbsExModifyWq", Header: "rdma/ib_user_verbs.h", Size: 24, Align: 4,
 		Fields: []FieldLayout{
 			{"attr_mask", "AttrMask", 0, 4},
 			{"wq_handle", "WqHandle", 4, 4},
@@ -1392,7 +1393,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_rwq_ind_table", GoName: "IbUverbsExCreateRwqIndTable", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_ex_create_rwq_ind_table", GoName: "IbUverbsExCreateRwqIndTable", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"log_ind_tbl_size", "LogIndTblSize", 4, 4},
@@ -1402,7 +1403,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_create_rwq_ind_table_resp", GoName: "IbUverbsExCreateRwqIndTableResp", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_ex_create_rwq_ind_table_resp", GoName: "IbUverbsExCreateRwqIndTableResp", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"response_length", "ResponseLength", 4, 4},
@@ -1411,21 +1412,21 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_destroy_rwq_ind_table", GoName: "IbUverbsExDestroyRwqIndTable", Header: "rdma/ib_user_verbs.h", Size: 8,
+		CName: "ib_uverbs_ex_destroy_rwq_ind_table", GoName: "IbUverbsExDestroyRwqIndTable", Header: "rdma/ib_user_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"ind_tbl_handle", "IndTblHandle", 4, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_cq_moderation", GoName: "IbUverbsCqModeration", Header: "rdma/ib_user_verbs.h", Size: 4,
+		CName: "ib_uverbs_cq_moderation", GoName: "IbUverbsCqModeration", Header: "rdma/ib_user_verbs.h", Size: 4, Align: 2,
 		Fields: []FieldLayout{
 			{"cq_count", "CqCount", 0, 2},
 			{"cq_period", "CqPeriod", 2, 2},
 		},
 	},
 	{
-		CName: "ib_uverbs_ex_modify_cq", GoName: "IbUverbsExModifyCq", Header: "rdma/ib_user_verbs.h", Size: 16,
+		CName: "ib_uverbs_ex_modify_cq", GoName: "IbUverbsExModifyCq", Header: "rdma/ib_user_verbs.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"cq_handle", "CqHandle", 0, 4},
 			{"attr_mask", "AttrMask", 4, 4},
@@ -1434,7 +1435,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_action_esp_keymat_aes_gcm", GoName: "IbUverbsFlowActionEspKeymatAesGcm", Header: "rdma/ib_user_ioctl_verbs.h", Size: 56,
+		CName: "ib_uverbs_flow_action_esp_keymat_aes_gcm", GoName: "IbUverbsFlowActionEspKeymatAesGcm", Header: "rdma/ib_user_ioctl_verbs.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"iv", "Iv", 0, 8},
 			{"iv_algo", "IvAlgo", 8, 4},
@@ -1445,13 +1446,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_action_esp_replay_bmp", GoName: "IbUverbsFlowActionEspReplayBmp", Header: "rdma/ib_user_ioctl_verbs.h", Size: 4,
+		CName: "ib_uverbs_flow_action_esp_replay_bmp", GoName: "IbUverbsFlowActionEspReplayBmp", Header: "rdma/ib_user_ioctl_verbs.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"size", "Size", 0, 4},
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_action_esp_encap", GoName: "IbUverbsFlowActionEspEncap", Header: "rdma/ib_user_ioctl_verbs.h", Size: 24,
+		CName: "ib_uverbs_flow_action_esp_encap", GoName: "IbUverbsFlowActionEspEncap", Header: "rdma/ib_user_ioctl_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"val_ptr", "ValPtr", 0, 8},
 			{"next_ptr", "NextPtr", 8, 8},
@@ -1460,7 +1461,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_flow_action_esp", GoName: "IbUverbsFlowActionEsp", Header: "rdma/ib_user_ioctl_verbs.h", Size: 24,
+		CName: "ib_uverbs_flow_action_esp", GoName: "IbUverbsFlowActionEsp", Header: "rdma/ib_user_ioctl_verbs.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"spi", "Spi", 0, 4},
 			{"seq", "Seq", 4, 4},
@@ -1470,7 +1471,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_query_port_resp_ex", GoName: "IbUverbsQueryPortRespEx", Header: "rdma/ib_user_ioctl_verbs.h", Size: 48,
+		CName: "ib_uverbs_query_port_resp_ex", GoName: "IbUverbsQueryPortRespEx", Header: "rdma/ib_user_ioctl_verbs.h", Size: 48, Align: 4,
 		Fields: []FieldLayout{
 			{"legacy_resp", "LegacyResp", 0, 40},
 			{"port_cap_flags2", "PortCapFlags2", 40, 2},
@@ -1478,7 +1479,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_qp_cap", GoName: "IbUverbsQpCap", Header: "rdma/ib_user_ioctl_verbs.h", Size: 20,
+		CName: "ib_uverbs_qp_cap", GoName: "IbUverbsQpCap", Header: "rdma/ib_user_ioctl_verbs.h", Size: 20, Align: 4,
 		Fields: []FieldLayout{
 			{"max_send_wr", "MaxSendWr", 0, 4},
 			{"max_recv_wr", "MaxRecvWr", 4, 4},
@@ -1488,7 +1489,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_gid_entry", GoName: "IbUverbsGidEntry", Header: "rdma/ib_user_ioctl_verbs.h", Size: 32,
+		CName: "ib_uverbs_gid_entry", GoName: "IbUverbsGidEntry", Header: "rdma/ib_user_ioctl_verbs.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"gid", "Gid", 0, 16},
 			{"gid_index", "GidIndex", 16, 4},
@@ -1498,7 +1499,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_attr", GoName: "IbUverbsAttr", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 16,
+		CName: "ib_uverbs_attr", GoName: "IbUverbsAttr", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"attr_id", "AttrId", 0, 2},
 			{"len", "Len", 2, 2},
@@ -1514,14 +1515,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "ib_uverbs_attr.attr_data.enum_data", GoName: "IbUverbsAttrAttrDataEnumData", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 2,
+		CName: "ib_uverbs_attr.attr_data.enum_data", GoName: "IbUverbsAttrAttrDataEnumData", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 2, Align: 1,
 		Fields: []FieldLayout{
 			{"elem_id", "ElemId", 0, 1},
 			{"reserved", "Reserved", 1, 1},
 		},
 	},
 	{
-		CName: "ib_uverbs_ioctl_hdr", GoName: "IbUverbsIoctlHdr", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 24,
+		CName: "ib_uverbs_ioctl_hdr", GoName: "IbUverbsIoctlHdr", Header: "rdma/rdma_user_ioctl_cmds.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"length", "Length", 0, 2},
 			{"object_id", "ObjectId", 2, 2},
@@ -1536,7 +1537,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_global_route", GoName: "RxeGlobalRoute", Header: "rdma/rdma_user_rxe.h", Size: 24,
+		CName: "rxe_global_route", GoName: "RxeGlobalRoute", Header: "rdma/rdma_user_rxe.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"dgid", "Dgid", 0, 16},
 			{"dgid.raw", "", 0, 16},
@@ -1550,14 +1551,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_global_route.dgid.global", GoName: "RxeGlobalRouteDgidGlobal", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "rxe_global_route.dgid.global", GoName: "RxeGlobalRouteDgidGlobal", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"subnet_prefix", "SubnetPrefix", 0, 8},
 			{"interface_id", "InterfaceId", 8, 8},
 		},
 	},
 	{
-		CName: "rxe_av", GoName: "RxeAv", Header: "rdma/rdma_user_rxe.h", Size: 88,
+		CName: "rxe_av", GoName: "RxeAv", Header: "rdma/rdma_user_rxe.h", Size: 88, Align: 8,
 		Fields: []FieldLayout{
 			{"port_num", "PortNum", 0, 1},
 			{"network_type", "NetworkType", 1, 1},
@@ -1572,7 +1573,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wr", GoName: "RxeSendWr", Header: "rdma/rdma_user_rxe.h", Size: 144,
+		CName: "rxe_send_wr", GoName: "RxeSendWr", Header: "rdma/rdma_user_rxe.h", Size: 144, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 			{"reserved", "Reserved", 8, 4},
@@ -1610,7 +1611,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wr.wr.rdma", GoName: "RxeSendWrWrRdma", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "rxe_send_wr.wr.rdma", GoName: "RxeSendWrWrRdma", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"remote_addr", "RemoteAddr", 0, 8},
 			{"rkey", "Rkey", 8, 4},
@@ -1618,7 +1619,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wr.wr.atomic", GoName: "RxeSendWrWrAtomic", Header: "rdma/rdma_user_rxe.h", Size: 32,
+		CName: "rxe_send_wr.wr.atomic", GoName: "RxeSendWrWrAtomic", Header: "rdma/rdma_user_rxe.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"remote_addr", "RemoteAddr", 0, 8},
 			{"compare_add", "CompareAdd", 8, 8},
@@ -1628,7 +1629,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wr.wr.ud", GoName: "RxeSendWrWrUd", Header: "rdma/rdma_user_rxe.h", Size: 120,
+		CName: "rxe_send_wr.wr.ud", GoName: "RxeSendWrWrUd", Header: "rdma/rdma_user_rxe.h", Size: 120, Align: 8,
 		Fields: []FieldLayout{
 			{"remote_qpn", "RemoteQpn", 0, 4},
 			{"remote_qkey", "RemoteQkey", 4, 4},
@@ -1640,7 +1641,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wr.wr.mw", GoName: "RxeSendWrWrMw", Header: "rdma/rdma_user_rxe.h", Size: 32,
+		CName: "rxe_send_wr.wr.mw", GoName: "RxeSendWrWrMw", Header: "rdma/rdma_user_rxe.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"addr", "Addr", 0, 8},
 			{"length", "Length", 8, 8},
@@ -1651,7 +1652,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_sge", GoName: "RxeSge", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "rxe_sge", GoName: "RxeSge", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"addr", "Addr", 0, 8},
 			{"length", "Length", 8, 4},
@@ -1659,7 +1660,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mminfo", GoName: "Mminfo", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "mminfo", GoName: "Mminfo", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"offset", "Offset", 0, 8},
 			{"size", "Size", 8, 4},
@@ -1667,7 +1668,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_dma_info", GoName: "RxeDmaInfo", Header: "rdma/rdma_user_rxe.h", Size: 24,
+		CName: "rxe_dma_info", GoName: "RxeDmaInfo", Header: "rdma/rdma_user_rxe.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"length", "Length", 0, 4},
 			{"resid", "Resid", 4, 4},
@@ -1682,7 +1683,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_send_wqe", GoName: "RxeSendWqe", Header: "rdma/rdma_user_rxe.h", Size: 208,
+		CName: "rxe_send_wqe", GoName: "RxeSendWqe", Header: "rdma/rdma_user_rxe.h", Size: 208, Align: 8,
 		Fields: []FieldLayout{
 			{"wr", "Wr", 0, 144},
 			{"status", "Status", 144, 4},
@@ -1702,7 +1703,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_recv_wqe", GoName: "RxeRecvWqe", Header: "rdma/rdma_user_rxe.h", Size: 40,
+		CName: "rxe_recv_wqe", GoName: "RxeRecvWqe", Header: "rdma/rdma_user_rxe.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 			{"reserved", "Reserved", 8, 4},
@@ -1715,33 +1716,33 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_create_ah_resp", GoName: "RxeCreateAhResp", Header: "rdma/rdma_user_rxe.h", Size: 8,
+		CName: "rxe_create_ah_resp", GoName: "RxeCreateAhResp", Header: "rdma/rdma_user_rxe.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"ah_num", "AhNum", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "rxe_create_cq_resp", GoName: "RxeCreateCqResp", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "rxe_create_cq_resp", GoName: "RxeCreateCqResp", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"mi", "Mi", 0, 16},
 		},
 	},
 	{
-		CName: "rxe_resize_cq_resp", GoName: "RxeResizeCqResp", Header: "rdma/rdma_user_rxe.h", Size: 16,
+		CName: "rxe_resize_cq_resp", GoName: "RxeResizeCqResp", Header: "rdma/rdma_user_rxe.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"mi", "Mi", 0, 16},
 		},
 	},
 	{
-		CName: "rxe_create_qp_resp", GoName: "RxeCreateQpResp", Header: "rdma/rdma_user_rxe.h", Size: 32,
+		CName: "rxe_create_qp_resp", GoName: "RxeCreateQpResp", Header: "rdma/rdma_user_rxe.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"rq_mi", "RqMi", 0, 16},
 			{"sq_mi", "SqMi", 16, 16},
 		},
 	},
 	{
-		CName: "rxe_create_srq_resp", GoName: "RxeCreateSrqResp", Header: "rdma/rdma_user_rxe.h", Size: 24,
+		CName: "rxe_create_srq_resp", GoName: "RxeCreateSrqResp", Header: "rdma/rdma_user_rxe.h", Size: 24, Align: 8,
 		Fields: []FieldLayout{
 			{"mi", "Mi", 0, 16},
 			{"srq_num", "SrqNum", 16, 4},
@@ -1749,13 +1750,13 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "rxe_modify_srq_cmd", GoName: "RxeModifySrqCmd", Header: "rdma/rdma_user_rxe.h", Size: 8,
+		CName: "rxe_modify_srq_cmd", GoName: "RxeModifySrqCmd", Header: "rdma/rdma_user_rxe.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"mmap_info_addr", "MmapInfoAddr", 0, 8},
 		},
 	},
 	{
-		CName: "rxe_queue_buf", GoName: "RxeQueueBuf", Header: "rdma/rdma_user_rxe.h", Size: 384,
+		CName: "rxe_queue_buf", GoName: "RxeQueueBuf", Header: "rdma/rdma_user_rxe.h", Size: 384, Align: 4,
 		Fields: []FieldLayout{
 			{"log2_elem_size", "Log2ElemSize", 0, 4},
 			{"index_mask", "IndexMask", 4, 4},
@@ -1770,7 +1771,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_uresp_create_cq", GoName: "SiwUrespCreateCq", Header: "rdma/siw-abi.h", Size: 16,
+		CName: "siw_uresp_create_cq", GoName: "SiwUrespCreateCq", Header: "rdma/siw-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"cq_id", "CqId", 0, 4},
 			{"num_cqe", "NumCqe", 4, 4},
@@ -1778,7 +1779,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_uresp_create_qp", GoName: "SiwUrespCreateQp", Header: "rdma/siw-abi.h", Size: 32,
+		CName: "siw_uresp_create_qp", GoName: "SiwUrespCreateQp", Header: "rdma/siw-abi.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"qp_id", "QpId", 0, 4},
 			{"num_sqe", "NumSqe", 4, 4},
@@ -1789,7 +1790,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_ureq_reg_mr", GoName: "SiwUreqRegMr", Header: "rdma/siw-abi.h", Size: 8,
+		CName: "siw_ureq_reg_mr", GoName: "SiwUreqRegMr", Header: "rdma/siw-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"stag_key", "StagKey", 0, 1},
 			{"reserved", "Reserved", 1, 3},
@@ -1797,14 +1798,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_uresp_reg_mr", GoName: "SiwUrespRegMr", Header: "rdma/siw-abi.h", Size: 8,
+		CName: "siw_uresp_reg_mr", GoName: "SiwUrespRegMr", Header: "rdma/siw-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"stag", "Stag", 0, 4},
 			{"pad", "Pad", 4, 4},
 		},
 	},
 	{
-		CName: "siw_uresp_create_srq", GoName: "SiwUrespCreateSrq", Header: "rdma/siw-abi.h", Size: 16,
+		CName: "siw_uresp_create_srq", GoName: "SiwUrespCreateSrq", Header: "rdma/siw-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"num_rqe", "NumRqe", 0, 4},
 			{"pad", "Pad", 4, 4},
@@ -1812,14 +1813,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_uresp_alloc_ctx", GoName: "SiwUrespAllocCtx", Header: "rdma/siw-abi.h", Size: 8,
+		CName: "siw_uresp_alloc_ctx", GoName: "SiwUrespAllocCtx", Header: "rdma/siw-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"dev_id", "DevId", 0, 4},
 			{"pad", "Pad", 4, 4},
 		},
 	},
 	{
-		CName: "siw_sge", GoName: "SiwSge", Header: "rdma/siw-abi.h", Size: 16,
+		CName: "siw_sge", GoName: "SiwSge", Header: "rdma/siw-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"laddr", "Laddr", 0, 8},
 			{"length", "Length", 8, 4},
@@ -1827,7 +1828,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_sqe", GoName: "SiwSqe", Header: "rdma/siw-abi.h", Size: 120,
+		CName: "siw_sqe", GoName: "SiwSqe", Header: "rdma/siw-abi.h", Size: 120, Align: 8,
 		Fields: []FieldLayout{
 			{"id", "Id", 0, 8},
 			{"flags", "Flags", 8, 2},
@@ -1843,7 +1844,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_rqe", GoName: "SiwRqe", Header: "rdma/siw-abi.h", Size: 112,
+		CName: "siw_rqe", GoName: "SiwRqe", Header: "rdma/siw-abi.h", Size: 112, Align: 8,
 		Fields: []FieldLayout{
 			{"id", "Id", 0, 8},
 			{"flags", "Flags", 8, 2},
@@ -1854,7 +1855,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_cqe", GoName: "SiwCqe", Header: "rdma/siw-abi.h", Size: 32,
+		CName: "siw_cqe", GoName: "SiwCqe", Header: "rdma/siw-abi.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"id", "Id", 0, 8},
 			{"flags", "Flags", 8, 1},
@@ -1870,21 +1871,21 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "siw_cq_ctrl", GoName: "SiwCqCtrl", Header: "rdma/siw-abi.h", Size: 8,
+		CName: "siw_cq_ctrl", GoName: "SiwCqCtrl", Header: "rdma/siw-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"flags", "Flags", 0, 4},
 			{"pad", "Pad", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_alloc_ucontext_req", GoName: "Mlx5IbAllocUcontextReq", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_alloc_ucontext_req", GoName: "Mlx5IbAllocUcontextReq", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"total_num_bfregs", "TotalNumBfregs", 0, 4},
 			{"num_low_latency_bfregs", "NumLowLatencyBfregs", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_alloc_ucontext_req_v2", GoName: "Mlx5IbAllocUcontextReqV2", Header: "rdma/mlx5-abi.h", Size: 32,
+		CName: "mlx5_ib_alloc_ucontext_req_v2", GoName: "Mlx5IbAllocUcontextReqV2", Header: "rdma/mlx5-abi.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"total_num_bfregs", "TotalNumBfregs", 0, 4},
 			{"num_low_latency_bfregs", "NumLowLatencyBfregs", 4, 4},
@@ -1898,7 +1899,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_alloc_ucontext_resp", GoName: "Mlx5IbAllocUcontextResp", Header: "rdma/mlx5-abi.h", Size: 72,
+		CName: "mlx5_ib_alloc_ucontext_resp", GoName: "Mlx5IbAllocUcontextResp", Header: "rdma/mlx5-abi.h", Size: 72, Align: 8,
 		Fields: []FieldLayout{
 			{"qp_tab_size", "QpTabSize", 0, 4},
 			{"bf_reg_size", "BfRegSize", 4, 4},
@@ -1925,20 +1926,20 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_alloc_pd_resp", GoName: "Mlx5IbAllocPdResp", Header: "rdma/mlx5-abi.h", Size: 4,
+		CName: "mlx5_ib_alloc_pd_resp", GoName: "Mlx5IbAllocPdResp", Header: "rdma/mlx5-abi.h", Size: 4, Align: 4,
 		Fields: []FieldLayout{
 			{"pdn", "Pdn", 0, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_tso_caps", GoName: "Mlx5IbTsoCaps", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_tso_caps", GoName: "Mlx5IbTsoCaps", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"max_tso", "MaxTso", 0, 4},
 			{"supported_qpts", "SupportedQpts", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_rss_caps", GoName: "Mlx5IbRssCaps", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_rss_caps", GoName: "Mlx5IbRssCaps", Header: "rdma/mlx5-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"rx_hash_fields_mask", "RxHashFieldsMask", 0, 8},
 			{"rx_hash_function", "RxHashFunction", 8, 1},
@@ -1946,14 +1947,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_cqe_comp_caps", GoName: "Mlx5IbCqeCompCaps", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_cqe_comp_caps", GoName: "Mlx5IbCqeCompCaps", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"max_num", "MaxNum", 0, 4},
 			{"supported_format", "SupportedFormat", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_packet_pacing_caps", GoName: "Mlx5PacketPacingCaps", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_packet_pacing_caps", GoName: "Mlx5PacketPacingCaps", Header: "rdma/mlx5-abi.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"qp_rate_limit_min", "QpRateLimitMin", 0, 4},
 			{"qp_rate_limit_max", "QpRateLimitMax", 4, 4},
@@ -1963,14 +1964,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_sw_parsing_caps", GoName: "Mlx5IbSwParsingCaps", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_sw_parsing_caps", GoName: "Mlx5IbSwParsingCaps", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"sw_parsing_offloads", "SwParsingOffloads", 0, 4},
 			{"supported_qpts", "SupportedQpts", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_striding_rq_caps", GoName: "Mlx5IbStridingRqCaps", Header: "rdma/mlx5-abi.h", Size: 24,
+		CName: "mlx5_ib_striding_rq_caps", GoName: "Mlx5IbStridingRqCaps", Header: "rdma/mlx5-abi.h", Size: 24, Align: 4,
 		Fields: []FieldLayout{
 			{"min_single_stride_log_num_of_bytes", "MinSingleStrideLogNumOfBytes", 0, 4},
 			{"max_single_stride_log_num_of_bytes", "MaxSingleStrideLogNumOfBytes", 4, 4},
@@ -1981,14 +1982,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_dci_streams_caps", GoName: "Mlx5IbDciStreamsCaps", Header: "rdma/mlx5-abi.h", Size: 2,
+		CName: "mlx5_ib_dci_streams_caps", GoName: "Mlx5IbDciStreamsCaps", Header: "rdma/mlx5-abi.h", Size: 2, Align: 1,
 		Fields: []FieldLayout{
 			{"max_log_num_concurent", "MaxLogNumConcurent", 0, 1},
 			{"max_log_num_errored", "MaxLogNumErrored", 1, 1},
 		},
 	},
 	{
-		CName: "mlx5_ib_query_device_resp", GoName: "Mlx5IbQueryDeviceResp", Header: "rdma/mlx5-abi.h", Size: 104,
+		CName: "mlx5_ib_query_device_resp", GoName: "Mlx5IbQueryDeviceResp", Header: "rdma/mlx5-abi.h", Size: 104, Align: 8,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"response_length", "ResponseLength", 4, 4},
@@ -2006,7 +2007,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_cq", GoName: "Mlx5IbCreateCq", Header: "rdma/mlx5-abi.h", Size: 32,
+		CName: "mlx5_ib_create_cq", GoName: "Mlx5IbCreateCq", Header: "rdma/mlx5-abi.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"buf_addr", "BufAddr", 0, 8},
 			{"db_addr", "DbAddr", 8, 8},
@@ -2020,14 +2021,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_cq_resp", GoName: "Mlx5IbCreateCqResp", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_create_cq_resp", GoName: "Mlx5IbCreateCqResp", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"cqn", "Cqn", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_resize_cq", GoName: "Mlx5IbResizeCq", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_resize_cq", GoName: "Mlx5IbResizeCq", Header: "rdma/mlx5-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"buf_addr", "BufAddr", 0, 8},
 			{"cqe_size", "CqeSize", 8, 2},
@@ -2036,7 +2037,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_srq", GoName: "Mlx5IbCreateSrq", Header: "rdma/mlx5-abi.h", Size: 32,
+		CName: "mlx5_ib_create_srq", GoName: "Mlx5IbCreateSrq", Header: "rdma/mlx5-abi.h", Size: 32, Align: 8,
 		Fields: []FieldLayout{
 			{"buf_addr", "BufAddr", 0, 8},
 			{"db_addr", "DbAddr", 8, 8},
@@ -2047,21 +2048,21 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_srq_resp", GoName: "Mlx5IbCreateSrqResp", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_create_srq_resp", GoName: "Mlx5IbCreateSrqResp", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"srqn", "Srqn", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_create_qp_dci_streams", GoName: "Mlx5IbCreateQpDciStreams", Header: "rdma/mlx5-abi.h", Size: 2,
+		CName: "mlx5_ib_create_qp_dci_streams", GoName: "Mlx5IbCreateQpDciStreams", Header: "rdma/mlx5-abi.h", Size: 2, Align: 1,
 		Fields: []FieldLayout{
 			{"log_num_concurent", "LogNumConcurent", 0, 1},
 			{"log_num_errored", "LogNumErrored", 1, 1},
 		},
 	},
 	{
-		CName: "mlx5_ib_create_qp", GoName: "Mlx5IbCreateQp", Header: "rdma/mlx5-abi.h", Size: 56,
+		CName: "mlx5_ib_create_qp", GoName: "Mlx5IbCreateQp", Header: "rdma/mlx5-abi.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"buf_addr", "BufAddr", 0, 8},
 			{"db_addr", "DbAddr", 8, 8},
@@ -2080,7 +2081,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_qp_rss", GoName: "Mlx5IbCreateQpRss", Header: "rdma/mlx5-abi.h", Size: 152,
+		CName: "mlx5_ib_create_qp_rss", GoName: "Mlx5IbCreateQpRss", Header: "rdma/mlx5-abi.h", Size: 152, Align: 8,
 		Fields: []FieldLayout{
 			{"rx_hash_fields_mask", "RxHashFieldsMask", 0, 8},
 			{"rx_hash_function", "RxHashFunction", 8, 1},
@@ -2092,7 +2093,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_qp_resp", GoName: "Mlx5IbCreateQpResp", Header: "rdma/mlx5-abi.h", Size: 40,
+		CName: "mlx5_ib_create_qp_resp", GoName: "Mlx5IbCreateQpResp", Header: "rdma/mlx5-abi.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"bfreg_index", "BfregIndex", 0, 4},
 			{"ece_options", "EceOptions", 4, 4},
@@ -2106,7 +2107,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_alloc_mw", GoName: "Mlx5IbAllocMw", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_alloc_mw", GoName: "Mlx5IbAllocMw", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"num_klms", "NumKlms", 4, 1},
@@ -2115,7 +2116,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_wq", GoName: "Mlx5IbCreateWq", Header: "rdma/mlx5-abi.h", Size: 48,
+		CName: "mlx5_ib_create_wq", GoName: "Mlx5IbCreateWq", Header: "rdma/mlx5-abi.h", Size: 48, Align: 8,
 		Fields: []FieldLayout{
 			{"buf_addr", "BufAddr", 0, 8},
 			{"db_addr", "DbAddr", 8, 8},
@@ -2130,7 +2131,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_ah_resp", GoName: "Mlx5IbCreateAhResp", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_create_ah_resp", GoName: "Mlx5IbCreateAhResp", Header: "rdma/mlx5-abi.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"response_length", "ResponseLength", 0, 4},
 			{"dmac", "Dmac", 4, 6},
@@ -2138,7 +2139,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_burst_info", GoName: "Mlx5IbBurstInfo", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_burst_info", GoName: "Mlx5IbBurstInfo", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"max_burst_sz", "MaxBurstSz", 0, 4},
 			{"typical_pkt_sz", "TypicalPktSz", 4, 2},
@@ -2146,7 +2147,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_modify_qp", GoName: "Mlx5IbModifyQp", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_modify_qp", GoName: "Mlx5IbModifyQp", Header: "rdma/mlx5-abi.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"burst_info", "BurstInfo", 4, 8},
@@ -2154,7 +2155,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_modify_qp_resp", GoName: "Mlx5IbModifyQpResp", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_modify_qp_resp", GoName: "Mlx5IbModifyQpResp", Header: "rdma/mlx5-abi.h", Size: 16, Align: 4,
 		Fields: []FieldLayout{
 			{"response_length", "ResponseLength", 0, 4},
 			{"dctn", "Dctn", 4, 4},
@@ -2163,28 +2164,28 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_wq_resp", GoName: "Mlx5IbCreateWqResp", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_create_wq_resp", GoName: "Mlx5IbCreateWqResp", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"response_length", "ResponseLength", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_create_rwq_ind_tbl_resp", GoName: "Mlx5IbCreateRwqIndTblResp", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_create_rwq_ind_tbl_resp", GoName: "Mlx5IbCreateRwqIndTblResp", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"response_length", "ResponseLength", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_modify_wq", GoName: "Mlx5IbModifyWq", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_modify_wq", GoName: "Mlx5IbModifyWq", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"comp_mask", "CompMask", 0, 4},
 			{"reserved", "Reserved", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_clock_info", GoName: "Mlx5IbClockInfo", Header: "rdma/mlx5-abi.h", Size: 56,
+		CName: "mlx5_ib_clock_info", GoName: "Mlx5IbClockInfo", Header: "rdma/mlx5-abi.h", Size: 56, Align: 8,
 		Fields: []FieldLayout{
 			{"sign", "Sign", 0, 4},
 			{"resv", "Resv", 4, 4},
@@ -2198,14 +2199,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_flow_counters_desc", GoName: "Mlx5IbFlowCountersDesc", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_flow_counters_desc", GoName: "Mlx5IbFlowCountersDesc", Header: "rdma/mlx5-abi.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"description", "Description", 0, 4},
 			{"index", "Index", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_flow_counters_data", GoName: "Mlx5IbFlowCountersData", Header: "rdma/mlx5-abi.h", Size: 16,
+		CName: "mlx5_ib_flow_counters_data", GoName: "Mlx5IbFlowCountersData", Header: "rdma/mlx5-abi.h", Size: 16, Align: 8,
 		Fields: []FieldLayout{
 			{"counters_data", "CountersData", 0, 8},
 			{"ncounters", "Ncounters", 8, 4},
@@ -2213,7 +2214,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_create_flow", GoName: "Mlx5IbCreateFlow", Header: "rdma/mlx5-abi.h", Size: 8,
+		CName: "mlx5_ib_create_flow", GoName: "Mlx5IbCreateFlow", Header: "rdma/mlx5-abi.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"ncounters_data", "NcountersData", 0, 4},
 			{"reserved", "Reserved", 4, 4},
@@ -2223,7 +2224,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_uapi_devx_async_cmd_hdr", GoName: "Mlx5IbUapiDevxAsyncCmdHdr", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8,
+		CName: "mlx5_ib_uapi_devx_async_cmd_hdr", GoName: "Mlx5IbUapiDevxAsyncCmdHdr", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"wr_id", "WrId", 0, 8},
 		},
@@ -2232,7 +2233,7 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_uapi_devx_async_event_hdr", GoName: "Mlx5IbUapiDevxAsyncEventHdr", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8,
+		CName: "mlx5_ib_uapi_devx_async_event_hdr", GoName: "Mlx5IbUapiDevxAsyncEventHdr", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8, Align: 8,
 		Fields: []FieldLayout{
 			{"cookie", "Cookie", 0, 8},
 		},
@@ -2241,14 +2242,14 @@ var StructLayouts = []StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_ib_uapi_reg", GoName: "Mlx5IbUapiReg", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8,
+		CName: "mlx5_ib_uapi_reg", GoName: "Mlx5IbUapiReg", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 8, Align: 4,
 		Fields: []FieldLayout{
 			{"value", "Value", 0, 4},
 			{"mask", "Mask", 4, 4},
 		},
 	},
 	{
-		CName: "mlx5_ib_uapi_query_port", GoName: "Mlx5IbUapiQueryPort", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 40,
+		CName: "mlx5_ib_uapi_query_port", GoName: "Mlx5IbUapiQueryPort", Header: "rdma/mlx5_user_ioctl_verbs.h", Size: 40, Align: 8,
 		Fields: []FieldLayout{
 			{"flags", "Flags", 0, 8},
 			{"vport", "Vport", 8, 2},

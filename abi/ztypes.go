@@ -66,6 +66,7 @@ type IbUverbsGetContext struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsGetContextResp struct {
+	_              [0]uint64 // C aligns this struct to 8 bytes
 	AsyncFd        uint32
 	NumCompVectors uint32
 }
@@ -303,6 +304,7 @@ type IbUverbsReregMr struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsReregMrResp struct {
+	_    [0]uint64 // C aligns this struct to 8 bytes
 	Lkey uint32
 	Rkey uint32
 }
@@ -328,6 +330,7 @@ type IbUverbsAllocMw struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsAllocMwResp struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	MwHandle uint32
 	Rkey     uint32
 }
@@ -376,6 +379,7 @@ type IbUverbsExCreateCq struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsCreateCqResp struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	CqHandle uint32
 	Cqe      uint32
 }
@@ -402,6 +406,7 @@ type IbUverbsResizeCq struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsResizeCqResp struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	Cqe      uint32
 	Reserved uint32
 }
@@ -449,6 +454,7 @@ func (s *IbUverbsWc) SetExInvalidateRkey(v uint32) { binary.NativeEndian.PutUint
 // The flexible array member wc (struct ib_uverbs_wc[], 48-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsPollCqResp struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	Count    uint32
 	Reserved uint32
 }
@@ -639,6 +645,7 @@ type IbUverbsQueryQp struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 128;
 // it is not part of the Go type.
 type IbUverbsQueryQpResp struct {
+	_               [0]uint64 // C aligns this struct to 8 bytes
 	Dest            IbUverbsQpDest
 	AltDest         IbUverbsQpDest
 	MaxSendWr       uint32
@@ -676,6 +683,7 @@ type IbUverbsQueryQpResp struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 112;
 // it is not part of the Go type.
 type IbUverbsModifyQp struct {
+	_                [0]uint64 // C aligns this struct to 8 bytes
 	Dest             IbUverbsQpDest
 	AltDest          IbUverbsQpDest
 	QpHandle         uint32
@@ -944,6 +952,7 @@ type IbUverbsDestroyAh struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 24;
 // it is not part of the Go type.
 type IbUverbsAttachMcast struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	Gid      [16]uint8
 	QpHandle uint32
 	Mlid     uint16
@@ -955,6 +964,7 @@ type IbUverbsAttachMcast struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 24;
 // it is not part of the Go type.
 type IbUverbsDetachMcast struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	Gid      [16]uint8
 	QpHandle uint32
 	Mlid     uint16
@@ -966,6 +976,7 @@ type IbUverbsDetachMcast struct {
 // The flexible array member flow_spec_data (__u64[], 8-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type IbUverbsFlowSpecHdr struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	Type     uint32
 	Size     uint16
 	Reserved uint16
@@ -981,7 +992,8 @@ type IbUverbsFlowEthFilter struct {
 
 // IbUverbsFlowSpecEth is struct ib_uverbs_flow_spec_eth from <rdma/ib_user_verbs.h>: 40 bytes.
 type IbUverbsFlowSpecEth struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowEthFilter
 	Mask   IbUverbsFlowEthFilter
 }
@@ -1016,7 +1028,8 @@ type IbUverbsFlowIpv4Filter struct {
 
 // IbUverbsFlowSpecIpv4 is struct ib_uverbs_flow_spec_ipv4 from <rdma/ib_user_verbs.h>: 32 bytes.
 type IbUverbsFlowSpecIpv4 struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowIpv4Filter
 	Mask   IbUverbsFlowIpv4Filter
 }
@@ -1047,7 +1060,8 @@ type IbUverbsFlowTcpUdpFilter struct {
 
 // IbUverbsFlowSpecTcpUdp is struct ib_uverbs_flow_spec_tcp_udp from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecTcpUdp struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowTcpUdpFilter
 	Mask   IbUverbsFlowTcpUdpFilter
 }
@@ -1085,7 +1099,8 @@ type IbUverbsFlowIpv6Filter struct {
 
 // IbUverbsFlowSpecIpv6 is struct ib_uverbs_flow_spec_ipv6 from <rdma/ib_user_verbs.h>: 88 bytes.
 type IbUverbsFlowSpecIpv6 struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowIpv6Filter
 	Mask   IbUverbsFlowIpv6Filter
 }
@@ -1110,7 +1125,8 @@ func (s *IbUverbsFlowSpecIpv6) SetReserved(v uint16) { binary.NativeEndian.PutUi
 
 // IbUverbsFlowSpecActionTag is struct ib_uverbs_flow_spec_action_tag from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecActionTag struct {
-	_union    [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_         [0]uint64 // C aligns this struct to 8 bytes
+	_union    [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	TagId     uint32
 	Reserved1 uint32
 }
@@ -1143,7 +1159,8 @@ func (s *IbUverbsFlowSpecActionTag) SetReserved(v uint16) {
 
 // IbUverbsFlowSpecActionDrop is struct ib_uverbs_flow_spec_action_drop from <rdma/ib_user_verbs.h>: 8 bytes.
 type IbUverbsFlowSpecActionDrop struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 }
 
 // Type returns type (__u32) from _union.
@@ -1174,7 +1191,8 @@ func (s *IbUverbsFlowSpecActionDrop) SetReserved(v uint16) {
 
 // IbUverbsFlowSpecActionHandle is struct ib_uverbs_flow_spec_action_handle from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecActionHandle struct {
-	_union    [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_         [0]uint64 // C aligns this struct to 8 bytes
+	_union    [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Handle    uint32
 	Reserved1 uint32
 }
@@ -1211,7 +1229,8 @@ func (s *IbUverbsFlowSpecActionHandle) SetReserved(v uint16) {
 
 // IbUverbsFlowSpecActionCount is struct ib_uverbs_flow_spec_action_count from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecActionCount struct {
-	_union    [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_         [0]uint64 // C aligns this struct to 8 bytes
+	_union    [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Handle    uint32
 	Reserved1 uint32
 }
@@ -1249,7 +1268,8 @@ type IbUverbsFlowTunnelFilter struct {
 
 // IbUverbsFlowSpecTunnel is struct ib_uverbs_flow_spec_tunnel from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecTunnel struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowTunnelFilter
 	Mask   IbUverbsFlowTunnelFilter
 }
@@ -1282,7 +1302,8 @@ type IbUverbsFlowSpecEspFilter struct {
 
 // IbUverbsFlowSpecEsp is struct ib_uverbs_flow_spec_esp from <rdma/ib_user_verbs.h>: 24 bytes.
 type IbUverbsFlowSpecEsp struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowSpecEspFilter
 	Mask   IbUverbsFlowSpecEspFilter
 }
@@ -1314,7 +1335,8 @@ type IbUverbsFlowGreFilter struct {
 
 // IbUverbsFlowSpecGre is struct ib_uverbs_flow_spec_gre from <rdma/ib_user_verbs.h>: 24 bytes.
 type IbUverbsFlowSpecGre struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowGreFilter
 	Mask   IbUverbsFlowGreFilter
 }
@@ -1344,7 +1366,8 @@ type IbUverbsFlowMplsFilter struct {
 
 // IbUverbsFlowSpecMpls is struct ib_uverbs_flow_spec_mpls from <rdma/ib_user_verbs.h>: 16 bytes.
 type IbUverbsFlowSpecMpls struct {
-	_union [8]byte // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [8]byte   // union: hdr struct ib_uverbs_flow_spec_hdr, (unnamed) struct
 	Val    IbUverbsFlowMplsFilter
 	Mask   IbUverbsFlowMplsFilter
 }
@@ -1372,6 +1395,7 @@ func (s *IbUverbsFlowSpecMpls) SetReserved(v uint16) { binary.NativeEndian.PutUi
 // The flexible array member flow_specs (struct ib_uverbs_flow_spec_hdr[], 8-byte elements) starts at offset 16;
 // it is not part of the Go type.
 type IbUverbsFlowAttr struct {
+	_          [0]uint64 // C aligns this struct to 8 bytes
 	Type       uint32
 	Size       uint16
 	Priority   uint16
@@ -1449,6 +1473,7 @@ type IbUverbsCreateSrqResp struct {
 // The flexible array member driver_data (__u64[], 8-byte elements) starts at offset 16;
 // it is not part of the Go type.
 type IbUverbsModifySrq struct {
+	_         [0]uint64 // C aligns this struct to 8 bytes
 	SrqHandle uint32
 	AttrMask  uint32
 	MaxWr     uint32
@@ -1629,6 +1654,7 @@ type IbUverbsGidEntry struct {
 
 // IbUverbsAttr is struct ib_uverbs_attr from <rdma/rdma_user_ioctl_cmds.h>: 16 bytes.
 type IbUverbsAttr struct {
+	_        [0]uint64 // C aligns this struct to 8 bytes
 	AttrId   uint16
 	Len      uint16
 	Flags    uint16
@@ -1690,7 +1716,8 @@ type IbUverbsIoctlHdr struct {
 
 // RxeGlobalRoute is struct rxe_global_route from <rdma/rdma_user_rxe.h>: 24 bytes.
 type RxeGlobalRoute struct {
-	Dgid         [16]byte // union: raw __u8[16], global struct
+	_            [0]uint64 // C aligns this struct to 8 bytes
+	Dgid         [16]byte  // union: raw __u8[16], global struct
 	FlowLabel    uint32
 	SgidIndex    uint8
 	HopLimit     uint8
@@ -1929,6 +1956,7 @@ type Mminfo struct {
 // The flexible array member sge (struct rxe_sge[], 16-byte elements) starts at offset 24;
 // it is not part of the Go type.
 type RxeDmaInfo struct {
+	_         [0]uint64 // C aligns this struct to 8 bytes
 	Length    uint32
 	Resid     uint32
 	CurSge    uint32
@@ -2468,6 +2496,7 @@ type Mlx5IbFlowCountersData struct {
 // The flexible array member data (struct mlx5_ib_flow_counters_data[], 16-byte elements) starts at offset 8;
 // it is not part of the Go type.
 type Mlx5IbCreateFlow struct {
+	_             [0]uint64 // C aligns this struct to 8 bytes
 	NcountersData uint32
 	Reserved      uint32
 }

@@ -11,9 +11,11 @@ import (
 	"testing"
 )
 
-// needCC skips the test when the compiler or the default headers are missing.
+// needCC skips the test when the compiler or the default headers are missing;
+// the tests that need it run in parallel.
 func needCC(t *testing.T) {
 	t.Helper()
+	t.Parallel()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed: abigen needs it to read the headers")
 	}
@@ -126,8 +128,10 @@ func TestCompilerAgrees(t *testing.T) {
 		}
 		if base == "" {
 			assert(fmt.Sprintf("sizeof(%s) == %d", typ, s.Size), s.CName)
+			assert(fmt.Sprintf("_Alignof(%s) == %d", typ, s.CAlign), s.CName+" alignment")
 		} else {
 			assert(fmt.Sprintf("sizeof(((%s *)0)->%s) == %d", typ, base, s.Size), s.CName)
+			assert(fmt.Sprintf("_Alignof(__typeof__(((%s *)0)->%s)) == %d", typ, base, s.CAlign), s.CName+" alignment")
 		}
 		for _, e := range s.Entries {
 			if e.CName == "" {
@@ -264,7 +268,7 @@ func TestEdgeCases(t *testing.T) {
 	for goName, want := range map[string]string{
 		"EdgePacked":        "A uint8 @0; BBytes [4]byte @1; CBytes [2]byte @5; B() uint32; C() uint16",
 		"EdgePackedAligned": "X uint32 @0; S uint8 @4; YBytes [2]byte @5; Z uint8 @7; W uint64 @8; Y() uint16",
-		"EdgeOuter": "Tag uint8 @0; P EdgePacked @1; Un [4]byte @8; _ [4]byte @12; _union [8]byte @16; In1 uint32 @24; In2 uint32 @28; " +
+		"EdgeOuter": "_ [0]uint64 @0; Tag uint8 @0; P EdgePacked @1; Un [4]byte @8; _ [4]byte @12; _union [8]byte @16; In1 uint32 @24; In2 uint32 @28; " +
 			"UnU32v() uint32; UnS16v() int16; UnBytesLo() uint8; UnBytesHi() uint8; AnonA() uint64; AnonB() int64; tail[] @32",
 		"EdgeOuterUnBytes": "Lo uint8 @0; Hi uint8 @1",
 		"EdgeMisaligned":   "Head uint32 @0; Pa [16]byte @4; After uint32 @20",
@@ -329,6 +333,9 @@ func TestLayout(t *testing.T) {
 		typ := layoutGoTypes[l.GoName]
 		if typ.Size() != l.Size {
 			t.Errorf("%%s: Go size %%d, C %%d", l.GoName, typ.Size(), l.Size)
+		}
+		if uintptr(typ.Align()) < l.Align {
+			t.Errorf("%%s: Go alignment %%d, C %%d", l.GoName, typ.Align(), l.Align)
 		}
 		for _, f := range l.Fields {
 			if f.GoName == "" {
@@ -412,4 +419,35 @@ func TestMlx5dvReuse(t *testing.T) {
 		}
 	}
 	buildAndTest(t, cfg, 10)
+}
+
+// TestArm64SameLayout generates the structs with an arm64 cross compiler
+// (Debian: gcc-aarch64-linux-gnu) and expects the same Go types and table as
+// on the host: the committed files serve both architectures.
+func TestArm64SameLayout(t *testing.T) {
+	needCC(t)
+	const cross = "aarch64-linux-gnu-gcc"
+	if _, err := exec.LookPath(cross); err != nil {
+		t.Skip(cross + " not installed (Debian: apt-get install gcc-aarch64-linux-gnu)")
+	}
+	host := defaultConfig()
+	arm := defaultConfig()
+	arm.CC = cross
+	for _, cfg := range []*config{host, arm} {
+		cfg.ConstFile = "" // the cross headers package may be another kernel version
+	}
+	hf, err := generate(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	af, err := generate(arm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strip := func(b []byte) []byte { return inputLine.ReplaceAll(b, nil) }
+	for i := range hf {
+		if !bytes.Equal(strip(hf[i].Data), strip(af[i].Data)) {
+			t.Errorf("%s differs between the host and arm64:\n%s", hf[i].Name, firstDiff(strip(hf[i].Data), strip(af[i].Data)))
+		}
+	}
 }

@@ -98,9 +98,14 @@ type ccResult struct {
 	Skipped   []skipped         // selected macros without a value
 	Inputs    map[string]string // spec header → resolved path
 	ProbeFile string
+	AlignTags []string // struct tag of each alignment probe
 }
 
-const probePrefix = "abigen_m"
+// Prefixes of the probe enums: macro values and struct alignments.
+const (
+	probePrefix = "abigen_m"
+	alignPrefix = "abigen_a"
+)
 
 // runCC preprocesses and compiles the headers in a temporary directory.
 func runCC(cfg *config, tmp string) (*ccResult, error) {
@@ -180,9 +185,35 @@ func runCC(cfg *config, tmp string) (*ccResult, error) {
 
 	// 3. Compile with debug information for every declared type.
 	res.Object = filepath.Join(tmp, "abigen_probe.o")
-	if _, err := cc(cfg, tmp, "-g", "-O0", "-c", "-fno-eliminate-unused-debug-types", "-o", res.Object, src); err != nil {
+	compile := func() error {
+		_, err := cc(cfg, tmp, "-g", "-O0", "-c", "-fno-eliminate-unused-debug-types", "-o", res.Object, src)
+		return err
+	}
+	if err := compile(); err != nil {
 		return nil, err
 	}
+
+	// 4. DWARF has no struct alignment: ask _Alignof for every struct tag
+	// and compile again.
+	tags, err := structTags(res.Object)
+	if err != nil {
+		return nil, err
+	}
+	old, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	b := bytes.NewBuffer(old)
+	for i, tag := range tags {
+		fmt.Fprintf(b, "enum %s%d { %s%d_v = _Alignof(struct %s) };\n", alignPrefix, i, alignPrefix, i, tag)
+	}
+	if err := os.WriteFile(src, b.Bytes(), 0o666); err != nil {
+		return nil, err
+	}
+	if err := compile(); err != nil {
+		return nil, err
+	}
+	res.AlignTags = tags
 	for _, m := range res.Macros {
 		if m.Reason != "" {
 			res.Skipped = append(res.Skipped, skipped{m.Name, m.File, m.Reason})

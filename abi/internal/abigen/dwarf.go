@@ -56,11 +56,12 @@ type cEnumConst struct {
 type cDecls struct {
 	Structs map[string]*cStruct // by tag
 	Enums   []*cEnum
-	Probes  map[int]cValue // macro probe index → value
+	Probes  map[int]cValue   // macro probe index → value
+	Aligns  map[string]int64 // struct tag → _Alignof
 }
 
-// readDWARF reads struct and enum declarations from the object file.
-func readDWARF(cfg *config, obj string) (*cDecls, error) {
+// structTags lists the tags of the complete structs in an object's DWARF.
+func structTags(obj string) ([]string, error) {
 	f, err := elf.Open(obj)
 	if err != nil {
 		return nil, err
@@ -70,7 +71,45 @@ func readDWARF(cfg *config, obj string) (*cDecls, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", obj, err)
 	}
-	out := &cDecls{Structs: map[string]*cStruct{}, Probes: map[int]cValue{}}
+	var tags []string
+	seen := map[string]bool{}
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			return nil, err
+		}
+		if e == nil {
+			return tags, nil
+		}
+		if e.Tag == dwarf.TagCompileUnit {
+			continue
+		}
+		if e.Children {
+			r.SkipChildren()
+		}
+		name, _ := e.Val(dwarf.AttrName).(string)
+		decl, _ := e.Val(dwarf.AttrDeclaration).(bool)
+		line, _ := e.Val(dwarf.AttrDeclLine).(int64) // 0 for gcc's builtins (__va_list_tag)
+		if e.Tag == dwarf.TagStructType && name != "" && !decl && line > 0 && !seen[name] {
+			seen[name] = true
+			tags = append(tags, name)
+		}
+	}
+}
+
+// readDWARF reads struct and enum declarations from the object file.
+func readDWARF(cfg *config, obj string, alignTags []string) (*cDecls, error) {
+	f, err := elf.Open(obj)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	d, err := f.DWARF()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", obj, err)
+	}
+	out := &cDecls{Structs: map[string]*cStruct{}, Probes: map[int]cValue{}, Aligns: map[string]int64{}}
 	r := d.Reader()
 	var files []*dwarf.LineFile
 	fileOf := func(e *dwarf.Entry) string {
@@ -155,6 +194,13 @@ func readDWARF(cfg *config, obj string) (*cDecls, error) {
 					}
 				}
 				return cValue{Bits: b, Signed: signed}
+			}
+			if strings.HasPrefix(name, alignPrefix) && len(et.Val) == 1 {
+				n, err := strconv.Atoi(strings.TrimPrefix(name, alignPrefix))
+				if err == nil && n >= 0 && n < len(alignTags) {
+					out.Aligns[alignTags[n]] = et.Val[0].Val
+					continue
+				}
 			}
 			if strings.HasPrefix(name, probePrefix) && len(et.Val) == 1 {
 				n, err := strconv.Atoi(strings.TrimPrefix(name, probePrefix))

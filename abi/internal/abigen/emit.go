@@ -40,7 +40,7 @@ func buildModel(cfg *config) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
-	decls, err := readDWARF(cfg, res.Object)
+	decls, err := readDWARF(cfg, res.Object, res.AlignTags)
 	if err != nil {
 		return nil, err
 	}
@@ -327,6 +327,7 @@ type StructLayout struct {
 	GoName string        // Go type
 	Header string        // header declaring it, as #included
 	Size   uintptr       // sizeof in C
+	Align  uintptr       // _Alignof in C
 	Fields []FieldLayout // members in C order; union members by C path, after their union
 	Tails  []TailLayout  // flexible array members, not part of the Go type
 }
@@ -352,7 +353,7 @@ type TailLayout struct {
 	fmt.Fprintf(b, "// StructLayouts lists every struct of this package's generated types, in\n// their order in the generated file.\n")
 	fmt.Fprintf(b, "var StructLayouts = []%sStructLayout{\n", q)
 	for _, s := range structs {
-		fmt.Fprintf(b, "\t{\n\t\tCName: %q, GoName: %q, Header: %q, Size: %d,\n", s.CName, s.GoName, s.Header, s.Size)
+		fmt.Fprintf(b, "\t{\n\t\tCName: %q, GoName: %q, Header: %q, Size: %d, Align: %d,\n", s.CName, s.GoName, s.Header, s.Size, s.CAlign)
 		if len(s.Entries) > 0 {
 			fmt.Fprintf(b, "\t\tFields: []%sFieldLayout{\n", q)
 			for _, f := range s.Entries {

@@ -15,6 +15,7 @@ type genStruct struct {
 	Header    string
 	Line      int
 	Size      int64
+	CAlign    int64 // _Alignof in C
 	Align     int64 // Go alignment of the Go type on 64-bit targets
 	Fields    []genField
 	Entries   []layoutEntry
@@ -24,6 +25,7 @@ type genStruct struct {
 	Nested    []*genStruct
 	Top       bool // not nested in another generated type's output position
 	Tagged    bool
+	keepNotes int // Notes that survive a retry of layout
 }
 
 type genField struct {
@@ -200,6 +202,8 @@ func (g *gen) build(s *genStruct, st *dwarf.StructType) error {
 		return fmt.Errorf("%s: %s is not a struct", s.CName, st.Kind)
 	}
 	s.Size = st.ByteSize
+	s.CAlign = g.cAlignOf(st)
+	s.keepNotes = len(s.Notes)
 	err := g.layout(s, st, false)
 	if err == errGoLayout {
 		// A packed struct whose size Go cannot reach with typed fields.
@@ -215,6 +219,7 @@ var errGoLayout = fmt.Errorf("Go layout does not match")
 
 func (g *gen) layout(s *genStruct, st *dwarf.StructType, bytesOnly bool) error {
 	s.Fields, s.Entries, s.Tails, s.Accessors = nil, nil, nil, nil
+	s.Notes = s.Notes[:s.keepNotes]
 	ms, err := flatten(st, 0, "")
 	if err != nil {
 		return err
@@ -334,7 +339,42 @@ func (g *gen) layout(s *genStruct, st *dwarf.StructType, bytesOnly bool) error {
 		return errGoLayout
 	}
 	s.Align = align
+	switch {
+	case s.CAlign > align && s.CAlign <= 8:
+		// Give the Go type C's alignment with a zero-size first field.
+		s.Fields = append([]genField{{Name: "_", Type: fmt.Sprintf("[0]uint%d", s.CAlign*8), Align: s.CAlign, Comment: fmt.Sprintf("C aligns this struct to %d bytes", s.CAlign)}}, s.Fields...)
+		s.Align = s.CAlign
+	case s.CAlign > align:
+		s.Notes = append(s.Notes, fmt.Sprintf("C aligns it to %d bytes, Go to %d.", s.CAlign, align))
+	case s.CAlign < align:
+		s.Notes = append(s.Notes, fmt.Sprintf("C aligns it to %d bytes (packed), Go to %d.", s.CAlign, align))
+	}
 	return nil
+}
+
+// cAlignOf returns a C type's alignment: _Alignof for tagged structs (from
+// the probes), the natural alignment of scalars, the largest member's for
+// untagged structs and unions.
+func (g *gen) cAlignOf(t dwarf.Type) int64 {
+	switch tt := strip(t).(type) {
+	case *dwarf.ArrayType:
+		return g.cAlignOf(tt.Type)
+	case *dwarf.StructType:
+		if tt.Kind == "struct" && tt.StructName != "" {
+			if a, ok := g.decls.Aligns[tt.StructName]; ok {
+				return a
+			}
+		}
+		a := int64(1)
+		for _, f := range tt.Field {
+			a = max(a, g.cAlignOf(f.Type))
+		}
+		return a
+	}
+	if sz := t.Size(); sz > 0 {
+		return sz
+	}
+	return 1
 }
 
 // checkAccessors drops accessors whose names collide with fields or each other.
