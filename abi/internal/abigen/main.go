@@ -17,7 +17,8 @@
 //     reads the object's DWARF with debug/elf and debug/dwarf: every struct and
 //     enum a header declares, with member names, types, offsets and sizes; the
 //     probe enums give the macro values, with gcc's own signedness and width.
-//  4. It lays out Go structs with explicit padding (`_ [n]byte`) so every field
+//  4. It compiles once more with one `_Alignof(struct tag)` probe per struct.
+//  5. It lays out Go structs with explicit padding (`_ [n]byte`) so every field
 //     sits at its C offset and unsafe.Sizeof equals sizeof, checks that layout
 //     against its model of Go's alignment rules, and writes gofmt'ed files.
 //
@@ -33,8 +34,9 @@
 //     a tag inside another gets the parent's Go name plus the member's
 //     (ib_uverbs_odp_caps.per_transport_caps → IbUverbsOdpCapsPerTransportCaps).
 //   - __u8 … __u64 and __aligned_u64 → uint8 … uint64; __s8 … __s64 → int8 …
-//     int64; __be16/32/64 → uint16/32/64 with a "big-endian" comment (the value
-//     as it sits in memory: convert with encoding/binary.BigEndian).
+//     int64; __be16/32/64 → uint16/32/64 with a "big-endian" comment: the field
+//     holds the bytes as stored, so a little-endian host reads them swapped
+//     (use encoding/binary.BigEndian on the bytes, or math/bits.ReverseBytes).
 //   - fixed arrays → Go arrays; structs → Go struct types; members of
 //     anonymous structs are flattened into the parent, as C does.
 //   - a union → a byte array of its size named after the union member (Ex for
@@ -49,6 +51,10 @@
 //     dma.sge at 208).
 //   - a scalar member the Go layout cannot place at its C offset (packed
 //     structs) becomes NameBytes [n]byte with Name / SetName accessors.
+//   - DWARF has no struct alignment, so abigen asks `_Alignof` for every
+//     struct tag. When the Go fields align a type less than C does (a union
+//     of u64 turned into bytes, a flexible __aligned_u64 array left out), a
+//     zero-size first field `_ [0]uint64` gives it C's alignment.
 //   - bitfields are rejected.
 //   - enum constants and object-like macros keep their C names as untyped
 //     constants; function-like, empty and non-integer macros are listed at the
@@ -75,6 +81,7 @@
 //	                     test helper mapping Go names to reflect types ("" to skip)
 //	-layoutimport PATH   import path of the package declaring StructLayout, FieldLayout
 //	                     and TailLayout; empty declares them in the layout file
+//	-keep                keep the temporary C files and object, and print where they are
 //
 // A header HDR is matched against the end of the path gcc reports for each
 // declaration ("rdma/ib_user_verbs.h" matches /usr/include/rdma/ib_user_verbs.h).
