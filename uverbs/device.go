@@ -178,9 +178,13 @@ func (n NodeType) transport() Transport {
 
 // Port is one port of a device.
 type Port struct {
-	Number      int    // port number, 1-based
-	Netdev      string // name of the bound network device ("" if none, e.g. InfiniBand)
-	NetdevIndex int    // its interface index (0 if none or unknown)
+	Number int // port number, 1-based
+	// Netdev is the network device the port runs on (RoCE, iWARP): "" for
+	// InfiniBand ports and for netdevs in another network namespace. On
+	// the sysfs path it comes from GID 0's netdev (or rxe's `parent`);
+	// Linux 6.1 gives iWARP GIDs no netdev, so siw's is "" there.
+	Netdev      string
+	NetdevIndex int // its interface index (0 if none or unknown)
 }
 
 // Device describes an RDMA device that has a uverbs character device.
@@ -198,9 +202,15 @@ type Device struct {
 
 	NodeType  NodeType
 	Transport Transport // derived from NodeType
-	Driver    DriverID  // from netlink; inferred from sysfs on the fallback path
-	FWVersion string    // firmware version; "" for devices without firmware (rxe, siw)
-	NodeDesc  string    // node description (sysfs node_desc)
+	// Driver is the kernel's RDMA_NLDEV_ATTR_UVERBS_DRIVER_ID. sysfs has
+	// no such file, so on the sysfs path (and for the few drivers whose
+	// char device reports none) it is inferred: the driver of the parent
+	// device (mlx5_core → DriverMLX5), rxe's private `parent` attribute,
+	// siw as the only software iWARP device; DriverUnknown otherwise.
+	Driver DriverID
+
+	FWVersion string // firmware version; "" for devices without firmware (rxe, siw)
+	NodeDesc  string // node description (sysfs node_desc)
 
 	CharDev    string // path of the uverbs char device, "/dev/infiniband/uverbsN"
 	UverbsName string // "uverbsN"

@@ -234,7 +234,8 @@ func (s sysfsReader) coreABI() (int, error) {
 
 // portNetdev finds the netdev behind port p of IB device name: the netdev of
 // GID 0 (RoCE), else rxe's `parent` attribute. "" when sysfs does not say
-// (InfiniBand ports, iWARP ports: their GIDs carry no netdev).
+// (InfiniBand ports; iWARP ports on 6.1, whose GIDs carry no netdev:
+// reading ndevs/0 fails with EINVAL. 6.12 fills it for siw).
 func (s sysfsReader) portNetdev(name string, p int) (string, int) {
 	dir := path.Join(sysIBClass, name)
 	nd, err := s.read(path.Join(dir, "ports", strconv.Itoa(p), "gid_attrs", "ndevs", "0"))
