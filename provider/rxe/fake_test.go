@@ -1,0 +1,224 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/kernel"
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// fakeRXE plays the kernel's side of an rxe command file for unit tests:
+// it hands out queue mappings (anonymous memory with an rxe_queue_buf
+// header) and records doorbell writes. It is no model of rxe's transport:
+// what the kernel does with the queues is the rig's business; these tests
+// check the bytes the provider writes and the rules it enforces.
+type fakeRXE struct {
+	t       testing.TB
+	mu      sync.Mutex
+	regions map[int64]*mmap.Region
+	next    int64
+	mapped  map[int64]bool
+
+	doorbells atomic.Int64
+	lastDB    [postSendCmdSize]byte
+	// onDoorbell runs on every POST_SEND write (with the QP handle);
+	// it must not allocate (the allocation tests ring doorbells).
+	onDoorbell func(handle uint32)
+	notifies   []uint32
+}
+
+var fakePaths atomic.Int64
+
+// newFake registers a fake command file and opens it.
+func newFake(t testing.TB) (*fakeRXE, *abi.File) {
+	t.Helper()
+	fk := &fakeRXE{t: t, regions: map[int64]*mmap.Region{}, mapped: map[int64]bool{}, next: 0x1000}
+	path := fmt.Sprintf("/dev/infiniband/fake-rxe-%d", fakePaths.Add(1))
+	unregister := kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, fk, nil })
+	f, err := abi.Open(path, abi.RDMA_DRIVER_RXE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		unregister()
+		for _, r := range fk.regions {
+			r.Close()
+		}
+	})
+	return fk, f
+}
+
+// addQueue creates a queue of slots slots of 2^log2 bytes and returns the
+// mmap info the kernel would report for it.
+func (fk *fakeRXE) addQueue(slots int, log2 uint32) abi.Mminfo {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	size := queueHdrSize + slots<<log2
+	r, err := mmap.Anonymous(size)
+	if err != nil {
+		fk.t.Fatal(err)
+	}
+	ne := binary.NativeEndian
+	ne.PutUint32(r.Bytes()[offLog2:], log2)
+	ne.PutUint32(r.Bytes()[offIndexMask:], uint32(slots-1))
+	off := fk.next
+	fk.next += int64((r.Len() + 4095) &^ 4095)
+	fk.regions[off] = r
+	return abi.Mminfo{Offset: uint64(off), Size: uint32(size)}
+}
+
+// queueAt returns the kernel's view of the queue at mi.
+func (fk *fakeRXE) queueAt(mi abi.Mminfo) *queue {
+	fk.mu.Lock()
+	r := fk.regions[int64(mi.Offset)]
+	fk.mu.Unlock()
+	q, err := newQueue(r.Bytes()[:mi.Size], "fake", 1)
+	if err != nil {
+		fk.t.Fatal(err)
+	}
+	return q
+}
+
+func (fk *fakeRXE) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
+
+func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
+	ne := binary.NativeEndian
+	if len(p) == postSendCmdSize && ne.Uint32(p) == abi.IB_USER_VERBS_CMD_POST_SEND {
+		fk.doorbells.Add(1)
+		fk.mu.Lock()
+		copy(fk.lastDB[:], p)
+		fk.mu.Unlock()
+		if fk.onDoorbell != nil {
+			fk.onDoorbell(ne.Uint32(p[16:]))
+		}
+		return len(p), nil
+	}
+	return 0, unix.EINVAL
+}
+
+func (fk *fakeRXE) Mmap(fd int, offset int64, length int) ([]byte, error) {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	r, ok := fk.regions[offset]
+	if !ok || length > r.Len() || fk.mapped[offset] {
+		return nil, unix.EINVAL // each queue can be mapped once, as on rxe
+	}
+	fk.mapped[offset] = true
+	return r.Bytes()[:length], nil
+}
+
+func (fk *fakeRXE) Munmap(b []byte) error { return nil }
+func (fk *fakeRXE) Close(fd int) error    { return nil }
+
+// fakeOps is the provider.Kernel uverbs would lend.
+type fakeOps struct {
+	fk *fakeRXE
+	f  *abi.File
+}
+
+func (o fakeOps) File() *abi.File                 { return o.f }
+func (o fakeOps) GetContext(in, out []byte) error { return nil }
+func (o fakeOps) CopyOnFork() bool                { return false }
+func (o fakeOps) ReqNotifyCQ(cq uint32, sol bool) error {
+	o.fk.notifies = append(o.fk.notifies, cq)
+	return nil
+}
+
+// testContext opens a provider context on a fresh fake.
+func testContext(t testing.TB) (*fakeRXE, *Context) {
+	fk, f := newFake(t)
+	pc, err := Driver{}.NewContext(fakeOps{fk, f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fk, pc.(*Context)
+}
+
+// putMI writes mmap info as the kernel would into a udata response.
+func putMI(b []byte, mi abi.Mminfo) {
+	copy(b, abi.Bytes(&mi))
+}
+
+type qpSpec struct {
+	typ              provider.QPType
+	sqSlots, rqSlots int
+	sqLog2, rqLog2   uint32
+	cap              provider.QPCap
+	srq              bool
+	handle, qpn      uint32
+}
+
+// testQP creates a QP through the two-phase setup against the fake.
+func testQP(t testing.TB, fk *fakeRXE, c *Context, s qpSpec) *QP {
+	t.Helper()
+	if s.typ == 0 {
+		s.typ = provider.QPTypeRC
+	}
+	if s.sqSlots == 0 {
+		s.sqSlots, s.sqLog2 = 16, 8
+	}
+	if s.rqSlots == 0 {
+		s.rqSlots, s.rqLog2 = 16, 6
+	}
+	if s.cap == (provider.QPCap{}) {
+		s.cap = provider.QPCap{MaxSendWR: 15, MaxRecvWR: 15, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
+	}
+	if s.handle == 0 {
+		s.handle = 7
+	}
+	attr := provider.QPAttr{Type: s.typ, Cap: s.cap}
+	if s.srq {
+		attr.SRQ = &SRQ{}
+	}
+	st, err := c.CreateQP(attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := st.Udata()
+	if len(in) != 0 || len(out) != 32 {
+		t.Fatalf("QP udata: in %d bytes, out %d bytes; want 0 and 32", len(in), len(out))
+	}
+	sqMI := fk.addQueue(s.sqSlots, s.sqLog2)
+	putMI(out[16:], sqMI)
+	if !s.srq {
+		putMI(out[0:], fk.addQueue(s.rqSlots, s.rqLog2))
+	}
+	pq, err := st.Complete(provider.QPCreated{Handle: s.handle, QPN: s.qpn, Cap: s.cap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := pq.(*QP)
+	qp.Modified(provider.QPStateRTS)
+	t.Cleanup(func() { qp.Close() })
+	return qp
+}
+
+// testCQ creates a CQ with slots slots of 2^log2 bytes.
+func testCQ(t testing.TB, fk *fakeRXE, c *Context, slots int, log2 uint32) (*CQ, *queue) {
+	t.Helper()
+	st, err := c.CreateCQ(provider.CQAttr{CQE: slots - 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := st.Udata()
+	if len(in) != 0 || len(out) != 16 {
+		t.Fatalf("CQ udata: in %d bytes, out %d bytes; want 0 and 16", len(in), len(out))
+	}
+	mi := fk.addQueue(slots, log2)
+	putMI(out, mi)
+	pcq, err := st.Complete(provider.CQCreated{Handle: 3, CQE: uint32(slots - 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq := pcq.(*CQ)
+	t.Cleanup(func() { cq.Close() })
+	return cq, fk.queueAt(mi)
+}

@@ -1,0 +1,584 @@
+package rxe
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+var ne = binary.NativeEndian
+
+// TestLayout pins the offsets the provider relies on to the numbers read
+// from rdma_user_rxe.h and checked on 6.1 (ABI-NOTES §3, §8); abi's own
+// layout test checks the generated structs against the C compiler.
+func TestLayout(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		got, want int
+	}{
+		{"rxe_queue_buf.log2_elem_size", offLog2, 0},
+		{"rxe_queue_buf.index_mask", offIndexMask, 4},
+		{"rxe_queue_buf.producer_index", offProducer, 128},
+		{"rxe_queue_buf.consumer_index", offConsumer, 256},
+		{"rxe_queue_buf.data", queueHdrSize, 384},
+		{"sizeof(rxe_send_wqe)", sendWQESize, 208},
+		{"sizeof(rxe_recv_wqe)", recvWQESize, 40},
+		{"sizeof(rxe_sge)", sgeSize, 16},
+		{"sizeof(ib_uverbs_wc)", wcSize, 48},
+		{"rxe_send_wr.wr.ud.av (in wr)", udAVOffset, 32},
+		{"sizeof(rxe_av)", avSize, 88},
+		{"POST_SEND doorbell", postSendCmdSize, 32},
+		{"sizeof(ib_uverbs_send_wr)", sendWRSize, 56},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+}
+
+// slotBytes copies slot i of q.
+func slotBytes(q *queue, i uint32) []byte {
+	off := queueHdrSize + int(i&q.mask)<<q.log2
+	return append([]byte(nil), q.mem[off:off+q.slotSize()]...)
+}
+
+func TestPostSendWQEBytes(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{handle: 0x42, cap: provider.QPCap{MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 32}})
+	buf, err := mmap.Anonymous(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer buf.Close()
+	copy(buf.Bytes(), "0123456789abcdefghijklmnopqrstuvwxyz")
+	base := uint64(buf.Addr())
+
+	wrs := []provider.SendWR{
+		{ID: 0x1111, Opcode: provider.WRSend, Flags: provider.SendSignaled | provider.SendSolicited,
+			SGL: []provider.SGE{{Addr: 0xA000, Length: 100, LKey: 0x11}, {Addr: 0xB000, Length: 28, LKey: 0x12}}},
+		{ID: 0x2222, Opcode: provider.WRRDMAWriteWithImm, Imm: 0x01020304, RemoteAddr: 0x7f0000001000, RKey: 0x99,
+			SGL: []provider.SGE{{Addr: 0xC000, Length: 64, LKey: 0x13}}},
+		{ID: 0x3333, Opcode: provider.WRAtomicCmpAndSwp, Flags: provider.SendFence, RemoteAddr: 0x2000, RKey: 0x77,
+			CompareAdd: 0xAAAA, Swap: 0xBBBB, SGL: []provider.SGE{{Addr: 0xD000, Length: 8, LKey: 0x14}}},
+		{ID: 0x4444, Opcode: provider.WRSend, Flags: provider.SendInline | provider.SendSignaled,
+			SGL: []provider.SGE{{Addr: base, Length: 10}, {Addr: base + 26, Length: 5}}},
+	}
+	n, err := qp.PostSend(wrs)
+	if err != nil || n != 4 {
+		t.Fatalf("PostSend = %d, %v", n, err)
+	}
+	q := qp.sq.q
+	if p := q.prod.Load(); p != 4 {
+		t.Errorf("producer index = %d, want 4", p)
+	}
+	if d := fk.doorbells.Load(); d != 1 {
+		t.Errorf("%d doorbells for one list, want 1", d)
+	}
+	// Doorbell: hdr{POST_SEND, in_words 8, out_words 1}, response, qp_handle, wr_count 0, sge_count 0, wqe_size 56.
+	db := fk.lastDB[:]
+	if ne.Uint32(db[0:]) != 28 || ne.Uint16(db[4:]) != 8 || ne.Uint16(db[6:]) != 1 || ne.Uint64(db[8:]) == 0 ||
+		ne.Uint32(db[16:]) != 0x42 || ne.Uint32(db[20:]) != 0 || ne.Uint32(db[24:]) != 0 || ne.Uint32(db[28:]) != 56 {
+		t.Errorf("doorbell bytes % x", db)
+	}
+
+	u32 := func(b []byte, off int) uint32 { return ne.Uint32(b[off:]) }
+	u64 := func(b []byte, off int) uint64 { return ne.Uint64(b[off:]) }
+
+	w := slotBytes(q, 0) // SEND, two SGEs
+	if u64(w, 0) != 0x1111 || u32(w, 12) != 2 || u32(w, 16) != 6 || u64(w, 152) != 0 ||
+		u32(w, 184) != 128 || u32(w, 188) != 128 || u32(w, 196) != 2 || u32(w, 148) != 0 {
+		t.Errorf("SEND WQE: wr_id %#x opcode %d flags %#x iova %#x length %d resid %d num_sge %d state %d",
+			u64(w, 0), u32(w, 12), u32(w, 16), u64(w, 152), u32(w, 184), u32(w, 188), u32(w, 196), u32(w, 148))
+	}
+	if u64(w, 208) != 0xA000 || u32(w, 216) != 100 || u32(w, 220) != 0x11 || u64(w, 224) != 0xB000 || u32(w, 232) != 28 || u32(w, 236) != 0x12 {
+		t.Errorf("SEND SGEs % x", w[208:240])
+	}
+
+	w = slotBytes(q, 1) // WRITE_WITH_IMM
+	if u32(w, 12) != 1 || !bytes.Equal(w[20:24], []byte{1, 2, 3, 4}) || u64(w, 24) != 0x7f0000001000 || u32(w, 32) != 0x99 ||
+		u64(w, 152) != 0x7f0000001000 || u32(w, 184) != 64 || u32(w, 188) != 64 || u32(w, 196) != 1 {
+		t.Errorf("WRITE_WITH_IMM WQE: opcode %d imm % x raddr %#x rkey %#x iova %#x len %d resid %d num_sge %d",
+			u32(w, 12), w[20:24], u64(w, 24), u32(w, 32), u64(w, 152), u32(w, 184), u32(w, 188), u32(w, 196))
+	}
+	if ne.Uint32(w[176:]) != 1 {
+		t.Errorf("second WQE's ssn = %d, want 1", ne.Uint32(w[176:]))
+	}
+
+	w = slotBytes(q, 2) // CMP_AND_SWP
+	if u32(w, 12) != 5 || u32(w, 16) != 1 || u64(w, 24) != 0x2000 || u64(w, 32) != 0xAAAA || u64(w, 40) != 0xBBBB ||
+		u32(w, 48) != 0x77 || u64(w, 152) != 0x2000 || u32(w, 184) != 8 {
+		t.Errorf("CMP_AND_SWP WQE: % x", w[:200])
+	}
+
+	w = slotBytes(q, 3) // inline: 15 bytes from two SGEs, num_sge 0
+	if u32(w, 16) != 10 || u32(w, 184) != 15 || u32(w, 188) != 15 || u32(w, 196) != 0 || string(w[208:223]) != "0123456789qrstu" {
+		t.Errorf("inline WQE: flags %#x len %d resid %d num_sge %d data %q", u32(w, 16), u32(w, 184), u32(w, 188), u32(w, 196), w[208:223])
+	}
+}
+
+func TestPostSendUDWQE(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{typ: provider.QPTypeUD})
+	st, err := c.CreateAH(provider.AHAttr{PortNum: 1, IsGlobal: true, SGIDIndex: 1, HopLimit: 64,
+		DGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 2, 15: 15}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	if len(out) != 8 {
+		t.Fatalf("AH udata out %d bytes, want 8", len(out))
+	}
+	ne.PutUint32(out, 5)
+	pah, err := st.Complete(provider.AHCreated{Handle: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wr := provider.SendWR{ID: 9, Opcode: provider.WRSendWithImm, Imm: 0xdeadbeef, Flags: provider.SendSignaled,
+		SGL: []provider.SGE{{Addr: 0x1000, Length: 20, LKey: 1}},
+		UD:  provider.UDDest{AH: ahHolder{pah}, RemoteQPN: 0x11, QKey: 0x1234}}
+	if _, err := qp.PostSend([]provider.SendWR{wr}); err != nil {
+		t.Fatal(err)
+	}
+	w := slotBytes(qp.sq.q, 0)
+	if ne.Uint32(w[24:]) != 0x11 || ne.Uint32(w[28:]) != 0x1234 || ne.Uint32(w[36:]) != 5 ||
+		!bytes.Equal(w[20:24], []byte{0xde, 0xad, 0xbe, 0xef}) {
+		t.Errorf("UD WQE: qpn %#x qkey %#x ah_num %d imm % x", ne.Uint32(w[24:]), ne.Uint32(w[28:]), ne.Uint32(w[36:]), w[20:24])
+	}
+	// av at 56: port_num 1, network_type IPv4, grh.dgid at 64, sgid_index at 84, hop_limit at 85.
+	if w[56] != 1 || w[57] != abi.RXE_NETWORK_TYPE_IPV4 || w[64+15] != 15 || w[84] != 1 || w[85] != 64 {
+		t.Errorf("UD av % x", w[56:144])
+	}
+
+	// An AH without ah_num (Linux < 5.16) is refused.
+	st, _ = c.CreateAH(provider.AHAttr{PortNum: 1})
+	if _, err := st.Complete(provider.AHCreated{}); !errors.Is(err, provider.ErrNotSupported) {
+		t.Errorf("AH with ah_num 0: %v, want ErrNotSupported", err)
+	}
+}
+
+type ahHolder struct{ ah provider.AH }
+
+func (h ahHolder) ProviderAH() provider.AH { return h.ah }
+
+// TestPostSendRefusesBadLists posts a list with one bad request and checks
+// that nothing moved: the error names the index, no slot byte changed, the
+// producer index is unchanged and no doorbell was written. Then a good list
+// goes through.
+func TestPostSendRefusesBadLists(t *testing.T) {
+	good := provider.SendWR{ID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	write := provider.SendWR{ID: 2, Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	read := provider.SendWR{ID: 3, Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	atomicWR := provider.SendWR{ID: 4, Opcode: provider.WRAtomicFetchAndAdd, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	mod := func(w provider.SendWR, f func(*provider.SendWR)) provider.SendWR { f(&w); return w }
+	for _, c := range []struct {
+		name  string
+		typ   provider.QPType
+		list  []provider.SendWR
+		index int
+		errno error
+	}{
+		{"too many SGEs", provider.QPTypeRC, []provider.SendWR{good, mod(good, func(w *provider.SendWR) {
+			w.SGL = []provider.SGE{{Length: 1}, {Length: 1}, {Length: 1}}
+		})}, 1, unix.EINVAL},
+		{"inline too long", provider.QPTypeRC, []provider.SendWR{good, good, mod(good, func(w *provider.SendWR) {
+			w.Flags = provider.SendInline
+			w.SGL = []provider.SGE{{Addr: 0x1000, Length: 17}}
+		})}, 2, unix.EINVAL},
+		{"inline READ", provider.QPTypeRC, []provider.SendWR{mod(read, func(w *provider.SendWR) { w.Flags = provider.SendInline })}, 0, unix.EINVAL},
+		{"atomic 4 bytes", provider.QPTypeRC, []provider.SendWR{good, mod(atomicWR, func(w *provider.SendWR) { w.SGL[0].Length = 4 })}, 1, unix.EINVAL},
+		{"atomic unaligned", provider.QPTypeRC, []provider.SendWR{mod(atomicWR, func(w *provider.SendWR) { w.RemoteAddr = 0x2004 })}, 0, unix.EINVAL},
+		{"atomic no SGE", provider.QPTypeRC, []provider.SendWR{mod(atomicWR, func(w *provider.SendWR) { w.SGL = nil })}, 0, unix.EINVAL},
+		{"unknown opcode", provider.QPTypeRC, []provider.SendWR{good, mod(good, func(w *provider.SendWR) { w.Opcode = 42 })}, 1, unix.EINVAL},
+		{"bind MW", provider.QPTypeRC, []provider.SendWR{mod(good, func(w *provider.SendWR) { w.Opcode = provider.WRBindMW })}, 0, provider.ErrNotSupported},
+		{"READ on UC", provider.QPTypeUC, []provider.SendWR{good, write, read}, 2, unix.EINVAL},
+		{"atomic on UC", provider.QPTypeUC, []provider.SendWR{atomicWR}, 0, unix.EINVAL},
+		{"WRITE on UD", provider.QPTypeUD, []provider.SendWR{write}, 0, unix.EINVAL},
+		{"UD send without AH", provider.QPTypeUD, []provider.SendWR{good}, 0, unix.EINVAL},
+		{"list longer than the queue", provider.QPTypeRC, []provider.SendWR{good, good, good, good, good, good, good, good}, 7, unix.ENOMEM},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk, ctx := testContext(t)
+			qp := testQP(t, fk, ctx, qpSpec{typ: c.typ, sqSlots: 8, sqLog2: 8,
+				cap: provider.QPCap{MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 16}})
+			q := qp.sq.q
+			// Fill the queue memory with a pattern to see any write.
+			for i := queueHdrSize; i < len(q.mem); i++ {
+				q.mem[i] = 0x5a
+			}
+			before := append([]byte(nil), q.mem...)
+			n, err := qp.PostSend(c.list)
+			var we *WRError
+			if !errors.As(err, &we) || n != c.index || we.Index != c.index || !errors.Is(err, c.errno) {
+				t.Fatalf("PostSend = %d, %v; want index %d and %v", n, err, c.index, c.errno)
+			}
+			t.Logf("%v", err)
+			if !bytes.Equal(before, q.mem) {
+				t.Errorf("the queue changed although the list was refused")
+			}
+			if fk.doorbells.Load() != 0 {
+				t.Errorf("a doorbell was rung for a refused list")
+			}
+			if c.typ == provider.QPTypeUD {
+				return
+			}
+			// The queue still works.
+			if n, err := qp.PostSend([]provider.SendWR{good}); n != 1 || err != nil {
+				t.Fatalf("good PostSend after a refused one = %d, %v", n, err)
+			}
+			if q.prod.Load() != 1 || ne.Uint64(slotBytes(q, 0)) != 1 {
+				t.Errorf("good WR not at slot 0 (producer %d)", q.prod.Load())
+			}
+		})
+	}
+}
+
+func TestPostSendNeedsRTS(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{})
+	wr := []provider.SendWR{{Opcode: provider.WRSend}}
+	for _, s := range []provider.QPState{provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR} {
+		qp.Modified(s)
+		if _, err := qp.PostSend(wr); !errors.Is(err, unix.EINVAL) {
+			t.Errorf("PostSend in %v: %v, want EINVAL", s, err)
+		}
+	}
+	if fk.doorbells.Load() != 0 || qp.sq.q.prod.Load() != 0 {
+		t.Errorf("refused posts moved the queue")
+	}
+	// ERR is allowed: the kernel flushes what is posted there.
+	for _, s := range []provider.QPState{provider.QPStateRTS, provider.QPStateSQD, provider.QPStateErr} {
+		qp.Modified(s)
+		if _, err := qp.PostSend(wr); err != nil {
+			t.Errorf("PostSend in %v: %v", s, err)
+		}
+	}
+}
+
+func TestPostSendQueueFullAfterWrap(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{sqSlots: 4, sqLog2: 8})
+	q := qp.sq.q
+	wr := []provider.SendWR{{Opcode: provider.WRSend}}
+	for round := 0; round < 10; round++ {
+		for i := 0; i < 3; i++ {
+			if _, err := qp.PostSend(wr); err != nil {
+				t.Fatalf("round %d post %d: %v", round, i, err)
+			}
+		}
+		if _, err := qp.PostSend(wr); !errors.Is(err, unix.ENOMEM) {
+			t.Fatalf("round %d: fourth post into 3 usable slots: %v, want ENOMEM", round, err)
+		}
+		q.cons.Store(q.prod.Load()) // the kernel completes them
+	}
+}
+
+func TestPostRecvAndSRQ(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{cap: provider.QPCap{MaxSendSGE: 1, MaxRecvSGE: 2}, rqSlots: 4, rqLog2: 7})
+	wrs := []provider.RecvWR{
+		{ID: 0x10, SGL: []provider.SGE{{Addr: 0x1000, Length: 100, LKey: 5}, {Addr: 0x2000, Length: 20, LKey: 6}}},
+		{ID: 0x11, SGL: []provider.SGE{{Addr: 0x3000, Length: 7, LKey: 5}}},
+	}
+	if n, err := qp.PostRecv(wrs); n != 2 || err != nil {
+		t.Fatalf("PostRecv = %d, %v", n, err)
+	}
+	q := qp.rq.q
+	w := slotBytes(q, 0)
+	if ne.Uint64(w[0:]) != 0x10 || ne.Uint32(w[16:]) != 120 || ne.Uint32(w[20:]) != 120 || ne.Uint32(w[28:]) != 2 ||
+		ne.Uint64(w[40:]) != 0x1000 || ne.Uint32(w[48:]) != 100 || ne.Uint32(w[52:]) != 5 || ne.Uint64(w[56:]) != 0x2000 {
+		t.Errorf("receive WQE % x", w)
+	}
+	if q.prod.Load() != 2 || fk.doorbells.Load() != 0 {
+		t.Errorf("producer %d, doorbells %d; want 2, 0", q.prod.Load(), fk.doorbells.Load())
+	}
+	// Too many SGEs in the second request: nothing posted.
+	before := append([]byte(nil), q.mem...)
+	bad := []provider.RecvWR{wrs[1], {ID: 1, SGL: make([]provider.SGE, 3)}}
+	if n, err := qp.PostRecv(bad); n != 1 || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("PostRecv with 3 SGEs = %d, %v", n, err)
+	}
+	// Full: 3 usable slots, 2 used.
+	if n, err := qp.PostRecv(wrs); n != 1 || !errors.Is(err, unix.ENOMEM) {
+		t.Errorf("PostRecv over capacity = %d, %v", n, err)
+	}
+	if !bytes.Equal(before, q.mem) {
+		t.Errorf("refused receive lists changed the queue")
+	}
+
+	// SRQ.
+	st, err := c.CreateSRQ(provider.SRQAttr{MaxWR: 7, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	if len(out) != 24 {
+		t.Fatalf("SRQ udata out %d bytes, want 24", len(out))
+	}
+	mi := fk.addQueue(8, 6)
+	putMI(out, mi)
+	ne.PutUint32(out[16:], 77)
+	ps, err := st.Complete(provider.SRQCreated{Handle: 1, MaxWR: 7, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq := ps.(*SRQ)
+	defer srq.Close()
+	if srq.Num() != 77 {
+		t.Errorf("srq_num %d", srq.Num())
+	}
+	if n, err := srq.PostRecv(wrs[1:]); n != 1 || err != nil {
+		t.Fatalf("SRQ PostRecv = %d, %v", n, err)
+	}
+	if w := slotBytes(srq.rq.q, 0); ne.Uint64(w) != 0x11 || ne.Uint32(w[16:]) != 7 {
+		t.Errorf("SRQ WQE % x", w[:64])
+	}
+	// A QP on an SRQ has no receive queue of its own.
+	qp2 := testQP(t, fk, c, qpSpec{srq: true})
+	if _, err := qp2.PostRecv(wrs[1:]); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("PostRecv on an SRQ QP: %v", err)
+	}
+	// MODIFY_SRQ carries rxe_modify_srq_cmd{mmap_info_addr 0}.
+	if in, out := c.Udata(provider.VerbModifySRQ); len(in) != 8 || out != nil {
+		t.Errorf("MODIFY_SRQ udata: %d in, %d out", len(in), len(out))
+	}
+}
+
+// putWC writes a kernel completion at the producer slot of the kernel's view
+// of a CQ and publishes it.
+func putWC(q *queue, wc abi.IbUverbsWc) {
+	p := q.prod.Load()
+	*q.wc(p) = wc
+	q.prod.Store((p + 1) & q.mask)
+}
+
+func TestPoll(t *testing.T) {
+	fk, c := testContext(t)
+	cq, kq := testCQ(t, fk, c, 8, 7)
+	var wc [4]provider.WorkCompletion
+	if n, err := cq.Poll(wc[:]); n != 0 || err != nil {
+		t.Fatalf("Poll on an empty CQ = %d, %v", n, err)
+	}
+	recv := abi.IbUverbsWc{WrId: 0x1111, Opcode: 128, ByteLen: 64, QpNum: 17, SrcQp: 3, WcFlags: kwcGRH | kwcWithImm,
+		Ex: [4]byte{0xde, 0xad, 0xbe, 0xef}, PkeyIndex: 2, Slid: 5, Sl: 1, DlidPathBits: 2, PortNum: 1}
+	putWC(kq, recv)
+	inv := abi.IbUverbsWc{WrId: 2, Opcode: 128, WcFlags: kwcWithInv | kwcIPCSumOK}
+	ne.PutUint32(inv.Ex[:], 0x1234)
+	putWC(kq, inv)
+	putWC(kq, abi.IbUverbsWc{WrId: 3, Status: uint32(provider.WCRemAccessErr), Opcode: 1, VendorErr: 9})
+	n, err := cq.Poll(wc[:2])
+	if n != 2 || err != nil {
+		t.Fatalf("Poll = %d, %v", n, err)
+	}
+	want := provider.WorkCompletion{ID: 0x1111, Opcode: provider.WCRecv, ByteLen: 64, Imm: 0xdeadbeef, QPNum: 17, SrcQP: 3,
+		Flags: provider.WCWithGRH | provider.WCWithImm, PKeyIndex: 2, SLID: 5, SL: 1, DLIDPathBits: 2, Port: 1}
+	if wc[0] != want {
+		t.Errorf("completion\n got %+v\nwant %+v", wc[0], want)
+	}
+	if wc[1].Imm != 0x1234 || wc[1].Flags != provider.WCWithInv|provider.WCIPCSumOK {
+		t.Errorf("invalidate completion %+v", wc[1])
+	}
+	if kq.cons.Load() != 2 {
+		t.Errorf("consumer index %d after 2 polled", kq.cons.Load())
+	}
+	n, _ = cq.Poll(wc[:])
+	if n != 1 || wc[0].Status != provider.WCRemAccessErr || wc[0].VendorErr != 9 || wc[0].Opcode != provider.WCRDMAWrite {
+		t.Errorf("third completion: n=%d %+v", n, wc[0])
+	}
+	// Wrap around several times.
+	id := uint64(100)
+	next := uint64(100)
+	for round := 0; round < 20; round++ {
+		for i := 0; i < 5; i++ {
+			putWC(kq, abi.IbUverbsWc{WrId: id})
+			id++
+		}
+		for got := 0; got < 5; {
+			n, _ := cq.Poll(wc[:])
+			for _, w := range wc[:n] {
+				if w.ID != next {
+					t.Fatalf("completion %d, want %d", w.ID, next)
+				}
+				next++
+			}
+			got += n
+		}
+	}
+	if err := cq.Arm(true); err != nil || len(fk.notifies) != 1 || fk.notifies[0] != 3 {
+		t.Errorf("Arm: %v, notifies %v", err, fk.notifies)
+	}
+}
+
+func TestCQResizeRemaps(t *testing.T) {
+	fk, c := testContext(t)
+	cq, kq := testCQ(t, fk, c, 4, 7)
+	putWC(kq, abi.IbUverbsWc{WrId: 1})
+	st, err := cq.Resize(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	mi := fk.addQueue(32, 7)
+	putMI(out, mi)
+	nq := fk.queueAt(mi)
+	putWC(nq, abi.IbUverbsWc{WrId: 1}) // the kernel copied the unpolled entry
+	putWC(nq, abi.IbUverbsWc{WrId: 2})
+	if _, err := st.Complete(31); err != nil {
+		t.Fatal(err)
+	}
+	var wc [8]provider.WorkCompletion
+	if n, _ := cq.Poll(wc[:]); n != 2 || wc[0].ID != 1 || wc[1].ID != 2 {
+		t.Errorf("after resize: %d completions %+v", n, wc[:n])
+	}
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cq.Poll(wc[:]); err == nil {
+		t.Errorf("Poll after Close succeeded")
+	}
+}
+
+// TestQueueHeaderChecks feeds mapQueue headers a broken kernel could send.
+func TestQueueHeaderChecks(t *testing.T) {
+	r, err := mmap.Anonymous(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, c := range []struct {
+		log2, mask uint32
+		ok         bool
+	}{
+		{7, 15, true}, {7, 29, false}, {7, 0, false}, {4, 3, false} /* slot under 48 bytes */, {9, 15, false}, /* too big */
+		{31, 1, false},
+	} {
+		ne.PutUint32(r.Bytes()[0:], c.log2)
+		ne.PutUint32(r.Bytes()[4:], c.mask)
+		_, err := newQueue(r.Bytes(), "test", wcSize)
+		if (err == nil) != c.ok {
+			t.Errorf("log2 %d mask %d: %v", c.log2, c.mask, err)
+		}
+	}
+}
+
+// TestConcurrentPostSend has several goroutines post to one QP while a fake
+// kernel consumes at each doorbell; every request must land in exactly one
+// slot (run with -race).
+func TestConcurrentPostSend(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{sqSlots: 64, sqLog2: 8})
+	q := qp.sq.q
+	seen := map[uint64]int{}
+	var mu sync.Mutex
+	// The kernel: take everything up to the producer.
+	fk.onDoorbell = func(uint32) {
+		mu.Lock()
+		defer mu.Unlock()
+		cons := q.cons.Load()
+		prod := q.prod.Load()
+		for ; cons != prod; cons = (cons + 1) & q.mask {
+			seen[q.sendWQE(cons).Wr.WrId]++
+		}
+		q.cons.Store(cons)
+	}
+	const workers, per = 4, 2000
+	var wg sync.WaitGroup
+	for g := 0; g < workers; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			wrs := make([]provider.SendWR, 3)
+			for i := 0; i < per; i++ {
+				for j := range wrs {
+					wrs[j] = provider.SendWR{ID: uint64(g)<<32 | uint64(i*3+j), Opcode: provider.WRSend}
+				}
+				for {
+					_, err := qp.PostSend(wrs)
+					if err == nil {
+						break
+					}
+					if !errors.Is(err, unix.ENOMEM) {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	if len(seen) != workers*per*3 {
+		t.Errorf("%d distinct requests consumed, want %d", len(seen), workers*per*3)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("request %#x consumed %d times", id, n)
+		}
+	}
+}
+
+// TestFastPathAllocs: posting and polling allocate nothing.
+func TestFastPathAllocs(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{typ: provider.QPTypeRC, cap: provider.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}})
+	sq, rq := qp.sq.q, qp.rq.q
+	fk.onDoorbell = func(uint32) { sq.cons.Store(sq.prod.Load()) }
+	buf, _ := mmap.Anonymous(4096)
+	defer buf.Close()
+	send := []provider.SendWR{
+		{ID: 1, Opcode: provider.WRSend, Flags: provider.SendSignaled, SGL: []provider.SGE{{Addr: uint64(buf.Addr()), Length: 8, LKey: 1}}},
+		{ID: 2, Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Addr: uint64(buf.Addr()), Length: 8}}},
+	}
+	if a := testing.AllocsPerRun(1000, func() {
+		if _, err := qp.PostSend(send); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("PostSend: %v allocs/op", a)
+	}
+	recv := []provider.RecvWR{{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	if a := testing.AllocsPerRun(1000, func() {
+		if _, err := qp.PostRecv(recv); err != nil {
+			t.Fatal(err)
+		}
+		rq.cons.Store(rq.prod.Load())
+	}); a != 0 {
+		t.Errorf("PostRecv: %v allocs/op", a)
+	}
+	cq, kq := testCQ(t, fk, c, 16, 7)
+	var wc [4]provider.WorkCompletion
+	if a := testing.AllocsPerRun(1000, func() {
+		putWC(kq, abi.IbUverbsWc{WrId: 1})
+		putWC(kq, abi.IbUverbsWc{WrId: 2})
+		if n, err := cq.Poll(wc[:]); n != 2 || err != nil {
+			t.Fatalf("Poll = %d, %v", n, err)
+		}
+	}); a != 0 {
+		t.Errorf("Poll: %v allocs/op", a)
+	}
+}
+
+func FuzzToWC(f *testing.F) {
+	f.Add(make([]byte, wcSize))
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 128, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0, 0, 0xde, 0xad, 0xbe, 0xef, 17, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var k abi.IbUverbsWc
+		copy(abi.Bytes(&k), b)
+		var w provider.WorkCompletion
+		toWC(&w, &k)
+		if w.ID != k.WrId || uint32(w.Status) != k.Status || uint32(w.Opcode) != k.Opcode || w.ByteLen != k.ByteLen {
+			t.Fatalf("fields lost: %+v from %+v", w, k)
+		}
+		if (w.Flags&provider.WCWithImm != 0) != (k.WcFlags&kwcWithImm != 0) {
+			t.Fatalf("imm flag: %+v from %+v", w, k)
+		}
+		if k.WcFlags&kwcWithImm != 0 && w.Imm != binary.BigEndian.Uint32(k.Ex[:]) {
+			t.Fatalf("imm %#x from % x", w.Imm, k.Ex)
+		}
+	})
+}

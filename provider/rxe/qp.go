@@ -1,0 +1,380 @@
+package rxe
+
+import (
+	"encoding/binary"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// CreateQP prepares a QP. The kernel refuses driver input for rxe QPs
+// (udata inlen must be 0); its answer is struct rxe_create_qp_resp, the mmap
+// info of the receive and send queues.
+func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated, provider.QP], error) {
+	switch a.Type {
+	case provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD:
+	default:
+		return nil, fmt.Errorf("rxe: QP type %v: %w", a.Type, provider.ErrNotSupported)
+	}
+	return &setup[provider.QPCreated, provider.QP]{
+		out: make([]byte, len(abi.Bytes(new(abi.RxeCreateQpResp)))),
+		complete: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
+			var resp abi.RxeCreateQpResp
+			copy(abi.Bytes(&resp), out)
+			return c.newQP(a, cr, resp)
+		},
+	}, nil
+}
+
+func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCreateQpResp) (*QP, error) {
+	sq, err := mapQueue(c.f, "send", resp.SqMi, sendWQESize+sgeSize)
+	if err != nil {
+		return nil, err
+	}
+	qp := &QP{
+		c:      c,
+		typ:    a.Type,
+		handle: cr.Handle,
+		qpn:    cr.QPN,
+		db:     newDoorbell(cr.Handle),
+	}
+	room := uint32(sq.slotSize() - sendWQESize)
+	qp.sq = sendQueue{
+		q:         sq,
+		prod:      sq.prod.Load() & sq.mask,
+		maxSGE:    min(cr.Cap.MaxSendSGE, room/uint32(sgeSize)),
+		maxInline: min(cr.Cap.MaxInlineData, room),
+	}
+	if a.SRQ == nil {
+		rq, err := mapQueue(c.f, "receive", resp.RqMi, recvWQESize+sgeSize)
+		if err != nil {
+			sq.close()
+			return nil, err
+		}
+		qp.rq = newRecvQueue(rq, cr.Cap.MaxRecvSGE)
+	}
+	return qp, nil
+}
+
+// QP is an rxe queue pair. The send and receive queues are kernel memory
+// mapped from the command file; a send is posted by writing WQEs at the
+// producer index, publishing the index with a store-release, and writing the
+// doorbell (one write() per PostSend call, whatever the list's length); a
+// receive needs no syscall.
+//
+// PostSend and PostRecv are safe for concurrent use: each queue has a mutex,
+// held while the list is checked and copied in (not across the doorbell
+// write). Modified may run concurrently with both.
+type QP struct {
+	c      *Context
+	typ    provider.QPType
+	handle uint32
+	qpn    uint32
+	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
+	sq     sendQueue
+	rq     *recvQueue // nil when the QP uses an SRQ
+	db     *doorbell
+}
+
+var _ provider.QP = (*QP)(nil)
+
+type sendQueue struct {
+	mu        sync.Mutex
+	q         *queue
+	prod      uint32 // producer index (masked); we are the only producer
+	ssn       uint32 // send sequence number, as librxe numbers WQEs
+	maxSGE    uint32
+	maxInline uint32
+}
+
+// State is the QP state the provider last heard of through Modified.
+func (qp *QP) State() provider.QPState { return provider.QPState(qp.state.Load()) }
+
+// Modified records the state MODIFY_QP moved the QP to. rxe's queues need
+// nothing else: the kernel keeps the indices across a reset.
+func (qp *QP) Modified(s provider.QPState) { qp.state.Store(uint32(s)) }
+
+// Caps reports the limits PostSend and PostRecv enforce.
+func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
+	if qp.rq != nil {
+		maxRecvSGE = qp.rq.maxSGE
+	}
+	return qp.sq.maxSGE, qp.sq.maxInline, maxRecvSGE
+}
+
+// PostSend checks every request, then copies them all into the send queue,
+// publishes the producer index once and rings the doorbell once. On a
+// refused request nothing is posted and the error (a *WRError) names it.
+// It allocates nothing unless it fails.
+func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	if st := qp.State(); st < provider.QPStateRTS {
+		return 0, &WRError{Op: "PostSend", Index: 0, Opcode: wrs[0].Opcode,
+			Cause: fmt.Sprintf("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st),
+			Err:   unix.EINVAL}
+	}
+	sq := &qp.sq
+	sq.mu.Lock()
+	q := sq.q
+	if q == nil || q.mem == nil {
+		sq.mu.Unlock()
+		return 0, &WRError{Op: "PostSend", Opcode: wrs[0].Opcode, Cause: "the QP is closed", Err: unix.EINVAL}
+	}
+	for i := range wrs {
+		if err := qp.checkSend(i, &wrs[i]); err != nil {
+			sq.mu.Unlock()
+			return i, err
+		}
+	}
+	prod := sq.prod
+	used := (prod - q.cons.Load()) & q.mask // acquire: the kernel is done with slots before cons
+	if free := q.mask - used; uint32(len(wrs)) > free {
+		sq.mu.Unlock()
+		return int(free), &WRError{Op: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
+			Cause: fmt.Sprintf("the send queue is full (%d of %d slots in use, %d requests in the list)", used, q.mask, len(wrs)),
+			Err:   unix.ENOMEM}
+	}
+	for i := range wrs {
+		qp.fillSend(q, prod, &wrs[i])
+		prod = (prod + 1) & q.mask
+	}
+	sq.prod = prod
+	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
+	sq.mu.Unlock()
+
+	if err := qp.c.f.Write(qp.db.cmd[:]); err != nil {
+		runtime.KeepAlive(qp.db)
+		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+	}
+	runtime.KeepAlive(qp.db)
+	return len(wrs), nil
+}
+
+// checkSend refuses what the kernel would fail or what librxe refuses, so a
+// bad list never reaches the queue.
+func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
+	bad := func(err error, format string, args ...any) error {
+		return &WRError{Op: "PostSend", Index: i, Opcode: wr.Opcode, Cause: fmt.Sprintf(format, args...), Err: err}
+	}
+	op := wr.Opcode
+	ok := false
+	switch qp.typ {
+	case provider.QPTypeRC:
+		switch op {
+		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm,
+			provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd,
+			provider.WRLocalInv, provider.WRSendWithInv:
+			ok = true
+		}
+	case provider.QPTypeUC:
+		switch op {
+		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv:
+			ok = true
+		}
+	case provider.QPTypeUD:
+		ok = op == provider.WRSend || op == provider.WRSendWithImm
+	}
+	if !ok {
+		if op == provider.WRBindMW {
+			return bad(provider.ErrNotSupported, "memory window binds are not supported by this provider")
+		}
+		return bad(unix.EINVAL, "opcode not valid on %v QPs", qp.typ)
+	}
+	sq := &qp.sq
+	if uint32(len(wr.SGL)) > sq.maxSGE {
+		return bad(unix.EINVAL, "%d SGEs, the QP takes at most %d", len(wr.SGL), sq.maxSGE)
+	}
+	var length uint64
+	for _, s := range wr.SGL {
+		length += uint64(s.Length)
+	}
+	if length > 1<<31 {
+		return bad(unix.EINVAL, "%d bytes in the SGL, over 2 GiB", length)
+	}
+	if wr.Flags&provider.SendInline != 0 {
+		switch op {
+		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv:
+		default:
+			return bad(unix.EINVAL, "inline data on an operation that sends none")
+		}
+		if length > uint64(sq.maxInline) {
+			return bad(unix.EINVAL, "%d bytes inline, the QP takes at most %d", length, sq.maxInline)
+		}
+	}
+	switch op {
+	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
+			return bad(unix.EINVAL, "an atomic operation needs one SGE of 8 bytes for the original value")
+		}
+		if wr.RemoteAddr&7 != 0 {
+			return bad(unix.EINVAL, "atomic remote address %#x is not 8-byte aligned", wr.RemoteAddr)
+		}
+	}
+	if qp.typ == provider.QPTypeUD {
+		if wr.UD.AH == nil {
+			return bad(unix.EINVAL, "a UD send needs an address handle")
+		}
+		if _, ok := wr.UD.AH.ProviderAH().(*AH); !ok {
+			return bad(unix.EINVAL, "the address handle does not belong to an rxe device")
+		}
+	}
+	return nil
+}
+
+// fillSend writes wr into the send queue slot at index i, as librxe's
+// init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,
+// sends resid bytes and reports length in the sender's completion).
+func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
+	sq := &qp.sq
+	w := q.sendWQE(i)
+	*w = abi.RxeSendWqe{}
+	w.Wr.WrId = wr.ID
+	w.Wr.Opcode = uint32(wr.Opcode)
+	w.Wr.SendFlags = uint32(wr.Flags)
+	switch wr.Opcode {
+	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm) // __be32: the value travels as the application means it
+	case provider.WRSendWithInv, provider.WRLocalInv:
+		w.Wr.SetExInvalidateRkey(wr.InvalidateRKey)
+	}
+	switch wr.Opcode {
+	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
+		w.Wr.SetWrRdmaRemoteAddr(wr.RemoteAddr)
+		w.Wr.SetWrRdmaRkey(wr.RKey)
+		w.Iova = wr.RemoteAddr
+	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+		w.Wr.SetWrAtomicRemoteAddr(wr.RemoteAddr)
+		w.Wr.SetWrAtomicCompareAdd(wr.CompareAdd)
+		w.Wr.SetWrAtomicSwap(wr.Swap)
+		w.Wr.SetWrAtomicRkey(wr.RKey)
+		w.Iova = wr.RemoteAddr
+	}
+	if qp.typ == provider.QPTypeUD {
+		ah := wr.UD.AH.ProviderAH().(*AH)
+		w.Wr.SetWrUdRemoteQpn(wr.UD.RemoteQPN)
+		w.Wr.SetWrUdRemoteQkey(wr.UD.QKey)
+		w.Wr.SetWrUdAhNum(ah.num)
+		copy(w.Wr.Wr[udAVOffset:], ah.av[:])
+	}
+	var length uint32
+	for _, s := range wr.SGL {
+		length += s.Length
+	}
+	n := uint32(len(wr.SGL))
+	if wr.Flags&provider.SendInline != 0 {
+		dst := q.sendInline(i, int(length))
+		off := 0
+		for _, s := range wr.SGL {
+			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+		}
+		n = 0 // the bytes are in the WQE; no SGE follows
+	} else {
+		sges := q.sendSGEs(i, len(wr.SGL))
+		for j, s := range wr.SGL {
+			sges[j] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		}
+	}
+	w.Wr.Reserved = uint32(len(wr.SGL)) // num_sge before Linux 6.0
+	w.Dma.Length = length
+	w.Dma.Resid = length
+	w.Dma.NumSge = n
+	w.Ssn = sq.ssn
+	sq.ssn++
+}
+
+// PostRecv checks every request, then copies them into the receive queue and
+// publishes the producer index once. No syscall.
+func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+	if qp.rq == nil {
+		if len(wrs) == 0 {
+			return 0, nil
+		}
+		return 0, &WRError{Op: "PostRecv", Recv: true, Cause: "the QP receives through an SRQ; post to the SRQ", Err: unix.EINVAL}
+	}
+	return qp.rq.post("PostRecv", wrs)
+}
+
+// Close unmaps the queues; uverbs calls it after the kernel QP is destroyed.
+func (qp *QP) Close() error {
+	qp.sq.mu.Lock()
+	q := qp.sq.q
+	qp.sq.q = nil
+	qp.sq.mu.Unlock()
+	err := q.close()
+	if qp.rq != nil {
+		if e := qp.rq.close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// recvQueue is a QP's receive queue or an SRQ's queue.
+type recvQueue struct {
+	mu     sync.Mutex
+	q      *queue
+	prod   uint32
+	maxSGE uint32
+}
+
+func newRecvQueue(q *queue, maxSGE uint32) *recvQueue {
+	room := uint32(q.slotSize()-recvWQESize) / uint32(sgeSize)
+	return &recvQueue{q: q, prod: q.prod.Load() & q.mask, maxSGE: min(maxSGE, room)}
+}
+
+func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	q := rq.q
+	if q == nil || q.mem == nil {
+		return 0, &WRError{Op: op, Recv: true, Cause: "the queue is closed", Err: unix.EINVAL}
+	}
+	for i := range wrs {
+		if n := uint32(len(wrs[i].SGL)); n > rq.maxSGE {
+			return i, &WRError{Op: op, Index: i, Recv: true, Cause: fmt.Sprintf("%d SGEs, the queue takes at most %d", n, rq.maxSGE), Err: unix.EINVAL}
+		}
+	}
+	prod := rq.prod
+	used := (prod - q.cons.Load()) & q.mask
+	if free := q.mask - used; uint32(len(wrs)) > free {
+		return int(free), &WRError{Op: op, Index: int(free), Recv: true,
+			Cause: fmt.Sprintf("the receive queue is full (%d of %d slots in use, %d requests in the list)", used, q.mask, len(wrs)),
+			Err:   unix.ENOMEM}
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		w := q.recvWQE(prod)
+		sges := q.recvSGEs(prod, len(wr.SGL))
+		var length uint32
+		for j, s := range wr.SGL {
+			sges[j] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += s.Length
+		}
+		w.WrId = wr.ID
+		w.Reserved = uint32(len(wr.SGL)) // num_sge before Linux 6.0
+		w.Padding = 0
+		w.Dma = abi.RxeDmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGL))}
+		prod = (prod + 1) & q.mask
+	}
+	rq.prod = prod
+	q.prod.Store(prod) // release
+	return len(wrs), nil
+}
+
+func (rq *recvQueue) close() error {
+	rq.mu.Lock()
+	q := rq.q
+	rq.q = nil
+	rq.mu.Unlock()
+	return q.close()
+}
