@@ -281,14 +281,14 @@ func (d discovery) devices() ([]Device, error) {
 func (d discovery) deviceByName(name string) (Device, error) {
 	devs, err := d.devices()
 	if err != nil {
-		return Device{}, fmt.Errorf("uverbs: device %q: %w", name, err)
+		return Device{}, fmt.Errorf("%w (looking up %q)", err, name)
 	}
 	for _, dev := range devs {
 		if dev.Name == name {
 			return dev, nil
 		}
 	}
-	return Device{}, fmt.Errorf("uverbs: device %q: %w", name, ErrNoDevice)
+	return Device{}, fmt.Errorf("%w: %q", ErrNoDevice, name)
 }
 
 // maxPorts bounds the port count taken from netlink: one request per port.

@@ -157,7 +157,7 @@ func TestDevicesNetlink(t *testing.T) {
 		t.Errorf("deviceByName(rxeb) = %+v, %v", dev, err)
 	}
 	_, err = d.deviceByName("mlx5_0")
-	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), `"mlx5_0"`) {
+	if !errors.Is(err, ErrNoDevice) || err.Error() != `uverbs: no such RDMA device: "mlx5_0"` {
 		t.Errorf("deviceByName(mlx5_0) = %v", err)
 	}
 }
@@ -225,7 +225,8 @@ func TestDevicesFallbacks(t *testing.T) {
 		!strings.Contains(err.Error(), "sysfs fallback") {
 		t.Errorf("both failing: %v", err)
 	}
-	if _, err := fakeDiscovery(k, bad).deviceByName("rxe0"); !errors.Is(err, unix.EPERM) || errors.Is(err, ErrNoDevice) {
+	if _, err := fakeDiscovery(k, bad).deviceByName("rxe0"); !errors.Is(err, unix.EPERM) || errors.Is(err, ErrNoDevice) ||
+		!strings.HasPrefix(err.Error(), "uverbs: devices: ") || !strings.HasSuffix(err.Error(), `(looking up "rxe0")`) {
 		t.Errorf("deviceByName, both failing: %v", err)
 	}
 	// No RDMA at all: no devices, no error.
