@@ -1,0 +1,122 @@
+package uverbs
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/mmap"
+)
+
+var leakCycles = flag.Int("leak.cycles", 10000, "create/destroy cycles in TestNoLeaksRig")
+
+// kernelResources reads the kernel's object counts for dev from `rdma
+// resource show` ("0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 1 srq 0").
+func kernelResources(t *testing.T, dev string) string {
+	t.Helper()
+	out, err := exec.Command("rdma", "resource", "show").CombinedOutput()
+	if err != nil {
+		t.Fatalf("rdma resource show: %v: %s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, " "+dev+": ") {
+			return strings.TrimSpace(regexp.MustCompile(`^\d+: `).ReplaceAllString(line, ""))
+		}
+	}
+	t.Fatalf("rdma resource show has no line for %s:\n%s", dev, out)
+	return ""
+}
+
+// TestNoLeaksRig creates and destroys PD+MR+CQ+QP many times and checks
+// that no fd, mapping or kernel object is left behind.
+func TestNoLeaksRig(t *testing.T) {
+	rigtest.Require(t)
+	for _, name := range []string{"rxe0", "siw0"} {
+		t.Run(name, func(t *testing.T) {
+			d := rigDevice(t, name)
+			c, err := Open(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			buf, err := mmap.Anonymous(1 << 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer buf.Close()
+			cycle := func() {
+				pd, err := c.AllocPD()
+				if err != nil {
+					t.Fatal(err)
+				}
+				mr, err := pd.RegMR(buf.Bytes(), AccessLocalWrite|AccessRemoteWrite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cq, err := c.CreateCQ(64, CQOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				qp, err := pd.CreateQP(QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, closer := range []interface{ Close() error }{qp, cq, mr, pd} {
+					if err := closer.Close(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			cycle() // warm up: the first cycle may grow runtime structures
+			fds, maps, devMaps := countFDs(t), mustCount(t), deviceMappings(t)
+			res := kernelResources(t, name)
+			sys := c.File().Syscalls()
+			for i := 0; i < *leakCycles; i++ {
+				cycle()
+			}
+			perCycle := float64(c.File().Syscalls()-sys) / float64(*leakCycles)
+			if got := countFDs(t); got != fds {
+				t.Errorf("open fds %d → %d after %d cycles", fds, got, *leakCycles)
+			}
+			// Mappings of the device file are the queues: they must all be
+			// gone. Other mappings may grow with the Go heap; they are
+			// logged, and a leak of our own anonymous regions would show as
+			// growth in step with the cycles, far beyond the heap's.
+			if got := deviceMappings(t); got != devMaps {
+				t.Errorf("device mappings %d → %d after %d cycles", devMaps, got, *leakCycles)
+			}
+			if got := mustCount(t); got > maps+8 {
+				t.Errorf("mappings %d → %d after %d cycles", maps, got, *leakCycles)
+			} else {
+				t.Logf("all mappings %d → %d (Go heap growth)", maps, got)
+			}
+			if got := kernelResources(t, name); got != res {
+				t.Errorf("kernel resources %q → %q after %d cycles", res, got, *leakCycles)
+			}
+			t.Logf("%d cycles on %s: %.1f syscalls per cycle; kernel resources %q; fds %d; mappings %d", *leakCycles, name, perCycle, res, fds, maps)
+		})
+	}
+}
+
+// deviceMappings counts this process's mappings of uverbs device files.
+func deviceMappings(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(b), "/dev/infiniband/uverbs")
+}
+
+func mustCount(t *testing.T) int {
+	t.Helper()
+	n, err := mmap.CountMappings()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
