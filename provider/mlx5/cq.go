@@ -1,0 +1,164 @@
+package mlx5
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// maxCQE bounds a CQ (the kernel checks the device's log_max_cq_sz; 2^22
+// is what ConnectX devices report).
+const maxCQE = 1<<22 - 1
+
+// cq is a completion queue: a ring of CQEs and a doorbell record in user
+// memory the kernel pinned, polled without a syscall.
+type cq struct {
+	ctx     *context
+	mem     *mmap.Region // the CQEs, then the doorbell record
+	buf     []byte
+	cqeSize int    // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
+	log     uint32 // log2 of the number of entries
+	dbrec   int    // offset of the doorbell record in mem
+	cqn     uint32
+
+	mu    sync.Mutex
+	ci    uint32 // consumer index, free running
+	armSN uint32 // arm sequence number: events consumed
+	stray uint64 // CQEs that named no live QP or SRQ (skipped)
+}
+
+// cqSetup is a CREATE_CQ in progress.
+type cqSetup struct {
+	cq  *cq
+	in  abi.Mlx5IbCreateCq
+	out abi.Mlx5IbCreateCqResp
+	ib  []byte
+	ob  []byte
+}
+
+// CreateCQ allocates the CQE ring for at least a.CQE completions (the
+// kernel makes it pow2(CQE+1) entries, and so does this) and its doorbell
+// record, and prepares the create command's driver data.
+func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
+	if a.CQE < 1 || a.CQE > maxCQE {
+		return nil, fmt.Errorf("mlx5: CreateCQ: %w", invalid("%d entries: a CQ holds 1 to %d", a.CQE, maxCQE))
+	}
+	log := uint32(bits.Len32(uint32(a.CQE))) // pow2(CQE+1) = 1<<log
+	n := 1 << log
+	bufLen := n * c.cqeSize
+	mem, err := mmap.AnonymousOpts(bufLen+dbRecSize, mmap.Options{CopyOnFork: c.copyOnFork})
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
+	}
+	q := &cq{ctx: c, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen}
+	for i := 0; i < n; i++ {
+		q.buf[i*c.cqeSize+c.cqeSize-cqe64Size+cqeOpOwn] = cqeInvalid << 4
+	}
+	s := &cqSetup{cq: q}
+	s.in.BufAddr = uint64(mem.Addr())
+	s.in.DbAddr = uint64(mem.Addr()) + uint64(q.dbrec)
+	s.in.CqeSize = uint32(c.cqeSize)
+	c.mu.Lock()
+	if c.dynamic {
+		s.in.Flags |= abi.MLX5_IB_CREATE_CQ_FLAGS_UAR_PAGE_INDEX
+		s.in.UarPageIndex = uint16(c.cqPage.id)
+	}
+	c.mu.Unlock()
+	s.ib = append([]byte(nil), abi.Bytes(&s.in)...)
+	s.ob = make([]byte, len(abi.Bytes(&s.out)))
+	return s, nil
+}
+
+func (s *cqSetup) Udata() (in, out []byte) { return s.ib, s.ob }
+
+func (s *cqSetup) Complete(c provider.CQCreated) (provider.CQ, error) {
+	copy(abi.Bytes(&s.out), s.ob)
+	q := s.cq
+	if c.CQE+1 != 1<<q.log {
+		q.mem.Close()
+		return nil, fmt.Errorf("mlx5: CreateCQ: the kernel made %d entries, the ring has %d", c.CQE+1, 1<<q.log)
+	}
+	q.cqn = s.out.Cqn
+	return q, nil
+}
+
+func (s *cqSetup) Abort() { s.cq.mem.Close() }
+
+// Resize is not implemented: mlx5 resizes by copying CQEs into a new ring
+// while the device runs.
+func (q *cq) Resize(int) (provider.Setup[uint32, struct{}], error) {
+	return nil, notSupported("resizing an mlx5 CQ is not implemented")
+}
+
+// Close releases the ring, after the kernel CQ is destroyed.
+func (q *cq) Close() error { return q.mem.Close() }
+
+// Arm asks for one completion event: the arm word (sequence number, command,
+// consumer index) goes to the doorbell record, then with the CQ number in
+// one 64-bit store to the CQ doorbell of the context's UAR. No syscall.
+func (q *cq) Arm(solicitedOnly bool) error {
+	q.mu.Lock()
+	cmd := uint32(0)
+	if solicitedOnly {
+		cmd = cqArmSol
+	}
+	v := (q.armSN&3)<<28 | cmd | q.ci&0xffffff
+	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*cqDBArm), v)
+	doorbell.FlushWC()
+	page := q.ctx.cqPage
+	doorbell.Store64BE(page.ptr(page.base+cqDoorbellOff), uint64(v)<<32|uint64(q.cqn))
+	doorbell.FlushWC()
+	q.mu.Unlock()
+	return nil
+}
+
+// Event advances the arm sequence number after a completion event for this
+// CQ was read from its channel.
+func (q *cq) Event() {
+	q.mu.Lock()
+	q.armSN++
+	q.mu.Unlock()
+}
+
+// Poll reads up to len(wc) new CQEs. A CQE is new when its opcode is not
+// INVALID and its owner bit equals the pass bit of the consumer index; its
+// other fields are read only after a from-device barrier. The consumer index
+// goes to the doorbell record once per call.
+func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
+	q.mu.Lock()
+	n := 0
+	var err error
+	start := q.ci
+	mask := uint32(1)<<q.log - 1
+	for n < len(wc) {
+		off := int(q.ci&mask)*q.cqeSize + q.cqeSize - cqe64Size
+		c := q.buf[off : off+cqe64Size : off+cqe64Size]
+		op := c[cqeOpOwn]
+		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (q.ci>>q.log)&1 {
+			break
+		}
+		doorbell.FromDevice()
+		q.ci++
+		ok, e := q.ctx.complete(c, &wc[n])
+		if e != nil {
+			err = fmt.Errorf("mlx5: CQ %d: CQE %d: %w", q.cqn, q.ci-1, e)
+			break
+		}
+		if !ok {
+			q.stray++
+			continue
+		}
+		n++
+	}
+	if q.ci != start {
+		doorbell.ToDevice()
+		doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	}
+	q.mu.Unlock()
+	return n, err
+}

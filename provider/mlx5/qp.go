@@ -1,0 +1,406 @@
+package mlx5
+
+import (
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// maxWQEBytes is the largest send WQE the DS field (6 bits of 16-byte
+// units) can describe.
+const maxWQEBytes = 63 * segSize
+
+// sendQueue is a QP's send ring: WQEBBs of 64 bytes; what the producer
+// needs to post and what Poll needs to retire.
+type sendQueue struct {
+	mem  *mmap.Region
+	off  int    // the ring's offset in mem
+	ring []byte // cnt WQEBBs
+	cnt  uint32 // power of two, or 0 for a QP without a send queue
+
+	head uint32        // producer counter in WQEBBs (under qp.sqMu)
+	pub  atomic.Uint32 // head, published once the WQEs and wrids are written
+	tail atomic.Uint32 // first WQEBB not yet retired by Poll
+
+	wrid []uint64            // by WQEBB index of a WQE's start
+	next []uint32            // head after that WQE: where the tail moves when it completes
+	op   []provider.WCOpcode // what the WQE was, for error completions
+
+	shape  sqShape
+	sigAll bool
+}
+
+// retire completes the WQE that starts at counter and every unsignaled one
+// before it; it returns the WQE's wr_id and opcode. It runs under the CQ's
+// lock.
+func (s *sendQueue) retire(counter uint16) (uint64, provider.WCOpcode) {
+	s.pub.Load() // pairs with PostSend's publish: wrid and next are written
+	i := uint32(counter) & (s.cnt - 1)
+	s.tail.Store(s.next[i])
+	return s.wrid[i], s.op[i]
+}
+
+// recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
+// device in order.
+type recvQueue struct {
+	ring   []byte
+	cnt    uint32
+	shift  uint32
+	maxSGE uint32 // as created (QPCap.MaxRecvSGE)
+
+	head uint32 // producer counter (under qp.rqMu)
+	pub  atomic.Uint32
+	tail atomic.Uint32
+	wrid []uint64
+}
+
+// retire completes the oldest receive WQE and returns its wr_id. It runs
+// under the CQ's lock.
+func (r *recvQueue) retire() uint64 {
+	r.pub.Load()
+	t := r.tail.Load()
+	r.tail.Store(t + 1)
+	return r.wrid[t&(r.cnt-1)]
+}
+
+// qp is a queue pair: one buffer holding the receive ring then the send
+// ring, and its doorbell record, in user memory the kernel pinned.
+type qp struct {
+	ctx   *context
+	typ   provider.QPType
+	mem   *mmap.Region
+	dbrec int
+	qpn   uint32
+	uidx  uint32
+	key   uint32 // the resource table key: uidx, or qpn with CQE version 0
+	bf    *bfreg
+	srq   *srq
+	state atomic.Uint32 // provider.QPState
+
+	sqMu     sync.Mutex
+	sq       sendQueue
+	rqMu     sync.Mutex
+	rq       recvQueue
+	closed   atomic.Bool
+	released bool
+}
+
+// sendHeader is the largest fixed part of a send WQE for each QP type:
+// RC ctrl+raddr+atomic, UC ctrl+raddr, UD ctrl+AV.
+func sendHeader(t provider.QPType) uint32 {
+	switch t {
+	case provider.QPTypeRC:
+		return ctrlSize + raddrSize + atomicSize
+	case provider.QPTypeUC:
+		return ctrlSize + raddrSize
+	}
+	return ctrlSize + avSize
+}
+
+func pow2(n uint32) uint32 {
+	if n <= 1 {
+		return 1
+	}
+	return 1 << bits.Len32(n-1)
+}
+
+// qpSetup is a CREATE_QP in progress.
+type qpSetup struct {
+	q   *qp
+	in  abi.Mlx5IbCreateQp
+	out abi.Mlx5IbCreateQpResp
+	ib  []byte
+	ob  []byte
+}
+
+// CreateQP sizes the rings for a.Cap, allocates them and their doorbell
+// record, picks the doorbell register (dynamic UARs), reserves a user index
+// (CQE version 1), and prepares the create command's driver data.
+func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated, provider.QP], error) {
+	switch a.Type {
+	case provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD:
+	default:
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", notSupported("QP type %s", a.Type))
+	}
+	q := &qp{ctx: c, typ: a.Type}
+	if a.SRQ != nil {
+		s, ok := a.SRQ.(*srq)
+		if !ok {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the SRQ is not an mlx5 SRQ"))
+		}
+		q.srq = s
+	}
+	for _, pc := range []provider.CQ{a.SendCQ, a.RecvCQ} {
+		if _, ok := pc.(*cq); !ok {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the CQs must be mlx5 CQs"))
+		}
+	}
+
+	// Send ring.
+	limit := uint32(maxWQEBytes)
+	if d := uint32(c.resp.MaxSqDescSz); d > 0 && d < limit {
+		limit = d
+	}
+	capc := a.Cap
+	inl := uint32(0)
+	if capc.MaxInlineData > 0 {
+		inl = (inlHdrSize + capc.MaxInlineData + segSize - 1) &^ (segSize - 1)
+	}
+	wqe := sendHeader(a.Type) + max(capc.MaxSendSGE*dataSize, inl)
+	if wqe > limit {
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send SGEs and %d bytes inline need %d-byte WQEs, the device takes %d",
+			capc.MaxSendSGE, capc.MaxInlineData, wqe, limit))
+	}
+	bbs := (wqe + wqeBB - 1) / wqeBB
+	var sqCnt uint32
+	if capc.MaxSendWR > 0 {
+		if uint64(capc.MaxSendWR)*uint64(bbs) > 1<<16 {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send WRs of %d WQEBBs exceed the 65536-WQEBB ring", capc.MaxSendWR, bbs))
+		}
+		sqCnt = pow2(capc.MaxSendWR * bbs)
+		if m := c.resp.MaxSendWqebb; m > 0 && sqCnt > m {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send WRs need %d WQEBBs, the device allows %d", capc.MaxSendWR, sqCnt, m))
+		}
+	}
+
+	// Receive ring (none with an SRQ).
+	var rqCnt, rqShift uint32
+	if q.srq == nil && capc.MaxRecvWR > 0 {
+		gs := max(capc.MaxRecvSGE, 1)
+		size := pow2(gs * dataSize)
+		if m := uint32(c.resp.MaxRqDescSz); m > 0 && size > m {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d receive SGEs need %d-byte WQEs, the device takes %d", capc.MaxRecvSGE, size, m))
+		}
+		rqShift = uint32(bits.TrailingZeros32(size))
+		rqCnt = pow2(capc.MaxRecvWR)
+		for rqCnt<<rqShift < wqeBB { // keep the send ring 64-byte aligned
+			rqCnt <<= 1
+		}
+		if m := c.resp.MaxRecvWr; m > 0 && rqCnt > m {
+			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d receive WRs, the device allows %d", capc.MaxRecvWR, m))
+		}
+	}
+	if q.srq != nil {
+		capc.MaxRecvWR, capc.MaxRecvSGE = 0, 0
+	}
+
+	rqBytes := int(rqCnt << rqShift)
+	sqBytes := int(sqCnt) * wqeBB
+	dbrec := (rqBytes + sqBytes + wqeBB - 1) &^ (wqeBB - 1)
+	mem, err := mmap.AnonymousOpts(dbrec+dbRecSize, mmap.Options{CopyOnFork: c.copyOnFork})
+	if err != nil {
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", err)
+	}
+	q.mem, q.dbrec = mem, dbrec
+	b := mem.Bytes()
+	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
+	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
+		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
+		shape:  sqShape{typ: a.Type, maxSGE: capc.MaxSendSGE, maxInline: capc.MaxInlineData, maxBBs: bbs},
+		sigAll: a.SignalAll}
+
+	s := &qpSetup{q: q}
+	s.in.BufAddr = uint64(mem.Addr())
+	s.in.DbAddr = uint64(mem.Addr()) + uint64(dbrec)
+	s.in.SqWqeCount = sqCnt
+	s.in.RqWqeCount = rqCnt
+	s.in.RqWqeShift = rqShift
+	if c.cqeVersion == 1 {
+		u, err := c.allocUidx(&rsc{qp: q})
+		if err != nil {
+			mem.Close()
+			return nil, err
+		}
+		q.uidx, q.key = u, u
+		s.in.Uidx = u
+	}
+	bf, err := c.takeBfreg()
+	if err != nil {
+		s.Abort()
+		return nil, err
+	}
+	if bf != nil {
+		q.bf = bf
+		s.in.Flags |= abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
+		s.in.BfregIndex = bf.index
+	}
+	s.ib = append([]byte(nil), abi.Bytes(&s.in)...)
+	s.ob = make([]byte, len(abi.Bytes(&s.out)))
+	return s, nil
+}
+
+func (s *qpSetup) Udata() (in, out []byte) { return s.ib, s.ob }
+
+func (s *qpSetup) Complete(c provider.QPCreated) (provider.QP, error) {
+	copy(abi.Bytes(&s.out), s.ob)
+	q := s.q
+	q.qpn = c.QPN
+	if q.bf == nil {
+		bf, err := q.ctx.staticBfreg(s.out.BfregIndex)
+		if err != nil {
+			s.Abort()
+			return nil, err
+		}
+		q.bf = bf
+	}
+	if q.ctx.cqeVersion == 0 {
+		q.key = q.qpn
+		q.ctx.rsc.set(q.key, &rsc{qp: q})
+	}
+	return q, nil
+}
+
+func (s *qpSetup) Abort() { s.q.release() }
+
+// release gives back the user index, the bfreg and the rings.
+func (q *qp) release() {
+	if q.released {
+		return
+	}
+	q.released = true
+	if q.uidx != 0 || q.ctx.cqeVersion == 0 && q.key != 0 {
+		q.ctx.rsc.set(q.key, nil)
+	}
+	q.ctx.giveBfreg(q.bf)
+	q.mem.Close()
+}
+
+// Close releases the QP's memory, after the kernel QP is destroyed.
+func (q *qp) Close() error {
+	q.sqMu.Lock()
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	defer q.sqMu.Unlock()
+	if q.closed.Swap(true) {
+		return nil
+	}
+	q.release()
+	return nil
+}
+
+// Modified records the QP's state after MODIFY_QP. A QP moved to RESET
+// starts over with empty rings, as the device's does.
+func (q *qp) Modified(st provider.QPState) {
+	if st == provider.QPStateReset {
+		q.sqMu.Lock()
+		q.rqMu.Lock()
+		q.sq.head = 0
+		q.sq.pub.Store(0)
+		q.sq.tail.Store(0)
+		q.rq.head = 0
+		q.rq.pub.Store(0)
+		q.rq.tail.Store(0)
+		if !q.closed.Load() {
+			doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBRecv), 0)
+			doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBSend), 0)
+		}
+		q.rqMu.Unlock()
+		q.sqMu.Unlock()
+	}
+	q.state.Store(uint32(st))
+}
+
+// PostSend validates every WR, then writes their WQEs, the send counter to
+// the doorbell record, and rings the doorbell once: a BlueFlame copy of a
+// lone small WQE, else an 8-byte store. It allocates nothing and makes no
+// syscall; on a validation error nothing is written.
+func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	if q.closed.Load() {
+		return 0, &wrError{verb: "PostSend", index: 0, err: unix.EBADF}
+	}
+	switch st := provider.QPState(q.state.Load()); st {
+	case provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR:
+		return 0, &wrError{verb: "PostSend", index: 0, err: invalid("the QP is in state %s; sends need RTS", st)}
+	}
+	sq := &q.sq
+	free := sq.cnt - (sq.head - sq.tail.Load())
+	need := uint32(0)
+	for i := range wrs {
+		p, err := planSend(&sq.shape, &wrs[i])
+		if err == nil && need+p.bbs > free {
+			err = fmt.Errorf("%w: the send queue is full (%d of %d WQEBBs in use)", errNoMemory, sq.cnt-free+need, sq.cnt)
+		}
+		if err != nil {
+			return i, &wrError{verb: "PostSend", index: i, op: wrs[i].Opcode.String(), err: err}
+		}
+		need += p.bbs
+	}
+	head := sq.head
+	var last, lastBBs uint32
+	for i := range wrs {
+		wr := &wrs[i]
+		p, _ := planSend(&sq.shape, wr)
+		signal := sq.sigAll || wr.Flags&provider.SendSignaled != 0
+		buildSend(sq.ring, head, q.qpn, wr, &p, signal)
+		idx := head & (sq.cnt - 1)
+		sq.wrid[idx] = wr.ID
+		sq.next[idx] = head + p.bbs
+		sq.op[idx], _ = reqOpcode(p.opcode)
+		last, lastBBs = head, p.bbs
+		head += p.bbs
+	}
+	sq.head = head
+	sq.pub.Store(head)
+
+	doorbell.ToDevice()
+	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBSend), head&0xffff)
+	off := int(last&(sq.cnt-1)) * wqeBB
+	q.bf.ringSend(sq, last, lastBBs, len(wrs) == 1, be.Uint64(sq.ring[off:]))
+	return len(wrs), nil
+}
+
+// PostRecv validates every WR, writes the receive WQEs and the receive
+// counter to the doorbell record. There is no MMIO write.
+func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	if q.srq != nil {
+		return 0, &wrError{verb: "PostRecv", index: 0, err: invalid("the QP receives through an SRQ; post to the SRQ")}
+	}
+	q.rqMu.Lock()
+	defer q.rqMu.Unlock()
+	if q.closed.Load() {
+		return 0, &wrError{verb: "PostRecv", index: 0, err: unix.EBADF}
+	}
+	if st := provider.QPState(q.state.Load()); st == provider.QPStateReset {
+		return 0, &wrError{verb: "PostRecv", index: 0, err: invalid("the QP is in state RESET")}
+	}
+	rq := &q.rq
+	used := rq.head - rq.tail.Load()
+	for i := range wrs {
+		err := checkRecv(&wrs[i], rq.maxSGE)
+		if err == nil && used+uint32(i) >= rq.cnt {
+			err = fmt.Errorf("%w: the receive queue is full (%d WQEs)", errNoMemory, rq.cnt)
+		}
+		if err != nil {
+			return i, &wrError{verb: "PostRecv", index: i, err: err}
+		}
+	}
+	head := rq.head
+	size := 1 << rq.shift
+	for i := range wrs {
+		idx := head & (rq.cnt - 1)
+		off := int(idx) << rq.shift
+		buildRecv(rq.ring[off:off+size:off+size], wrs[i].SGL)
+		rq.wrid[idx] = wrs[i].ID
+		head++
+	}
+	rq.head = head
+	rq.pub.Store(head)
+	doorbell.ToDevice()
+	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBRecv), head&0xffff)
+	return len(wrs), nil
+}
