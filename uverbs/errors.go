@@ -3,7 +3,6 @@ package uverbs
 import (
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/goverbs/goverbs/abi"
@@ -58,6 +57,8 @@ func opError(verb, dev string, tr abi.Transport, err error) error {
 	}
 	e := &OpError{Verb: verb, Device: dev, Transport: tr, Err: err}
 	switch {
+	case verb == "Open" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV)):
+		e.Advice = "the device is gone (removed, or its driver unloaded); list the devices again with Devices()"
 	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.EIO) && tr != abi.TransportNone:
 		e.Advice = "the device is gone (removed, or its driver unloaded); close the context and open the device again"
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
@@ -100,9 +101,4 @@ func sizeString(n uint64) string {
 // argError is a verb refused before any syscall because of bad input.
 func argError(verb, dev, format string, args ...any) error {
 	return &OpError{Verb: verb, Device: dev, Err: fmt.Errorf("%w: %s", unix.EINVAL, fmt.Sprintf(format, args...))}
-}
-
-// isGone reports whether err means the file or device went away.
-func isGone(err error) bool {
-	return errors.Is(err, os.ErrClosed) || errors.Is(err, unix.ENODEV)
 }

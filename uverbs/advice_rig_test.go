@@ -1,0 +1,133 @@
+package uverbs
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"golang.org/x/sys/unix"
+)
+
+// TestMemlockAdviceRig: with RLIMIT_MEMLOCK at 64 KiB and without
+// CAP_IPC_LOCK (which root has, and which lets ib_umem_get ignore the
+// limit: core/umem.c), registering 1 MiB fails with ENOMEM, and the error
+// says what the limit is and how to raise it.
+func TestMemlockAdviceRig(t *testing.T) {
+	rigtest.Require(t)
+	c, err := Open(rigDevice(t, "rxe0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pd.Close()
+	buf := newBuffer(t, 1<<20)
+
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &old); err != nil {
+		t.Fatal(err)
+	}
+	low := unix.Rlimit{Cur: 64 << 10, Max: old.Max}
+	if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old)
+
+	// Capabilities are per thread: drop CAP_IPC_LOCK from this thread's
+	// effective set, register from it, then take the capability back.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var caps [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &caps[0]); err != nil {
+		t.Fatal(err)
+	}
+	saved := caps
+	caps[0].Effective &^= 1 << unix.CAP_IPC_LOCK
+	if err := unix.Capset(&hdr, &caps[0]); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Capset(&hdr, &saved[0])
+
+	_, err = pd.RegMR(buf.Bytes(), AccessLocalWrite)
+	var e *OpError
+	switch {
+	case !errors.Is(err, unix.ENOMEM):
+		t.Fatalf("RegMR over RLIMIT_MEMLOCK: err = %v, want ENOMEM", err)
+	case !errors.As(err, &e) || !strings.Contains(e.Advice, "RLIMIT_MEMLOCK is 64 KiB") || !strings.Contains(e.Advice, "ulimit -l"):
+		t.Fatalf("no memlock advice in %q", err)
+	}
+	t.Logf("%v", err)
+}
+
+// TestDeviceGoneRig removes a device while a context is open. rxe has no
+// disassociate_ucontext, so the kernel deletes the char device at once but
+// waits for open contexts before finishing (core/uverbs_main.c
+// ib_uverbs_remove_one): a new Open fails with the device-gone advice, the
+// open context keeps working, and closing it lets the removal finish.
+func TestDeviceGoneRig(t *testing.T) {
+	rigtest.Require(t)
+	run := func(args ...string) {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("ip", "link", "add", "gone0", "type", "dummy")
+	defer exec.Command("ip", "link", "del", "gone0").Run()
+	run("ip", "link", "set", "gone0", "up")
+	run("rdma", "link", "add", "rxegone", "type", "rxe", "netdev", "gone0")
+	d := rigDevice(t, "rxegone")
+	c, err := Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removal := exec.Command("rdma", "link", "delete", "rxegone")
+	if err := removal.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- removal.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(d.CharDev); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists 10 s after rdma link delete", d.CharDev)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = Open(d)
+	var e *OpError
+	if err == nil || !errors.As(err, &e) || !strings.Contains(e.Advice, "device is gone") {
+		t.Fatalf("Open of a removed device: err = %v, want the device-gone advice", err)
+	}
+	t.Logf("%v", err)
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatalf("the open context stopped working while the removal waits: %v", err)
+	}
+	pd.Close()
+	select {
+	case err := <-done:
+		t.Fatalf("rdma link delete finished (%v) while a context was open", err)
+	default:
+	}
+	c.Close()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("rdma link delete: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("rdma link delete did not finish after the context closed")
+	}
+}
