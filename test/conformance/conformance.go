@@ -1,0 +1,445 @@
+// Package conformance is the provider-agnostic verbs suite: the same tests
+// run against every provider's fast path through package uverbs (rxe and
+// siw on the rig's real kernels, mlx5 on its device model). A provider's
+// package wires it up in a test:
+//
+//	func TestConformance(t *testing.T) {
+//		rigtest.Require(t)
+//		rigtest.Device(t, "rxe0")
+//		dev, _ := uverbs.DeviceByName("rxe0")
+//		conformance.Run(t, dev, conformance.Options{GIDIndex: 1, DoorbellsPerPostSend: 1})
+//	}
+//
+// Everything that differs between devices is in Options; the tests
+// themselves assume only the verbs semantics (IBTA and libibverbs' man
+// pages). The transport is loopback: two RC (or UD) QPs of one device
+// talking to each other, addressed with a GRH on RoCE.
+package conformance
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Options describe the device under test.
+type Options struct {
+	// Port is the port the QPs use (default 1).
+	Port uint8
+	// GIDIndex is the source GID index for addressing with a GRH: on RoCE
+	// the RoCEv2 GID of the netdev's IPv4 address (rxe0 in the rig: 1).
+	GIDIndex uint8
+	// GID, if set, is the port's GID at GIDIndex; otherwise the suite
+	// reads it from sysfs (a device model has no sysfs).
+	GID *[16]byte
+	// LIDRouted addresses without a GRH (InfiniBand within a subnet); the
+	// default is a GRH, which RoCE requires.
+	LIDRouted bool
+	// MTU is the path MTU (default 1024).
+	MTU uverbs.MTU
+	// DoorbellsPerPostSend is the number of syscalls one PostSend call
+	// makes, whatever the list's length: rxe 1 (its write() doorbell),
+	// mlx5 0 (an MMIO store).
+	DoorbellsPerPostSend int
+	// OpenOptions are passed to uverbs.OpenWith.
+	OpenOptions uverbs.OpenOptions
+	// Timeout bounds every wait for a completion (default 30 s: the rig
+	// runs under TCG, where rxe is slow).
+	Timeout time.Duration
+	// NothingLostWRs is the number of work requests the NothingLost test
+	// posts in all (default 20,000).
+	NothingLostWRs int
+	// Skip names tests not to run, with the reason as value.
+	Skip map[string]string
+}
+
+func (o *Options) defaults() {
+	if o.Port == 0 {
+		o.Port = 1
+	}
+	if o.MTU == 0 {
+		o.MTU = uverbs.MTU1024
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.NothingLostWRs == 0 {
+		o.NothingLostWRs = 20000
+	}
+}
+
+// tests is the suite, in the order it runs.
+var tests = []struct {
+	name string
+	f    func(t *testing.T, e *env)
+}{
+	{"SendRecv", testSendRecv},
+	{"SendWithImm", testSendWithImm},
+	{"RDMAWrite", testRDMAWrite},
+	{"RDMAWriteWithImm", testWriteWithImm},
+	{"RDMARead", testRDMARead},
+	{"AtomicCmpAndSwp", testAtomicCmpSwp},
+	{"AtomicFetchAndAdd", testAtomicFetchAdd},
+	{"Inline", testInline},
+	{"MultiSGE", testMultiSGE},
+	{"Unsignaled", testUnsignaled},
+	{"SignalAll", testSignalAll},
+	{"Fence", testFence},
+	{"OneDoorbell", testOneDoorbell},
+	{"SRQ", testSRQ},
+	{"UD", testUD},
+	{"UC", testUC},
+	{"RemoteAccessError", testRemoteAccessError},
+	{"RNRRetryExceeded", testRNR},
+	{"FlushOnError", testFlush},
+	{"RefusedListLeavesQueue", testRefusedList},
+	{"Events", testEvents},
+	{"SolicitedEvents", testSolicited},
+	{"CQWait", testCQWait},
+	{"FastPathAllocs", testAllocs},
+	{"NothingLost", testNothingLost},
+}
+
+// Run runs the suite on dev.
+func Run(t *testing.T, dev uverbs.Device, o Options) {
+	o.defaults()
+	t.Logf("conformance on %s (%v), GOMAXPROCS=%d GODEBUG=%q", dev.Name, dev.Driver, runtime.GOMAXPROCS(0), os.Getenv("GODEBUG"))
+	e := newEnv(t, dev, o)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if why, ok := o.Skip[tc.name]; ok {
+				t.Skipf("skipped by the provider's options: %s", why)
+			}
+			tc.f(t, e)
+		})
+	}
+}
+
+// env is what every test shares: one context and PD on the device.
+type env struct {
+	o   Options
+	dev uverbs.Device
+	ctx *uverbs.Context
+	pd  *uverbs.PD
+	gid [16]byte
+}
+
+func newEnv(t *testing.T, dev uverbs.Device, o Options) *env {
+	t.Helper()
+	ctx, err := uverbs.OpenWith(dev, o.OpenOptions)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dev.Name, err)
+	}
+	t.Cleanup(func() { ctx.Close() })
+	pd, err := ctx.AllocPD()
+	if err != nil {
+		t.Fatalf("AllocPD: %v", err)
+	}
+	t.Cleanup(func() { pd.Close() })
+	e := &env{o: o, dev: dev, ctx: ctx, pd: pd}
+	switch {
+	case o.LIDRouted:
+	case o.GID != nil:
+		e.gid = *o.GID
+	default:
+		e.gid, err = sysfsGID(dev.Name, o.Port, o.GIDIndex)
+		if err != nil {
+			t.Fatalf("GID %d of %s port %d: %v", o.GIDIndex, dev.Name, o.Port, err)
+		}
+	}
+	return e
+}
+
+// sysfsGID reads /sys/class/infiniband/<dev>/ports/<port>/gids/<index>.
+func sysfsGID(dev string, port, index uint8) ([16]byte, error) {
+	var g [16]byte
+	b, err := os.ReadFile(fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/gids/%d", dev, port, index))
+	if err != nil {
+		return g, err
+	}
+	s := strings.ReplaceAll(strings.TrimSpace(string(b)), ":", "")
+	if len(s) != 32 {
+		return g, fmt.Errorf("GID %q", b)
+	}
+	for i := range g {
+		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
+		if err != nil {
+			return g, fmt.Errorf("GID %q: %v", b, err)
+		}
+		g[i] = byte(v)
+	}
+	if g == ([16]byte{}) {
+		return g, fmt.Errorf("GID slot is empty")
+	}
+	return g, nil
+}
+
+// buffer is registered memory off the Go heap.
+type buffer struct {
+	r  *mmap.Region
+	mr *uverbs.MR
+}
+
+const allAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
+
+func (e *env) buffer(t *testing.T, size int) *buffer {
+	t.Helper()
+	r, err := mmap.Anonymous(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mr, err := e.pd.RegMR(r.Bytes(), allAccess)
+	if err != nil {
+		r.Close()
+		t.Fatalf("RegMR: %v", err)
+	}
+	t.Cleanup(func() {
+		mr.Close()
+		r.Close()
+	})
+	return &buffer{r: r, mr: mr}
+}
+
+func (b *buffer) bytes() []byte       { return b.r.Bytes() }
+func (b *buffer) addr(off int) uint64 { return uint64(b.r.Addr()) + uint64(off) }
+func (b *buffer) sge(off, n int) uverbs.SGE {
+	return uverbs.SGE{Addr: b.addr(off), Length: uint32(n), LKey: b.mr.LKey()}
+}
+
+// end is one QP with its CQ (sends and receives) and a registered buffer.
+type end struct {
+	qp  *uverbs.QP
+	cq  *uverbs.CQ
+	buf *buffer
+}
+
+// qpConfig is how a test wants its QPs.
+type qpConfig struct {
+	typ         uverbs.QPType
+	cap         uverbs.QPCap
+	signalAll   bool
+	cqe         int
+	channel     *uverbs.CompChannel
+	srq         *uverbs.SRQ
+	rnrRetry    uint8 // default 7 (infinite)
+	minRNRTimer uint8 // default 1 (0.01 ms)
+	noRetryRNR  bool  // use rnrRetry 0
+	access      uverbs.Access
+}
+
+func (c *qpConfig) defaults() {
+	if c.typ == 0 {
+		c.typ = uverbs.QPTypeRC
+	}
+	if c.cap == (uverbs.QPCap{}) {
+		c.cap = uverbs.QPCap{MaxSendWR: 32, MaxRecvWR: 32, MaxSendSGE: 1, MaxRecvSGE: 1}
+	}
+	if c.srq != nil {
+		c.cap.MaxRecvWR, c.cap.MaxRecvSGE = 0, 0
+	}
+	if c.cqe == 0 {
+		c.cqe = int(2*(c.cap.MaxSendWR+c.cap.MaxRecvWR)) + 16
+	}
+	if c.rnrRetry == 0 && !c.noRetryRNR {
+		c.rnrRetry = 7
+	}
+	if c.minRNRTimer == 0 {
+		c.minRNRTimer = 1
+	}
+	if c.access == 0 {
+		c.access = allAccess &^ uverbs.AccessLocalWrite
+		if c.typ == uverbs.QPTypeUC {
+			c.access = uverbs.AccessRemoteWrite
+		}
+	}
+}
+
+// newEnd creates a QP (in RESET) with its own CQ and a 64 KiB buffer.
+func (e *env) newEnd(t *testing.T, c qpConfig) *end {
+	t.Helper()
+	c.defaults()
+	cq, err := e.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel})
+	if err != nil {
+		t.Fatalf("CreateCQ: %v", err)
+	}
+	t.Cleanup(func() { cq.Close() })
+	qp, err := e.pd.CreateQP(uverbs.QPInit{Type: c.typ, SendCQ: cq, RecvCQ: cq, SRQ: c.srq, Cap: c.cap, SignalAll: c.signalAll})
+	if err != nil {
+		t.Fatalf("CreateQP(%v, %+v): %v", c.typ, c.cap, err)
+	}
+	t.Cleanup(func() { qp.Close() })
+	return &end{qp: qp, cq: cq, buf: e.buffer(t, 64<<10)}
+}
+
+// pair creates two connected QPs of one device (RC or UC).
+func (e *env) pair(t *testing.T, c qpConfig) (a, b *end) {
+	t.Helper()
+	a, b = e.newEnd(t, c), e.newEnd(t, c)
+	e.connect(t, a.qp, b.qp.QPN(), c)
+	e.connect(t, b.qp, a.qp.QPN(), c)
+	return a, b
+}
+
+// av is the address of this device's own port: loopback.
+func (e *env) av() uverbs.AHAttr {
+	a := uverbs.AHAttr{PortNum: e.o.Port}
+	if !e.o.LIDRouted {
+		a.GRH = &uverbs.GlobalRoute{DGID: e.gid, SGIDIndex: e.o.GIDIndex, HopLimit: 64}
+	}
+	return a
+}
+
+const startPSN = 0x100
+
+// connect takes an RC or UC QP through INIT, RTR and RTS to remote QPN.
+func (e *env) connect(t *testing.T, qp *uverbs.QP, remote uint32, c qpConfig) {
+	t.Helper()
+	c.defaults()
+	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: e.o.Port, AccessFlags: c.access},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
+	rtr := &uverbs.QPAttr{State: uverbs.QPStateRTR, AH: e.av(), PathMTU: e.o.MTU, DestQPN: remote, RQPSN: startPSN}
+	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
+	if c.typ == uverbs.QPTypeRC {
+		rtr.MaxDestRDAtomic, rtr.MinRNRTimer = 4, c.minRNRTimer
+		mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
+	}
+	modify(t, qp, rtr, mask)
+	rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: startPSN}
+	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
+	if c.typ == uverbs.QPTypeRC {
+		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRDAtomic = 14, 7, c.rnrRetry, 4
+		mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic
+	}
+	modify(t, qp, rts, mask)
+}
+
+// connectUD takes a UD QP to RTS.
+func (e *env) connectUD(t *testing.T, qp *uverbs.QP, qkey uint32) {
+	t.Helper()
+	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: e.o.Port, QKey: qkey},
+		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
+	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState)
+	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: startPSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+}
+
+func modify(t *testing.T, qp *uverbs.QP, a *uverbs.QPAttr, mask uverbs.QPAttrMask) {
+	t.Helper()
+	if err := qp.Modify(a, mask); err != nil {
+		t.Fatalf("Modify QP %d to %v: %v", qp.QPN(), a.State, err)
+	}
+}
+
+func toError(t *testing.T, qp *uverbs.QP) {
+	t.Helper()
+	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState)
+}
+
+// post posts wrs and fails the test on an error.
+func post(t *testing.T, qp *uverbs.QP, wrs ...uverbs.SendWR) {
+	t.Helper()
+	if n, err := qp.PostSend(wrs); err != nil || n != len(wrs) {
+		t.Fatalf("PostSend of %d: %d, %v", len(wrs), n, err)
+	}
+}
+
+func postRecv(t *testing.T, qp *uverbs.QP, wrs ...uverbs.RecvWR) {
+	t.Helper()
+	if n, err := qp.PostRecv(wrs); err != nil || n != len(wrs) {
+		t.Fatalf("PostRecv of %d: %d, %v", len(wrs), n, err)
+	}
+}
+
+// wait polls cq until n completions came, or fails at the timeout.
+func (e *env) wait(t *testing.T, cq *uverbs.CQ, n int) []uverbs.WorkCompletion {
+	t.Helper()
+	got := make([]uverbs.WorkCompletion, 0, n)
+	wc := make([]uverbs.WorkCompletion, 16)
+	deadline := time.Now().Add(e.o.Timeout)
+	for len(got) < n {
+		k, err := cq.Poll(wc[:min(len(wc), n-len(got))])
+		if err != nil {
+			t.Fatalf("Poll: %v", err)
+		}
+		got = append(got, wc[:k]...)
+		if k == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d completions after %v: %s", len(got), n, e.o.Timeout, fmtWCs(got))
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return got
+}
+
+// quiet checks that cq stays empty for d.
+func quiet(t *testing.T, cq *uverbs.CQ, d time.Duration) {
+	t.Helper()
+	wc := make([]uverbs.WorkCompletion, 4)
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if n, _ := cq.Poll(wc); n > 0 {
+			t.Fatalf("unexpected completions: %s", fmtWCs(wc[:n]))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func fmtWC(w uverbs.WorkCompletion) string {
+	s := fmt.Sprintf("{id %#x %v %v len %d qp %d", w.ID, w.Opcode, w.Status, w.ByteLen, w.QPNum)
+	if w.Flags&uverbs.WCWithImm != 0 {
+		s += fmt.Sprintf(" imm %#x", w.Imm)
+	}
+	if w.VendorErr != 0 {
+		s += fmt.Sprintf(" vendor_err %#x", w.VendorErr)
+	}
+	return s + "}"
+}
+
+func fmtWCs(ws []uverbs.WorkCompletion) string {
+	var b strings.Builder
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		b.WriteString(fmtWC(w))
+	}
+	return "[" + b.String() + "]"
+}
+
+// expect checks one completion's id, status and opcode.
+func expect(t *testing.T, w uverbs.WorkCompletion, id uint64, st uverbs.WCStatus, op uverbs.WCOpcode) {
+	t.Helper()
+	if w.ID != id || w.Status != st || (st == uverbs.WCSuccess && w.Opcode != op) {
+		t.Errorf("completion %s, want id %#x %v %v", fmtWC(w), id, op, st)
+	}
+}
+
+// byID indexes completions by work request id.
+func byID(t *testing.T, ws []uverbs.WorkCompletion) map[uint64]uverbs.WorkCompletion {
+	t.Helper()
+	m := map[uint64]uverbs.WorkCompletion{}
+	for _, w := range ws {
+		if _, dup := m[w.ID]; dup {
+			t.Errorf("two completions for id %#x: %s", w.ID, fmtWCs(ws))
+		}
+		m[w.ID] = w
+	}
+	return m
+}
+
+// fill writes a recognisable pattern.
+func fill(b []byte, seed byte) {
+	for i := range b {
+		b[i] = seed + byte(i*7)
+	}
+}
+
+var _ = slices.Equal[[]byte]
