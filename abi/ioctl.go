@@ -267,3 +267,18 @@ func (f *File) Ioctl(b *Ioctl) error {
 
 // IsNoIoctl reports whether err means "use the write() form instead".
 func IsNoIoctl(err error) bool { return errors.Is(err, ErrNoIoctl) }
+
+// Sizes is how many bytes the call hands the kernel (header, attributes and
+// inputs) and how many it lets the kernel write (outputs).
+func (b *Ioctl) Sizes() (in, out int) {
+	in = ioctlHdrSize + len(b.attrs)*ioctlAttrSize
+	for _, a := range b.attrs {
+		switch a.kind {
+		case attrIn:
+			in += int(a.len)
+		case attrOut:
+			out += int(a.len)
+		}
+	}
+	return in, out
+}

@@ -15,7 +15,9 @@ type AH struct {
 }
 
 // CreateAH creates an address handle (CREATE_AH: one syscall).
-func (pd *PD) CreateAH(a AHAttr) (*AH, error) {
+func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
+	sp := pd.ctx.begin("CreateAH")
+	defer func() { sp.end(err) }()
 	c := pd.ctx
 	dev := c.dev.Name
 	if a.PortNum == 0 {
@@ -68,7 +70,10 @@ func (ah *AH) destroyKernel() error {
 
 // Close destroys the AH. Idempotent.
 func (ah *AH) Close() error {
-	return ah.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return ah.close(func() (err error) {
+		sp := ah.pd.ctx.begin("DestroyAH")
+		defer func() { sp.end(err) }()
 		if err := ah.destroyKernel(); err != nil {
 			return err
 		}

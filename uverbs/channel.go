@@ -35,7 +35,9 @@ type CompChannel struct {
 
 // CreateCompChannel creates a completion channel (CREATE_COMP_CHANNEL, a
 // write-only command: one syscall).
-func (c *Context) CreateCompChannel() (*CompChannel, error) {
+func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
+	sp := c.begin("CreateCompChannel")
+	defer func() { sp.end(err) }()
 	var req abi.IbUverbsCreateCompChannel
 	var resp abi.IbUverbsCreateCompChannelResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -115,5 +117,10 @@ func (ch *CompChannel) dispatch() {
 // Close closes the channel. It is idempotent; close the CQs bound to it
 // first (the kernel keeps the channel alive while they exist).
 func (ch *CompChannel) Close() error {
-	return ch.close(func() error { return ch.file.Close() })
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return ch.close(func() (err error) {
+		sp := ch.ctx.begin("DestroyCompChannel")
+		defer func() { sp.end(err) }()
+		return ch.file.Close()
+	})
 }

@@ -20,6 +20,8 @@ type OpenOptions struct {
 	// the default is rdma-core's rule: ioctl first, write() where the
 	// kernel has no ioctl method.
 	Transport abi.Policy
+	// Recorder, if set, records the cost of every verb from Open on.
+	Recorder *Recorder
 }
 
 // Context is an open device: the uverbs command file, the kernel's user
@@ -41,6 +43,7 @@ type Context struct {
 	srqs       sync.Map // user_handle → *SRQ, for async events
 	events     asyncEvents
 	closed     atomic.Bool
+	rec        atomic.Pointer[Recorder]
 }
 
 // Open opens d: GET_CONTEXT with its provider's driver data, then the
@@ -48,7 +51,7 @@ type Context struct {
 func Open(d Device) (*Context, error) { return OpenWith(d, OpenOptions{}) }
 
 // OpenWith is Open with options.
-func OpenWith(d Device, o OpenOptions) (*Context, error) {
+func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	if d.CharDev == "" {
 		return nil, &OpError{Verb: "Open", Device: d.Name, Err: fmt.Errorf("%w: device has no uverbs character device", ErrNoDevice)}
 	}
@@ -58,6 +61,9 @@ func OpenWith(d Device, o OpenOptions) (*Context, error) {
 	}
 	f.SetPolicy(o.Transport)
 	c := &Context{dev: d, file: f}
+	c.rec.Store(o.Recorder)
+	sp := c.begin("Open")
+	defer func() { sp.end(err) }()
 	drv := driverFor(d.Driver)
 	prov, err := drv.NewContext(kernelOps{c})
 	if err != nil {
@@ -107,7 +113,16 @@ func (c *Context) invoke(verb string, cmd *abi.Command) error {
 	}
 	tr, err := c.file.Invoke(cmd)
 	c.noteTransport(verb, tr)
+	c.noteCommand(verb, tr, len(cmd.In)+len(cmd.DriverIn), len(cmd.Out)+len(cmd.DriverOut))
 	return opError(verb, c.dev.Name, tr, err)
+}
+
+// fallback runs the write form of a verb whose ioctl method the kernel
+// lacks (called from the write function given to ioctl).
+func (c *Context) fallback(verb string, cmd *abi.Command) error {
+	tr, err := c.file.Invoke(cmd)
+	c.noteCommand(verb, tr, len(cmd.In)+len(cmd.DriverIn), len(cmd.Out)+len(cmd.DriverOut))
+	return err
 }
 
 // ioctl runs b; if the kernel has no such ioctl method and write != nil,
@@ -123,6 +138,8 @@ func (c *Context) ioctl(verb string, b *abi.Ioctl, write func() error) (abi.Tran
 		return abi.TransportWrite, opError(verb, c.dev.Name, abi.TransportWrite, write())
 	}
 	c.noteTransport(verb, abi.TransportIoctl)
+	in, out := b.Sizes()
+	c.noteCommand(verb, abi.TransportIoctl, in, out)
 	return abi.TransportIoctl, opError(verb, c.dev.Name, abi.TransportIoctl, err)
 }
 
@@ -140,7 +157,7 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 		var req abi.IbUverbsGetContext
 		var resp abi.IbUverbsGetContextResp
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_GET_CONTEXT, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: driverIn, DriverOut: driverOut}
-		if _, err := c.file.Invoke(&cmd); err != nil {
+		if err := c.fallback("Open", &cmd); err != nil {
 			return err
 		}
 		c.numCompVectors = int(resp.NumCompVectors)
@@ -175,10 +192,12 @@ func asyncFile(fd int) *os.File {
 
 // Close releases the context: the kernel destroys every object still open
 // in it. Close is idempotent.
-func (c *Context) Close() error {
+func (c *Context) Close() (err error) {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	sp := c.begin("CloseContext")
+	defer func() { sp.end(err) }()
 	var first error
 	if c.async != nil {
 		first = c.async.Close()

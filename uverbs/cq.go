@@ -35,7 +35,9 @@ type CQ struct {
 
 // CreateCQ creates a completion queue for at least cqe completions (the
 // ioctl CQ_CREATE method, or the CREATE_CQ write command: one syscall).
-func (c *Context) CreateCQ(cqe int, o CQOptions) (*CQ, error) {
+func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
+	sp := c.begin("CreateCQ")
+	defer func() { sp.end(err) }()
 	dev := c.dev.Name
 	if cqe <= 0 {
 		return nil, argError("CreateCQ", dev, "cqe %d", cqe)
@@ -72,7 +74,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (*CQ, error) {
 		req := abi.IbUverbsCreateCq{UserHandle: tag, Cqe: uint32(cqe), CompVector: uint32(o.Vector), CompChannel: int32(channel)}
 		var resp abi.IbUverbsCreateCqResp
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
-		if _, err := c.file.Invoke(&cmd); err != nil {
+		if err := c.fallback("CreateCQ", &cmd); err != nil {
 			return err
 		}
 		handle, got = resp.CqHandle, resp.Cqe
@@ -107,12 +109,22 @@ func (cq *CQ) Channel() *CompChannel { return cq.channel }
 
 // Poll fills wc with up to len(wc) completions and returns how many. It
 // makes no syscall and allocates nothing.
-func (cq *CQ) Poll(wc []WorkCompletion) (int, error) { return cq.prov.Poll(wc) }
+func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq.ctx.rec.Load() == nil {
+		return cq.prov.Poll(wc)
+	}
+	sp := cq.ctx.begin("PollCQ")
+	n, err := cq.prov.Poll(wc)
+	sp.end(err)
+	return n, err
+}
 
 // ReqNotify arms the CQ: the next completion (the next solicited one, if
 // solicitedOnly) produces one event on its channel. Poll again after
 // arming: a completion that arrived before it produces no event.
-func (cq *CQ) ReqNotify(solicitedOnly bool) error {
+func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
+	sp := cq.ctx.begin("ReqNotifyCQ")
+	defer func() { sp.end(err) }()
 	if err := cq.prov.Arm(solicitedOnly); err != nil {
 		return opError("ReqNotifyCQ", cq.ctx.dev.Name, abi.TransportNone, err)
 	}
@@ -157,7 +169,9 @@ func (cq *CQ) Events() uint32 { return cq.events.Load() }
 
 // Resize changes the CQ to hold at least cqe completions (RESIZE_CQ: one
 // syscall). Providers that cannot resize return ErrNotSupported.
-func (cq *CQ) Resize(cqe int) error {
+func (cq *CQ) Resize(cqe int) (err error) {
+	sp := cq.ctx.begin("ResizeCQ")
+	defer func() { sp.end(err) }()
 	dev := cq.ctx.dev.Name
 	if cqe <= 0 {
 		return argError("ResizeCQ", dev, "cqe %d", cqe)
@@ -192,7 +206,10 @@ func (cq *CQ) destroyKernel() error {
 // Close destroys the CQ (EBUSY while a QP uses it) and releases its
 // memory. Idempotent.
 func (cq *CQ) Close() error {
-	return cq.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return cq.close(func() (err error) {
+		sp := cq.ctx.begin("DestroyCQ")
+		defer func() { sp.end(err) }()
 		if err := cq.destroyKernel(); err != nil {
 			return err
 		}

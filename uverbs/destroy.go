@@ -45,7 +45,7 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 		b.PtrOut(respAttr, resp)
 	}
 	_, err := c.ioctl(verb, b, func() error {
-		_, err := c.file.Invoke(write)
+		err := c.fallback(verb, write)
 		copy(resp, write.Out)
 		return err
 	})

@@ -94,7 +94,9 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 
 // RegMRAddr registers length bytes at user address addr, seen by the
 // device at I/O virtual address iova (REG_MR: one syscall).
-func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (*MR, error) {
+func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ *MR, err error) {
+	sp := pd.ctx.begin("RegMR")
+	defer func() { sp.end(err) }()
 	dev := pd.ctx.dev.Name
 	switch {
 	case length <= 0:
@@ -145,7 +147,9 @@ const (
 
 // Rereg re-registers the region (REREG_MR: one syscall): a new address
 // range, PD or access rights, as flags say; the keys may change.
-func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) error {
+func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
+	sp := mr.pd.ctx.begin("ReregMR")
+	defer func() { sp.end(err) }()
 	ctx := mr.pd.ctx
 	if flags == 0 || flags&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
 		return argError("ReregMR", ctx.dev.Name, "flags %#x", uint32(flags))
@@ -181,7 +185,10 @@ func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 
 // Close deregisters the region (DEREG_MR). Idempotent.
 func (mr *MR) Close() error {
-	return mr.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return mr.close(func() (err error) {
+		sp := mr.pd.ctx.begin("DeregMR")
+		defer func() { sp.end(err) }()
 		req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
 		return mr.pd.ctx.destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})

@@ -24,7 +24,9 @@ type MW struct {
 }
 
 // AllocMW allocates a memory window (ALLOC_MW: one syscall).
-func (pd *PD) AllocMW(t MWType) (*MW, error) {
+func (pd *PD) AllocMW(t MWType) (_ *MW, err error) {
+	sp := pd.ctx.begin("AllocMW")
+	defer func() { sp.end(err) }()
 	if t != MWType1 && t != MWType2 {
 		return nil, argError("AllocMW", pd.ctx.dev.Name, "window type %d", t)
 	}
@@ -49,7 +51,10 @@ func (mw *MW) Handle() uint32 { return mw.handle }
 
 // Close deallocates the window (DEALLOC_MW). Idempotent.
 func (mw *MW) Close() error {
-	return mw.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return mw.close(func() (err error) {
+		sp := mw.pd.ctx.begin("DeallocMW")
+		defer func() { sp.end(err) }()
 		req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
 		return mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})

@@ -32,7 +32,9 @@ type QP struct {
 // CreateQP creates a queue pair (the ioctl QP_CREATE method, or the
 // CREATE_QP write command: one syscall). init.Cap is updated to what the
 // kernel allocated and is readable with Cap.
-func (pd *PD) CreateQP(init QPInit) (*QP, error) {
+func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
+	sp := pd.ctx.begin("CreateQP")
+	defer func() { sp.end(err) }()
 	c := pd.ctx
 	dev := c.dev.Name
 	switch {
@@ -90,7 +92,7 @@ func (pd *PD) CreateQP(init QPInit) (*QP, error) {
 		}
 		var resp abi.IbUverbsCreateQpResp
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
-		if _, err := c.file.Invoke(&cmd); err != nil {
+		if err := c.fallback("CreateQP", &cmd); err != nil {
 			return err
 		}
 		handle = resp.QpHandle
@@ -138,7 +140,9 @@ func (qp *QP) PD() *PD { return qp.pd }
 
 // Modify changes the attributes named by mask (MODIFY_QP, or its extended
 // form when mask has QPAttrRateLimit: one syscall).
-func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
+	sp := qp.pd.ctx.begin("ModifyQP")
+	defer func() { sp.end(err) }()
 	c := qp.pd.ctx
 	if mask == 0 || mask&^(qpAttrLegacy|QPAttrRateLimit) != 0 {
 		return argError("ModifyQP", c.dev.Name, "attribute mask %#x", uint32(mask))
@@ -166,7 +170,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 
 // Query reads the attributes named by mask, and the QP's creation
 // parameters, from the kernel (QUERY_QP: one syscall).
-func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInit, error) {
+func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
+	sp := qp.pd.ctx.begin("QueryQP")
+	defer func() { sp.end(err) }()
 	c := qp.pd.ctx
 	req := abi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var resp abi.IbUverbsQueryQpResp
@@ -184,10 +190,28 @@ func (qp *QP) Query(mask QPAttrMask) (QPAttr, QPInit, error) {
 
 // PostSend posts send work requests; see provider.QP for the contract:
 // every request is validated before any is posted.
-func (qp *QP) PostSend(wrs []SendWR) (int, error) { return qp.prov.PostSend(wrs) }
+func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	c := qp.pd.ctx
+	if c.rec.Load() == nil {
+		return qp.prov.PostSend(wrs)
+	}
+	sp := c.begin("PostSend")
+	n, err := qp.prov.PostSend(wrs)
+	sp.end(err)
+	return n, err
+}
 
 // PostRecv posts receive work requests.
-func (qp *QP) PostRecv(wrs []RecvWR) (int, error) { return qp.prov.PostRecv(wrs) }
+func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	c := qp.pd.ctx
+	if c.rec.Load() == nil {
+		return qp.prov.PostRecv(wrs)
+	}
+	sp := c.begin("PostRecv")
+	n, err := qp.prov.PostRecv(wrs)
+	sp.end(err)
+	return n, err
+}
 
 func (qp *QP) destroyKernel() error {
 	req := abi.IbUverbsDestroyQp{QpHandle: qp.handle}
@@ -199,7 +223,10 @@ func (qp *QP) destroyKernel() error {
 
 // Close destroys the QP and releases its memory. Idempotent.
 func (qp *QP) Close() error {
-	return qp.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return qp.close(func() (err error) {
+		sp := qp.pd.ctx.begin("DestroyQP")
+		defer func() { sp.end(err) }()
 		if err := qp.destroyKernel(); err != nil {
 			return err
 		}

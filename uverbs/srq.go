@@ -27,7 +27,9 @@ type SRQ struct {
 }
 
 // CreateSRQ creates a shared receive queue (CREATE_SRQ: one syscall).
-func (pd *PD) CreateSRQ(init SRQInit) (*SRQ, error) {
+func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
+	sp := pd.ctx.begin("CreateSRQ")
+	defer func() { sp.end(err) }()
 	c := pd.ctx
 	dev := c.dev.Name
 	if init.MaxWR == 0 || init.MaxSGE == 0 {
@@ -70,7 +72,16 @@ func (srq *SRQ) MaxWR() uint32 { return srq.maxWR }
 func (srq *SRQ) MaxSGE() uint32 { return srq.maxSGE }
 
 // PostRecv posts receive work requests to the SRQ (no syscall).
-func (srq *SRQ) PostRecv(wrs []RecvWR) (int, error) { return srq.prov.PostRecv(wrs) }
+func (srq *SRQ) PostRecv(wrs []RecvWR) (int, error) {
+	c := srq.pd.ctx
+	if c.rec.Load() == nil {
+		return srq.prov.PostRecv(wrs)
+	}
+	sp := c.begin("PostSRQRecv")
+	n, err := srq.prov.PostRecv(wrs)
+	sp.end(err)
+	return n, err
+}
 
 // SRQAttrMask says what ModifySRQ changes.
 type SRQAttrMask uint32
@@ -82,7 +93,9 @@ const (
 )
 
 // Modify resizes the SRQ or arms its limit event (MODIFY_SRQ: one syscall).
-func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) error {
+func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
+	sp := srq.pd.ctx.begin("ModifySRQ")
+	defer func() { sp.end(err) }()
 	c := srq.pd.ctx
 	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return argError("ModifySRQ", c.dev.Name, "attribute mask %#x", uint32(mask))
@@ -95,6 +108,8 @@ func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) error {
 
 // Query returns the SRQ's max_wr, max_sge and limit (QUERY_SRQ: one syscall).
 func (srq *SRQ) Query() (maxWR, maxSGE, limit uint32, err error) {
+	sp := srq.pd.ctx.begin("QuerySRQ")
+	defer func() { sp.end(err) }()
 	req := abi.IbUverbsQuerySrq{SrqHandle: srq.handle}
 	var resp abi.IbUverbsQuerySrqResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -114,7 +129,10 @@ func (srq *SRQ) destroyKernel() error {
 
 // Close destroys the SRQ (EBUSY while a QP uses it). Idempotent.
 func (srq *SRQ) Close() error {
-	return srq.close(func() error {
+	// The span starts inside close: a Close after success is a no-op, not a call.
+	return srq.close(func() (err error) {
+		sp := srq.pd.ctx.begin("DestroySRQ")
+		defer func() { sp.end(err) }()
 		if err := srq.destroyKernel(); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/abi"
@@ -65,12 +66,14 @@ func TestSlowPathRig(t *testing.T) {
 		for _, pol := range policies {
 			t.Run(name+"/"+pol.name, func(t *testing.T) {
 				d := rigDevice(t, name)
-				c, err := OpenWith(d, OpenOptions{Transport: pol.p})
+				rec := NewRecorder()
+				c, err := OpenWith(d, OpenOptions{Transport: pol.p, Recorder: rec})
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer c.Close()
 				slowPath(t, c, name == "siw0")
+				checkRecorded(t, rec, pol.p)
 				for verb, tr := range c.Transports() {
 					want := abi.TransportIoctl
 					if pol.p == abi.PolicyWrite {
@@ -224,6 +227,50 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	if err := pd.Close(); err != nil {
 		t.Errorf("second PD Close: %v", err)
 	}
+}
+
+// checkRecorded compares the recorder with what the chokepoint counted:
+// one command per call for every verb that succeeded, by the policy's
+// transport.
+func checkRecorded(t *testing.T, rec *Recorder, p abi.Policy) {
+	t.Helper()
+	snap := rec.Snapshot()
+	seen := map[string]bool{}
+	for _, v := range snap {
+		seen[v.Verb] = true
+		if v.Calls == 0 || v.Latency.Count != v.Calls {
+			t.Errorf("%s: %d calls, %d latencies", v.Verb, v.Calls, v.Latency.Count)
+		}
+		switch v.Verb {
+		case "Open": // GET_CONTEXT, then ASYNC_EVENT_ALLOC after an ioctl GET_CONTEXT
+			want := uint64(2)
+			if p == abi.PolicyWrite {
+				want = 1
+			}
+			if v.Syscalls != want {
+				t.Errorf("Open: %d syscalls, want %d", v.Syscalls, want)
+			}
+			continue
+		case "DestroyCompChannel":
+			// close(2) of the event fd happens in package os, not at the
+			// command file's chokepoint (test/strace counts it).
+			continue
+		}
+		if v.Errors == 0 && v.Syscalls-v.Mappings != v.Calls {
+			t.Errorf("%s: %d calls made %d command syscalls", v.Verb, v.Calls, v.Syscalls-v.Mappings)
+		}
+		if v.Errors == 0 && v.BytesIn == 0 {
+			t.Errorf("%s: no command bytes recorded", v.Verb)
+		}
+	}
+	for _, verb := range []string{"Open", "AllocPD", "RegMR", "CreateCQ", "CreateQP", "ModifyQP", "QueryQP", "DestroyQP", "DestroyCQ", "DeregMR", "DeallocPD", "CreateSRQ", "DestroySRQ"} {
+		if !seen[verb] {
+			t.Errorf("recorder has no %s", verb)
+		}
+	}
+	var b strings.Builder
+	rec.WriteTo(&b)
+	t.Logf("recorded:\n%s", b.String())
 }
 
 // readGID reads a GID from sysfs ("fe80:0000:…"), independent of the
