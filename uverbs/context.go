@@ -185,9 +185,14 @@ func (c *Context) allocAsyncFD() error {
 
 // asyncFile puts an event fd on Go's runtime poller: non-blocking, so a
 // goroutine waiting on it parks without holding an OS thread.
+//
+// The kernel creates event fds with no file status flags, so one F_SETFL
+// sets O_NONBLOCK (SetNonblock would read the flags first). os.NewFile then
+// reads them back (F_GETFL) and registers the fd with epoll: three syscalls
+// in all, what an rdma-core program pays to put the same fd in its epoll set.
 func asyncFile(fd int) *os.File {
-	unix.SetNonblock(fd, true)
-	return os.NewFile(uintptr(fd), "uverbs-async")
+	unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_NONBLOCK)
+	return os.NewFile(uintptr(fd), "uverbs-event")
 }
 
 // Close releases the context: the kernel destroys every object still open

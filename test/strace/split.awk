@@ -3,13 +3,15 @@
 # by verb. mmap is split into mmap(dev) (MAP_SHARED: a queue or doorbell page)
 # and mmap(anon) (memory for the library's own use). Go runtime housekeeping
 # (signals, futexes, thread creation, yields) is not the verb's work and is
-# summed as runtime×n.
+# summed as runtime×n. Only the thread that wrote the marker is counted:
+# the Go runtime's other threads (sysmon and idle Ps, which under TCG make
+# clock_gettime syscalls the vDSO would otherwise serve) are not the verb's.
 /write\(-1, "/ {
   if (verb != "") flush()
   match($0, /write\(-1, "[^"]*"/); verb = substr($0, RSTART + 11, RLENGTH - 12)
-  delete c; next
+  tid = $1; delete c; next
 }
-verb == "" || /resumed>/ || /^[0-9]+ +(\+\+\+|---)/ { next }
+verb == "" || $1 != tid || /resumed>/ || /^[0-9]+ +(\+\+\+|---)/ { next }
 {
   name = $2; sub(/\(.*/, "", name)
   if (name == "mmap") name = ($0 ~ /MAP_SHARED/) ? "mmap(dev)" : "mmap(anon)"

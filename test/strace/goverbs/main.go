@@ -6,6 +6,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
@@ -22,6 +23,9 @@ func check(err error, what string) {
 }
 
 func main() {
+	// Keep the verbs on one thread: compare.sh attributes syscalls to the
+	// thread that wrote each marker.
+	runtime.LockOSThread()
 	name := "rxe0"
 	if len(os.Args) > 1 {
 		name = os.Args[1]
