@@ -161,7 +161,7 @@ func (g *gen) untagged(parent *genStruct, goSuffix, cPath string, st *dwarf.Stru
 
 func (g *gen) register(s *genStruct) error {
 	if old := g.byGo[s.GoName]; old != nil {
-		return fmt.Errorf("Go name %s is used by both %s and %s", s.GoName, old.CName, s.CName)
+		return fmt.Errorf("abigen: Go name %s is used by both %s and %s", s.GoName, old.CName, s.CName)
 	}
 	g.byGo[s.GoName] = s
 	g.all = append(g.all, s)
@@ -215,7 +215,7 @@ func (g *gen) build(s *genStruct, st *dwarf.StructType) error {
 	return nil
 }
 
-var errGoLayout = fmt.Errorf("Go layout does not match")
+var errGoLayout = fmt.Errorf("abigen: Go layout does not match")
 
 func (g *gen) layout(s *genStruct, st *dwarf.StructType, bytesOnly bool) error {
 	s.Fields, s.Entries, s.Tails, s.Accessors = nil, nil, nil, nil
@@ -327,14 +327,14 @@ func (g *gen) layout(s *genStruct, st *dwarf.StructType, bytesOnly bool) error {
 	for _, f := range s.Fields {
 		off = roundUp(off, f.Align)
 		if off != f.Offset {
-			return fmt.Errorf("Go would place %s at %d, C has it at %d", f.Name, off, f.Offset)
+			return fmt.Errorf("abigen: Go would place %s at %d, C has it at %d", f.Name, off, f.Offset)
 		}
 		off += f.Size
 		align = max(align, f.Align)
 	}
 	if roundUp(off, align) != s.Size {
 		if bytesOnly {
-			return fmt.Errorf("Go size %d, C size %d", roundUp(off, align), s.Size)
+			return fmt.Errorf("abigen: Go size %d, C size %d", roundUp(off, align), s.Size)
 		}
 		return errGoLayout
 	}
@@ -492,7 +492,7 @@ func (g *gen) mapType(s *genStruct, t dwarf.Type, goSuffix, cPath string) (goTyp
 		}
 		return goType{Expr: gs.GoName, Size: gs.Size, Align: gs.Align, CType: cTypeName(t), Struct: gs}, nil
 	}
-	return goType{}, fmt.Errorf("C type %s (%T) has no Go mapping", t, strip(t))
+	return goType{}, fmt.Errorf("abigen: C type %s (%T) has no Go mapping", t, strip(t))
 }
 
 // scalarOf maps C integer types (and pointers, as uint64) to Go.
