@@ -196,7 +196,8 @@ func asyncFile(fd int) *os.File {
 }
 
 // Close releases the context: the kernel destroys every object still open
-// in it. Close is idempotent.
+// in it, and their queue memory is released; those objects' methods then
+// fail. Close is idempotent.
 func (c *Context) Close() (err error) {
 	if c.closed.Swap(true) {
 		return nil
@@ -204,6 +205,23 @@ func (c *Context) Close() (err error) {
 	sp := c.begin("CloseContext")
 	defer func() { sp.end(err) }()
 	var first error
+	// The kernel destroys every object left open when the file closes,
+	// but a provider's mappings of the file would outlive it (and keep
+	// the kernel's file alive): release them for objects still open.
+	release := func(m *sync.Map) {
+		m.Range(func(k, v any) bool {
+			if o, ok := v.(interface{ releaseProvider() error }); ok {
+				if err := o.releaseProvider(); err != nil && first == nil {
+					first = err
+				}
+			}
+			m.Delete(k)
+			return true
+		})
+	}
+	release(&c.qps)
+	release(&c.srqs)
+	release(&c.cqs)
 	if c.async != nil {
 		first = c.async.Close()
 	}

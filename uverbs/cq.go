@@ -217,3 +217,9 @@ func (cq *CQ) Close() error {
 		return cq.prov.Close()
 	})
 }
+
+// releaseProvider frees the provider's memory when the context closes
+// with the object still open; the kernel object dies with the context.
+func (cq *CQ) releaseProvider() error {
+	return cq.close(func() error { return cq.prov.Close() })
+}

@@ -120,3 +120,43 @@ func mustCount(t *testing.T) int {
 	}
 	return n
 }
+
+// TestContextCloseReleasesQueuesRig closes a context with its CQ, SRQ and
+// QP still open: their queue mappings must go with it.
+func TestContextCloseReleasesQueuesRig(t *testing.T) {
+	rigtest.Require(t)
+	d := rigDevice(t, "rxe0")
+	base := deviceMappings(t)
+	c, err := Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(16, CQOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq, err := pd.CreateSRQ(SRQInit{MaxWR: 8, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 8, MaxRecvWR: 8, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deviceMappings(t); got != base+4 { // rxe maps the CQ, the SRQ, the QP's SQ and RQ
+		t.Errorf("device mappings with CQ+SRQ+QP open: %d, want %d", got, base+4)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := deviceMappings(t); got != base {
+		t.Errorf("device mappings %d after Context.Close, want %d", got, base)
+	}
+	if err := qp.Close(); err != nil || srq.Close() != nil || cq.Close() != nil {
+		t.Errorf("Close after the context closed: %v", err)
+	}
+}

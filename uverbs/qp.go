@@ -234,3 +234,9 @@ func (qp *QP) Close() error {
 		return qp.prov.Close()
 	})
 }
+
+// releaseProvider frees the provider's memory when the context closes
+// with the object still open; the kernel object dies with the context.
+func (qp *QP) releaseProvider() error {
+	return qp.close(func() error { return qp.prov.Close() })
+}

@@ -140,3 +140,9 @@ func (srq *SRQ) Close() error {
 		return srq.prov.Close()
 	})
 }
+
+// releaseProvider frees the provider's memory when the context closes
+// with the object still open; the kernel object dies with the context.
+func (srq *SRQ) releaseProvider() error {
+	return srq.close(func() error { return srq.prov.Close() })
+}
