@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"path"
 	"sort"
 	"strconv"
@@ -169,7 +168,9 @@ func decodeGIDEntry(b []byte, names netdevNames) GIDEntry {
 	return e
 }
 
-// netdevNames resolves interface indexes to names, once each.
+// netdevNames resolves interface indexes to names, once each, as glibc's
+// if_indextoname does: SIOCGIFNAME on a socket (three syscalls, none on the
+// command file).
 type netdevNames map[int]string
 
 func (m netdevNames) name(idx int) string {
@@ -179,12 +180,27 @@ func (m netdevNames) name(idx int) string {
 	if n, ok := m[idx]; ok {
 		return n
 	}
-	n := ""
-	if ifi, err := net.InterfaceByIndex(idx); err == nil {
-		n = ifi.Name
+	m[idx] = ifName(idx)
+	return m[idx]
+}
+
+// ifName is the name of interface idx in this network namespace, "" if
+// there is none.
+func ifName(idx int) string {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return ""
 	}
-	m[idx] = n
-	return n
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("")
+	if err != nil {
+		return ""
+	}
+	ifr.SetUint32(uint32(idx))
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFNAME, ifr); err != nil {
+		return ""
+	}
+	return ifr.Name()
 }
 
 // Values of gid_attrs/types/<i> (rdma-core's V1_TYPE and V2_TYPE).

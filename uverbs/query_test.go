@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -769,5 +770,25 @@ func TestRigQuerySyscalls(t *testing.T) {
 				count("QueryGID", gidCalls, func() error { _, err := c.QueryGID(1, 0); return err })
 			}
 		})
+	}
+}
+
+// TestIfName: SIOCGIFNAME agrees with the net package on every interface.
+func TestIfName(t *testing.T) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, i := range ifs {
+		if got := ifName(i.Index); got != i.Name {
+			t.Errorf("ifName(%d) = %q, want %q", i.Index, got, i.Name)
+		}
+	}
+	if n := ifName(1 << 30); n != "" {
+		t.Errorf("ifName of a missing interface = %q", n)
+	}
+	names := netdevNames{}
+	if names.name(0) != "" || names.name(-1) != "" {
+		t.Errorf("index 0 or -1 has a name")
 	}
 }
