@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// mode is which of rdma-core's three examples the program speaks as.
+type mode int
+
+const (
+	modeRC  mode = iota // ibv_rc_pingpong
+	modeUD              // ibv_ud_pingpong
+	modeSRQ             // ibv_srq_pingpong
+)
+
+var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ}
+
+func (m mode) String() string {
+	return [...]string{"rc", "ud", "srq"}[m]
+}
+
+// config is the command line, with rdma-core's defaults.
+type config struct {
+	mode     mode
+	tcpPort  int        // -p: TCP port of the address exchange
+	ibDev    string     // -d: device name ("" = the first one)
+	ibPort   int        // -i: device port
+	size     int        // -s: message size
+	mtu      uverbs.MTU // -m: path MTU (rc, srq)
+	rxDepth  int        // -r: receives posted at a time
+	iters    int        // -n: exchanges
+	sl       int        // -l: service level
+	events   bool       // -e: sleep on CQ events instead of polling
+	gidx     int        // -g: local GID index (-1: none, LID routing)
+	numQP    int        // -q: QPs (srq)
+	validate bool       // -c: check the received payload
+	server   string     // the server to connect to; "" runs a server
+}
+
+// options are each mode's options, as its getopt_long table has them.
+var options = map[mode][]option{
+	modeRC: {
+		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
+		{'m', "mtu", true}, {'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true},
+		{'e', "events", false}, {'g', "gid-idx", true}, {'o', "odp", false}, {'O', "iodp", false},
+		{'P', "prefetch", false}, {'t', "ts", false}, {'c', "chk", false}, {'j', "dm", false},
+		{'N', "new_send", false},
+	},
+	modeUD: {
+		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
+		{'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true}, {'e', "events", false},
+		{'g', "gid-idx", true}, {'c', "chk", false},
+	},
+	modeSRQ: {
+		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
+		{'m', "mtu", true}, {'q', "num-qp", true}, {'r', "rx-depth", true}, {'n', "iters", true},
+		{'l', "sl", true}, {'e', "events", false}, {'o', "odp", false}, {'g', "gid-idx", true},
+		{'c', "chk", false},
+	},
+}
+
+// unsupported are rdma-core options goverbs does not implement: they are
+// recognized and refused, never silently ignored.
+var unsupported = map[rune]string{
+	'o': "on-demand paging", 'O': "implicit on-demand paging", 'P': "ODP prefetch",
+	't': "completion timestamps", 'j': "device memory", 'N': "the new post send API",
+}
+
+// usage prints what rdma-core's usage() prints, for our command line.
+func usage(w io.Writer, m mode) {
+	argv0 := "pingpong " + m.String()
+	size := map[mode]int{modeRC: 4096, modeUD: 2048, modeSRQ: 4096}[m] // ud's text says 2048; its default is 1024
+	fmt.Fprintf(w, "Usage:\n")
+	fmt.Fprintf(w, "  %s            start a server and wait for connection\n", argv0)
+	fmt.Fprintf(w, "  %s <host>     connect to server at <host>\n", argv0)
+	fmt.Fprintf(w, "\nOptions:\n")
+	fmt.Fprintf(w, "  -p, --port=<port>      listen on/connect to port <port> (default 18515)\n")
+	fmt.Fprintf(w, "  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)\n")
+	fmt.Fprintf(w, "  -i, --ib-port=<port>   use port <port> of IB device (default 1)\n")
+	fmt.Fprintf(w, "  -s, --size=<size>      size of message to exchange (default %d)\n", size)
+	if m != modeUD {
+		fmt.Fprintf(w, "  -m, --mtu=<size>       path MTU (default 1024)\n")
+	}
+	if m == modeSRQ {
+		fmt.Fprintf(w, "  -q, --num-qp=<num>     number of QPs to use (default 16)\n")
+	}
+	fmt.Fprintf(w, "  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)\n")
+	if m == modeSRQ {
+		fmt.Fprintf(w, "  -n, --iters=<iters>    number of exchanges per QP(default 1000)\n")
+	} else {
+		fmt.Fprintf(w, "  -n, --iters=<iters>    number of exchanges (default 1000)\n")
+	}
+	if m == modeUD {
+		fmt.Fprintf(w, "  -l, --sl=<SL>          send messages with service level <SL> (default 0)\n")
+	} else {
+		fmt.Fprintf(w, "  -l, --sl=<sl>          service level value\n")
+	}
+	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
+	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index\n")
+	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
+	fmt.Fprintf(w, "\nThe mode (rc, ud or srq; default rc) selects which of rdma-core's\n")
+	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong this speaks to.\n")
+}
+
+// parseArgs reads "[rc|ud|srq] [options] [host]". An error of type
+// errUsage means: print the usage text.
+func parseArgs(args []string) (config, error) {
+	c := config{mode: modeRC, tcpPort: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024,
+		rxDepth: 500, iters: 1000, gidx: -1, numQP: 16}
+	if len(args) > 0 {
+		if m, ok := modeNames[args[0]]; ok {
+			c.mode = m
+			args = args[1:]
+		}
+	}
+	if c.mode == modeUD {
+		c.size = 1024
+	}
+	p, err := getopt(args, options[c.mode])
+	if err != nil {
+		return c, err
+	}
+	for _, o := range p.opts {
+		if what, ok := unsupported[o.short]; ok {
+			return c, fmt.Errorf("-%c (%s) is not supported by goverbs", o.short, what)
+		}
+		if o.short == 'd' {
+			c.ibDev = o.val
+			continue
+		}
+		if o.short == 'e' || o.short == 'c' {
+			c.events = c.events || o.short == 'e'
+			c.validate = c.validate || o.short == 'c'
+			continue
+		}
+		v, err := number(o.val)
+		if err != nil {
+			return c, errUsage{fmt.Sprintf("-%c: %v", o.short, err)}
+		}
+		bad := false
+		switch o.short {
+		case 'p':
+			c.tcpPort, bad = int(v), v < 0 || v > 65535
+		case 'i':
+			c.ibPort, bad = int(v), v < 1 || v > 255
+		case 's':
+			c.size, bad = int(v), v < 0 || v > 1<<31-1 || (c.mode == modeSRQ && v < 1)
+		case 'm':
+			c.mtu = mtuOf(v)
+			bad = c.mtu == 0
+		case 'r':
+			c.rxDepth, bad = int(v), v < 1 || v > 1<<24
+		case 'n':
+			c.iters, bad = int(v), v < 0 || v > 1<<31-1
+		case 'l':
+			c.sl, bad = int(v), v < 0 || v > 15
+		case 'g':
+			c.gidx, bad = int(v), v > 255
+		case 'q':
+			c.numQP, bad = int(v), v < 1
+		}
+		if bad {
+			return c, errUsage{fmt.Sprintf("-%c %s: out of range", o.short, o.val)}
+		}
+	}
+	switch len(p.operands) {
+	case 0:
+	case 1:
+		c.server = p.operands[0]
+	default:
+		return c, errUsage{"more than one server host"}
+	}
+	if c.mode == modeSRQ {
+		if c.numQP > c.rxDepth {
+			return c, failf("rx_depth %d is too small for %d QPs -- must have at least one receive per QP.", c.rxDepth, c.numQP)
+		}
+		if c.numQP >= maxQP {
+			return c, failf("num_qp %d must be less than %d", c.numQP, maxQP-1)
+		}
+	}
+	return c, nil
+}
+
+// mtuOf is pp_mtu_to_enum: 256 … 4096, or 0 for anything else.
+func mtuOf(v int64) uverbs.MTU {
+	for m := uverbs.MTU256; m <= uverbs.MTU4096; m++ {
+		if int64(m.Bytes()) == v {
+			return m
+		}
+	}
+	return 0
+}
+
+// run is the program: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args)
+	if err != nil {
+		if _, ok := err.(errUsage); ok {
+			fmt.Fprintf(stderr, "pingpong: %v\n", err)
+			usage(stdout, c.mode)
+		} else {
+			fmt.Fprintf(stderr, "%v\n", err)
+		}
+		return 1
+	}
+	if err := pingpong(c, stdout); err != nil {
+		fmt.Fprintf(stderr, "%v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,216 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// dest is one QP's address as the pingpong examples exchange it.
+type dest struct {
+	lid uint16
+	qpn uint32
+	psn uint32
+	gid [16]byte
+}
+
+// msgSize is sizeof "0000:000000:000000:00000000000000000000000000000000"
+// in C: the message text and its NUL. Every message is exactly this long.
+const msgSize = 4 + 1 + 6 + 1 + 6 + 1 + 32 + 1
+
+// done is the client's last message, sizeof "done" bytes (with the NUL).
+var done = []byte("done\x00")
+
+// maxQP is srq_pingpong's MAX_QP: its exchange always carries this many
+// messages each way, whatever -q says (the unused ones are zeros).
+const maxQP = 256
+
+// encode formats d as "%04x:%06x:%06x:%s" with the GID as 32 hex digits
+// (gid_to_wire_gid: the GID's bytes in order), NUL-padded to msgSize.
+func (d dest) encode() []byte {
+	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.lid, d.qpn, d.psn, hex.EncodeToString(d.gid[:]))
+	b := make([]byte, msgSize)
+	copy(b, s) // never longer: lid is 16 bits, qpn and psn 24
+	return b
+}
+
+// decodeDest parses a message as sscanf("%x:%x:%x:%s") and
+// wire_gid_to_gid do.
+func decodeDest(b []byte) (dest, error) {
+	s := string(b)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		s = s[:i]
+	}
+	f := strings.Split(s, ":")
+	if len(f) != 4 {
+		return dest{}, fmt.Errorf("malformed address message %q", s)
+	}
+	var v [3]uint64
+	for i := range v {
+		n, err := strconv.ParseUint(f[i], 16, 32)
+		if err != nil {
+			return dest{}, fmt.Errorf("malformed address message %q: %v", s, err)
+		}
+		v[i] = n
+	}
+	if v[0] > 0xffff {
+		return dest{}, fmt.Errorf("malformed address message %q: LID out of range", s)
+	}
+	d := dest{lid: uint16(v[0]), qpn: uint32(v[1]), psn: uint32(v[2])}
+	g, err := hex.DecodeString(f[3])
+	if err != nil || len(g) != 16 {
+		return dest{}, fmt.Errorf("malformed address message %q: bad GID", s)
+	}
+	copy(d.gid[:], g)
+	return d, nil
+}
+
+// hasInterfaceID is rdma-core's test for addressing with a GRH: the GID's
+// low 64 bits (gid.global.interface_id) are not zero.
+func (d dest) hasInterfaceID() bool {
+	for _, b := range d.gid[8:] {
+		if b != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// gidString formats a GID as glibc's inet_ntop(AF_INET6) does: the longest
+// run of two or more zero groups (the first of equal runs) becomes "::",
+// and an IPv4-compatible or IPv4-mapped address ends in dotted quad.
+func gidString(g [16]byte) string {
+	var w [8]int
+	for i := range w {
+		w[i] = int(g[2*i])<<8 | int(g[2*i+1])
+	}
+	best, bestLen, cur, curLen := -1, 0, -1, 0
+	for i := 0; i <= 8; i++ {
+		if i < 8 && w[i] == 0 {
+			if cur < 0 {
+				cur, curLen = i, 0
+			}
+			curLen++
+			continue
+		}
+		if cur >= 0 && curLen > bestLen {
+			best, bestLen = cur, curLen
+		}
+		cur = -1
+	}
+	if bestLen < 2 {
+		best = -1
+	}
+	var b strings.Builder
+	for i := 0; i < 8; i++ {
+		if best >= 0 && i >= best && i < best+bestLen {
+			if i == best {
+				b.WriteByte(':')
+			}
+			continue
+		}
+		if i != 0 {
+			b.WriteByte(':')
+		}
+		if i == 6 && best == 0 && (bestLen == 6 || (bestLen == 5 && w[5] == 0xffff)) {
+			fmt.Fprintf(&b, "%d.%d.%d.%d", g[12], g[13], g[14], g[15])
+			return b.String()
+		}
+		fmt.Fprintf(&b, "%x", w[i])
+	}
+	if best >= 0 && best+bestLen == 8 {
+		b.WriteByte(':')
+	}
+	return b.String()
+}
+
+// exchangeClient connects to the server, sends mine (one message per QP),
+// reads as many back, then sends "done": the client side of
+// pp_client_exch_dest.
+func exchangeClient(host string, port int, mine []dest) ([]dest, error) {
+	c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		return nil, failf("Couldn't connect to %s:%d", host, port)
+	}
+	defer c.Close()
+	for _, d := range mine {
+		if _, err := c.Write(d.encode()); err != nil {
+			return nil, failure("Couldn't send local address")
+		}
+	}
+	theirs, err := readDests(c, len(mine))
+	if err != nil {
+		return nil, failf("Couldn't read/write remote address: %v", err)
+	}
+	if _, err := c.Write(done); err != nil {
+		return nil, failf("Couldn't read/write remote address: %v", err)
+	}
+	return theirs, nil
+}
+
+// exchangeServer listens on port, accepts one client, reads its addresses,
+// calls connect with them (the server's QPs must be ready before the
+// client learns their numbers), sends mine and waits for "done": the
+// server side of pp_server_exch_dest.
+func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, error) {
+	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
+	if err != nil {
+		return nil, failf("Couldn't listen to port %d", port)
+	}
+	c, err := l.Accept()
+	l.Close()
+	if err != nil {
+		return nil, failure("accept() failed")
+	}
+	defer c.Close()
+	theirs, err := readDests(c, len(mine))
+	if err != nil {
+		return nil, failf("Couldn't read remote address: %v", err)
+	}
+	if err := connect(theirs); err != nil {
+		return nil, err
+	}
+	for _, d := range mine {
+		if _, err := c.Write(d.encode()); err != nil {
+			return nil, failure("Couldn't send/recv local address")
+		}
+	}
+	// rdma-core reads the client's "done" with one read() of up to msgSize
+	// bytes; a client that closes without it is an error there too.
+	c.SetReadDeadline(time.Now().Add(time.Minute))
+	var b [msgSize]byte
+	n, err := io.ReadAtLeast(c, b[:], len(done))
+	if err != nil || string(b[:n]) != string(done) {
+		return nil, failure("Couldn't send/recv local address")
+	}
+	return theirs, nil
+}
+
+// readDests reads n messages of msgSize bytes.
+func readDests(r io.Reader, n int) ([]dest, error) {
+	ds := make([]dest, n)
+	var b [msgSize]byte
+	for i := range ds {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return nil, fmt.Errorf("message %d of %d: %v", i+1, n, err)
+		}
+		d, err := decodeDest(b[:])
+		if err != nil {
+			return nil, err
+		}
+		ds[i] = d
+	}
+	return ds, nil
+}
+
+// failure is an error whose text is what rdma-core's examples print
+// (capitalized, as they are).
+type failure string
+
+func (f failure) Error() string { return string(f) }
+
+func failf(format string, args ...any) error { return failure(fmt.Sprintf(format, args...)) }
