@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/goverbs/goverbs/abi"
@@ -41,21 +42,9 @@ func (a Access) String() string {
 		}
 	}
 	if a != 0 || len(parts) == 0 {
-		parts = append(parts, "0x"+strings.ToUpper(hex32(uint32(a))))
+		parts = append(parts, fmt.Sprintf("%#x", uint32(a)))
 	}
 	return strings.Join(parts, "|")
-}
-
-func hex32(v uint32) string {
-	const digits = "0123456789abcdef"
-	if v == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; v > 0; v >>= 4 {
-		b = append([]byte{digits[v&15]}, b...)
-	}
-	return string(b)
 }
 
 // validate applies the rule the kernel also applies (ib_check_mr_access):
