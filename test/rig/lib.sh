@@ -139,8 +139,8 @@ rig_boot() {
   local ex
   ex=$(tr -d '\r' < "$logf" | sed -n 's/^RIG-EXIT: \([0-9]*\)$/\1/p' | tail -1)
   if [ -z "$ex" ]; then
-    if grep -q 'Kernel panic' "$logf"; then RIG_BOOT_WHY="kernel panic"
-    else RIG_BOOT_WHY="guest ended without finishing its command (qemu status $rc)"; fi
+    RIG_BOOT_WHY=$(tr -d '\r' < "$logf" | grep -m1 -o 'Kernel panic.*') ||
+      RIG_BOOT_WHY="guest ended without finishing its command (qemu status $rc)"
     return 125
   fi
   RIG_BOOT_WHY=""

@@ -54,6 +54,22 @@ done < <(go list -e -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestImpor
 [ ${#names[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ] || die "no rig tests: no package's tests import $mod/internal/rigtest"
 log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
 
+# digest LOG NAME: what failed in one binary's output, to print close to the
+# summary (a CI log is long): the output of the tests that failed (-test.v
+# names the running test in its "=== RUN/CONT/NAME" lines), their "--- FAIL"
+# lines, and the head of a panic (a -test.timeout one lists the running tests).
+digest() {
+  local sect; sect=$(mktemp)
+  tr -d '\r' < "$1" | awk -v n="$2" '$1=="RIG-START:" {on = $2==n; next} $1=="RIG-RESULT:" {on=0} on' > "$sect"
+  awk 'NR == FNR { if (match($0, /--- FAIL: [^ ]+/)) failed[substr($0, RSTART + 10, RLENGTH - 10)] = 1; next }
+       /^=== (RUN|CONT|NAME)/ { cur = $3; next }
+       /--- FAIL: / { print; next }
+       /^panic:/ { p = 8 }
+       p > 0 { print; p--; next }
+       (cur in failed) && !/^ *--- (PASS|SKIP)/ { print }' "$sect" "$sect" | head -n 60 | sed 's/^/  | /'
+  rm -f "$sect"
+}
+
 # ---- one boot per kernel ----
 T=${RIG_TEST_TIMEOUT:-300}
 tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
@@ -73,7 +89,13 @@ for envf in "${envs[@]}"; do
     if [ -z "$r" ]; then
       r="FAIL no result: ${RIG_BOOT_WHY:-the guest never ran it}"
     fi
-    case $r in PASS*) pass=$((pass + 1)) ;; *) fail=$((fail + 1)) ;; esac
+    case $r in
+      PASS*) pass=$((pass + 1)) ;;
+      *) fail=$((fail + 1))
+         if grep -q "^RIG-RESULT: $n " < <(tr -d '\r' < "$logf"); then
+           echo "rig: FAIL $n on $KVER:"; digest "$logf" "$n"
+         fi ;;
+    esac
     summary+=("$(printf '%-4s %-24s %-24s %s' "${r%% *}" "$n" "$KVER" "${r#* }")")
   done
   for n in ${broken[@]+"${broken[@]}"}; do
