@@ -140,7 +140,7 @@ for a in $("$ROOT/usr/bin/busybox" --list); do
 done
 
 # rdma-core userland as packaged (bins, libs, provider plugins, /etc/libibverbs.d)
-rm -rf "$U/usr/share"
+rm -rf "${U:?}/usr/share"
 tar -C "$U" -cf - . | tar -C "$ROOT" -xf - --keep-directory-symlink
 
 dest_of() {   # host or stage path -> path in the guest root (/lib -> /usr/lib)

@@ -100,6 +100,9 @@ pick_accel() {
 # Streams the console to stdout (unless RIG_QUIET=1) and to LOG. Returns the
 # guest command's status from its "RIG-EXIT: n" line; 124 if the host timeout
 # killed the guest; 125 if the guest ended without one (panic, init died).
+# Sets RIG_BOOT_WHY (why it failed, "" if it did not), RIG_BOOT_SECS (wall
+# time) and RIG_BOOT_ACCEL (tcg or kvm) for the caller's report.
+# shellcheck disable=SC2034
 rig_boot() {
   local envf=$1 overlay=$2 logf=$3 tmo=$4; shift 4
   local initrd accel cpu rc t0 VMLINUX INITRD
@@ -112,6 +115,7 @@ rig_boot() {
     ( cd "$overlay" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --owner=0:0 --quiet )
   } > "$initrd"
   accel=$(pick_accel); cpu=max; [ "$accel" = kvm ] && cpu=host
+  # shellcheck disable=SC2054 # qemu options have commas
   local args=(-nodefaults -no-user-config -machine q35 -accel "$accel" -cpu "$cpu"
     -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
     # qboot boots the uncompressed vmlinux through its PVH entry: no in-guest

@@ -75,6 +75,7 @@ T=${RIG_TEST_TIMEOUT:-300}
 tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
 pass=0; fail=0; summary=(); boots=()
 for envf in "${envs[@]}"; do
+  # shellcheck disable=SC1090
   KVER=$(. "$envf"; echo "$KVER")
   logf=$RIG_OUT/console-$KVER.log
   rc=0
