@@ -533,3 +533,38 @@ func jsonAsDevinfo(d *Device) map[string]string {
 	}
 	return m
 }
+
+// FuzzGetopt: any command line parses to an end, never panics, and every
+// error is one line naming argv[0].
+func FuzzGetopt(f *testing.F) {
+	for _, s := range []string{"-v -d rxe0", "--ib-d=x --ib-p 1", "-vdrxe0 -x -json", "--ib", "--=x", "-- -l", "-i", "- foo -l", "-\x00"} {
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, line string, posix bool) {
+		args := append([]string{"ibv_devinfo"}, strings.Split(line, " ")...)
+		rest, _, _ := takeExtensions(args, posix)
+		if len(rest) > len(args) || rest[0] != "ibv_devinfo" {
+			t.Fatalf("takeExtensions(%q) = %q", args, rest)
+		}
+		var errs []string
+		g := newGetopt(rest, posix, func(s string) { errs = append(errs, s) })
+		for n := 0; ; n++ {
+			if n > 2*len(line)+2 {
+				t.Fatalf("%q: getopt does not end", rest)
+			}
+			c, _ := g.Next()
+			if c == 0 {
+				break
+			}
+			if c == '?' {
+				if len(errs) != 1 || !strings.HasPrefix(errs[0], "ibv_devinfo: ") || !strings.HasSuffix(errs[0], "\n") {
+					t.Fatalf("%q: errors %q", rest, errs)
+				}
+				break
+			}
+			if !strings.ContainsRune("dilv", rune(c)) {
+				t.Fatalf("%q: option %q", rest, c)
+			}
+		}
+	})
+}
