@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"golang.org/x/sys/unix"
 )
@@ -790,5 +791,104 @@ func TestIfName(t *testing.T) {
 	names := netdevNames{}
 	if names.name(0) != "" || names.name(-1) != "" {
 		t.Errorf("index 0 or -1 has a name")
+	}
+}
+
+// legacyKernel plays a kernel without RDMA_VERBS_IOCTL and without the
+// extended QUERY_DEVICE (pre-4.x uverbs): every command by write().
+type legacyKernel struct {
+	t       *testing.T
+	asyncFd int
+	cmds    []uint32
+}
+
+func (k *legacyKernel) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
+
+func (k *legacyKernel) Write(fd int, p []byte) (int, error) {
+	cmd := ne.Uint32(p)
+	k.cmds = append(k.cmds, cmd)
+	out := func(n int) []byte { return kernel.UserMemory(ne.Uint64(p[8:]), n) }
+	switch cmd {
+	case abi.IB_USER_VERBS_CMD_GET_CONTEXT:
+		r := abi.IbUverbsGetContextResp{AsyncFd: uint32(k.asyncFd), NumCompVectors: 3}
+		copy(out(8), abi.Bytes(&r))
+	case abi.IB_USER_VERBS_CMD_QUERY_DEVICE:
+		r := abi.IbUverbsQueryDeviceResp{FwVer: 1<<32 | 2<<16 | 3, NodeGuid: guid(0x0002c90300498f20), MaxQp: 42,
+			DeviceCapFlags: uint32(DeviceBadPKeyCntr), PhysPortCnt: 2, MaxPkeys: 128, AtomicCap: 1}
+		copy(out(176), abi.Bytes(&r))
+	case abi.IB_USER_VERBS_CMD_QUERY_PORT:
+		r := abi.IbUverbsQueryPortResp{State: 4, MaxMtu: 5, ActiveMtu: 4, GidTblLen: 128, Lid: 7, LinkLayer: 1,
+			ActiveWidth: 2, ActiveSpeed: 32, PhysState: 5, PortCapFlags: uint32(PortCMSup | PortSM)}
+		if p[16] != 1 && p[16] != 2 {
+			return 0, unix.EINVAL
+		}
+		copy(out(40), abi.Bytes(&r))
+	case abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED:
+		return 0, unix.EOPNOTSUPP
+	default:
+		return 0, unix.ENOSYS
+	}
+	return len(p), nil
+}
+
+func (k *legacyKernel) Mmap(int, int64, int) ([]byte, error) { return nil, unix.ENODEV }
+func (k *legacyKernel) Munmap([]byte) error                  { return nil }
+func (k *legacyKernel) Close(int) error                      { return nil }
+
+// TestQueryLegacyKernel: on a kernel without ioctl and without the
+// extended QUERY_DEVICE, QueryDevice falls back to the legacy command (as
+// rdma-core does on EOPNOTSUPP) and QueryPort goes by write.
+func TestQueryLegacyKernel(t *testing.T) {
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(pipe[1])
+	k := &legacyKernel{t: t, asyncFd: pipe[0]}
+	const path = "/dev/infiniband/uverbs-legacy-test"
+	defer kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, k, nil })()
+	c, err := Open(Device{Name: "old0", CharDev: path, Driver: DriverMTHCA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	before := c.File().Syscalls()
+	a, err := c.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := c.File().Syscalls() - before; n != 2 {
+		t.Errorf("QueryDevice on a legacy kernel: %d syscalls, want 2 (extended, then legacy)", n)
+	}
+	if a.Extended || a.MaxQP != 42 || a.NodeGUID != 0x0002c90300498f20 || a.PhysPortCnt != 2 || a.MaxPKeys != 128 ||
+		a.CapFlags != DeviceBadPKeyCntr || a.AtomicCap != AtomicHCA || a.FWVersion != "1.2.3" || a.CapFlagsEx != 0 {
+		t.Errorf("legacy QueryDevice: %+v", a)
+	}
+	p, err := c.QueryPort(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := PortAttr{State: PortActive, MaxMTU: MTU4096, ActiveMTU: MTU2048, GIDTableLen: 128, LID: 7,
+		LinkLayer: LinkLayerInfiniBand, ActiveWidth: 2, ActiveSpeed: 32, PhysState: PhysLinkUp, CapFlags: PortCMSup | PortSM}
+	if p != want {
+		t.Errorf("QueryPort(2) = %+v\nwant %+v", p, want)
+	}
+	if p.ActiveWidth.String() != "4X" || p.ActiveSpeed.String() != "25.0 Gbps" || p.CapFlags.Names()[0] != "SM" {
+		t.Errorf("port strings: %v %v %q", p.ActiveWidth, p.ActiveSpeed, p.CapFlags.Names())
+	}
+	if _, err := c.QueryPort(3); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryPort(3): %v, want EINVAL", err)
+	}
+	if _, err := c.QueryPort(0); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryPort(0): %v, want EINVAL", err)
+	}
+	for verb, want := range map[string]abi.Transport{"QueryDevice": abi.TransportWrite, "QueryPort": abi.TransportWrite} {
+		if got := c.Transports()[verb]; got != want {
+			t.Errorf("%s went by %v, want %v", verb, got, want)
+		}
+	}
+	wantCmds := []uint32{0, abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED, 1, 2, 2}
+	if !reflect.DeepEqual(k.cmds, wantCmds) {
+		t.Errorf("commands %#x, want %#x", k.cmds, wantCmds)
 	}
 }
