@@ -40,9 +40,19 @@ func rxeOptions() conformance.Options {
 	if *long {
 		n = 1_000_000
 	}
-	return conformance.Options{GIDIndex: 1, DoorbellsPerPostSend: 1, NothingLostWRs: n}
+	return conformance.Options{GIDIndex: 1, DoorbellsPerPostSend: 1, NothingLostWRs: n, RecvInErrorNeedsModify: true}
 }
 
+// TestConformance runs the suite in loopback on rxe0.
 func TestConformance(t *testing.T) {
 	conformance.Run(t, rigDevice(t, "rxe0"), rxeOptions())
+}
+
+// TestConformanceCross runs it from rxea to rxeb, two rxe devices wired by
+// a veth pair (10.99.0.1 and 10.99.0.2, GID index 1 each).
+func TestConformanceCross(t *testing.T) {
+	a, b := rigDevice(t, "rxea"), rigDevice(t, "rxeb")
+	o := rxeOptions()
+	o.Peer, o.PeerGIDIndex = &b, 1
+	conformance.Run(t, a, o)
 }

@@ -12,16 +12,16 @@
 //
 // Everything that differs between devices is in Options; the tests
 // themselves assume only the verbs semantics (IBTA and libibverbs' man
-// pages). The transport is loopback: two RC (or UD) QPs of one device
-// talking to each other, addressed with a GRH on RoCE.
+// pages). The transport is loopback (two QPs of one device talking to each
+// other, addressed with a GRH on RoCE), or, with Options.Peer, two devices
+// (the rig's rxea and rxeb on a veth pair): then every QP that sends is on
+// the first device and every QP that receives on the second.
 package conformance
 
 import (
 	"fmt"
 	"os"
 	"runtime"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +37,22 @@ type Options struct {
 	// GIDIndex is the source GID index for addressing with a GRH: on RoCE
 	// the RoCEv2 GID of the netdev's IPv4 address (rxe0 in the rig: 1).
 	GIDIndex uint8
-	// GID, if set, is the port's GID at GIDIndex; otherwise the suite
-	// reads it from sysfs (a device model has no sysfs).
+	// GID, if set, is the port's GID at GIDIndex; otherwise the suite asks
+	// the device (Context.QueryGID).
 	GID *[16]byte
+	// Peer, if set, is a second device reachable from the first: every test
+	// then runs across the two instead of in loopback. PeerGIDIndex and
+	// PeerGID are its GIDIndex and GID.
+	Peer         *uverbs.Device
+	PeerGIDIndex uint8
+	PeerGID      *[16]byte
+	// RecvInErrorNeedsModify says the device flushes receives posted while
+	// the QP is already in the error state only when the QP is moved to
+	// the error state again. rxe does (Linux 6.1 and 6.12): user-space
+	// receives make no syscall, and only the kernel's responder flushes the
+	// receive queue, which runs on a packet or a MODIFY_QP. Hardware flushes
+	// them by itself.
+	RecvInErrorNeedsModify bool
 	// LIDRouted addresses without a GRH (InfiniBand within a subnet); the
 	// default is a GRH, which RoCE requires.
 	LIDRouted bool
@@ -108,11 +121,18 @@ var tests = []struct {
 	{"NothingLost", testNothingLost},
 }
 
-// Run runs the suite on dev.
+// Run runs the suite on dev (and o.Peer).
 func Run(t *testing.T, dev uverbs.Device, o Options) {
 	o.defaults()
-	t.Logf("conformance on %s (%v), GOMAXPROCS=%d GODEBUG=%q", dev.Name, dev.Driver, runtime.GOMAXPROCS(0), os.Getenv("GODEBUG"))
-	e := newEnv(t, dev, o)
+	e := &env{o: o}
+	e.a = newSide(t, dev, o.OpenOptions, o.Port, o.GIDIndex, o.GID, o.LIDRouted)
+	e.b = e.a
+	mode := "loopback"
+	if o.Peer != nil {
+		e.b = newSide(t, *o.Peer, o.OpenOptions, o.Port, o.PeerGIDIndex, o.PeerGID, o.LIDRouted)
+		mode = "to " + o.Peer.Name
+	}
+	t.Logf("conformance on %s (%v) %s, GOMAXPROCS=%d GODEBUG=%q", dev.Name, dev.Driver, mode, runtime.GOMAXPROCS(0), os.Getenv("GODEBUG"))
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			if why, ok := o.Skip[tc.name]; ok {
@@ -123,63 +143,48 @@ func Run(t *testing.T, dev uverbs.Device, o Options) {
 	}
 }
 
-// env is what every test shares: one context and PD on the device.
+// env is what every test shares: the sending side and the receiving side
+// (one and the same in loopback).
 type env struct {
-	o   Options
-	dev uverbs.Device
-	ctx *uverbs.Context
-	pd  *uverbs.PD
-	gid [16]byte
+	o    Options
+	a, b *side
 }
 
-func newEnv(t *testing.T, dev uverbs.Device, o Options) *env {
+// side is an open device: a context, a PD and the GID its QPs use.
+type side struct {
+	dev      uverbs.Device
+	ctx      *uverbs.Context
+	pd       *uverbs.PD
+	gid      [16]byte
+	gidIndex uint8
+}
+
+func newSide(t *testing.T, dev uverbs.Device, oo uverbs.OpenOptions, port, gidIndex uint8, gid *[16]byte, lid bool) *side {
 	t.Helper()
-	ctx, err := uverbs.OpenWith(dev, o.OpenOptions)
+	ctx, err := uverbs.OpenWith(dev, oo)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dev.Name, err)
 	}
 	t.Cleanup(func() { ctx.Close() })
 	pd, err := ctx.AllocPD()
 	if err != nil {
-		t.Fatalf("AllocPD: %v", err)
+		t.Fatalf("AllocPD on %s: %v", dev.Name, err)
 	}
 	t.Cleanup(func() { pd.Close() })
-	e := &env{o: o, dev: dev, ctx: ctx, pd: pd}
+	s := &side{dev: dev, ctx: ctx, pd: pd, gidIndex: gidIndex}
 	switch {
-	case o.LIDRouted:
-	case o.GID != nil:
-		e.gid = *o.GID
+	case lid:
+	case gid != nil:
+		s.gid = *gid
 	default:
-		e.gid, err = sysfsGID(dev.Name, o.Port, o.GIDIndex)
+		ent, err := ctx.QueryGID(int(port), int(gidIndex))
 		if err != nil {
-			t.Fatalf("GID %d of %s port %d: %v", o.GIDIndex, dev.Name, o.Port, err)
+			t.Fatalf("GID %d of %s port %d: %v", gidIndex, dev.Name, port, err)
 		}
+		s.gid = ent.GID
+		t.Logf("%s port %d GID %d: %x (%v)", dev.Name, port, gidIndex, ent.GID, ent.Type)
 	}
-	return e
-}
-
-// sysfsGID reads /sys/class/infiniband/<dev>/ports/<port>/gids/<index>.
-func sysfsGID(dev string, port, index uint8) ([16]byte, error) {
-	var g [16]byte
-	b, err := os.ReadFile(fmt.Sprintf("/sys/class/infiniband/%s/ports/%d/gids/%d", dev, port, index))
-	if err != nil {
-		return g, err
-	}
-	s := strings.ReplaceAll(strings.TrimSpace(string(b)), ":", "")
-	if len(s) != 32 {
-		return g, fmt.Errorf("GID %q", b)
-	}
-	for i := range g {
-		v, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
-		if err != nil {
-			return g, fmt.Errorf("GID %q: %v", b, err)
-		}
-		g[i] = byte(v)
-	}
-	if g == ([16]byte{}) {
-		return g, fmt.Errorf("GID slot is empty")
-	}
-	return g, nil
+	return s
 }
 
 // buffer is registered memory off the Go heap.
@@ -190,13 +195,13 @@ type buffer struct {
 
 const allAccess = uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 
-func (e *env) buffer(t *testing.T, size int) *buffer {
+func (s *side) buffer(t *testing.T, size int) *buffer {
 	t.Helper()
 	r, err := mmap.Anonymous(size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mr, err := e.pd.RegMR(r.Bytes(), allAccess)
+	mr, err := s.pd.RegMR(r.Bytes(), allAccess)
 	if err != nil {
 		r.Close()
 		t.Fatalf("RegMR: %v", err)
@@ -216,9 +221,10 @@ func (b *buffer) sge(off, n int) uverbs.SGE {
 
 // end is one QP with its CQ (sends and receives) and a registered buffer.
 type end struct {
-	qp  *uverbs.QP
-	cq  *uverbs.CQ
-	buf *buffer
+	side *side
+	qp   *uverbs.QP
+	cq   *uverbs.CQ
+	buf  *buffer
 }
 
 // qpConfig is how a test wants its QPs.
@@ -262,50 +268,52 @@ func (c *qpConfig) defaults() {
 	}
 }
 
-// newEnd creates a QP (in RESET) with its own CQ and a 64 KiB buffer.
-func (e *env) newEnd(t *testing.T, c qpConfig) *end {
+// newEnd creates a QP (in RESET) on side s, with its own CQ and a 64 KiB
+// buffer.
+func (e *env) newEnd(t *testing.T, s *side, c qpConfig) *end {
 	t.Helper()
 	c.defaults()
-	cq, err := e.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel})
+	cq, err := s.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel})
 	if err != nil {
 		t.Fatalf("CreateCQ: %v", err)
 	}
 	t.Cleanup(func() { cq.Close() })
-	qp, err := e.pd.CreateQP(uverbs.QPInit{Type: c.typ, SendCQ: cq, RecvCQ: cq, SRQ: c.srq, Cap: c.cap, SignalAll: c.signalAll})
+	qp, err := s.pd.CreateQP(uverbs.QPInit{Type: c.typ, SendCQ: cq, RecvCQ: cq, SRQ: c.srq, Cap: c.cap, SignalAll: c.signalAll})
 	if err != nil {
 		t.Fatalf("CreateQP(%v, %+v): %v", c.typ, c.cap, err)
 	}
 	t.Cleanup(func() { qp.Close() })
-	return &end{qp: qp, cq: cq, buf: e.buffer(t, 64<<10)}
+	return &end{side: s, qp: qp, cq: cq, buf: s.buffer(t, 64<<10)}
 }
 
-// pair creates two connected QPs of one device (RC or UC).
+// pair creates two connected QPs (RC or UC): a sends, b receives.
 func (e *env) pair(t *testing.T, c qpConfig) (a, b *end) {
 	t.Helper()
-	a, b = e.newEnd(t, c), e.newEnd(t, c)
-	e.connect(t, a.qp, b.qp.QPN(), c)
-	e.connect(t, b.qp, a.qp.QPN(), c)
+	a, b = e.newEnd(t, e.a, c), e.newEnd(t, e.b, c)
+	e.connect(t, a, b, c)
+	e.connect(t, b, a, c)
 	return a, b
 }
 
-// av is the address of this device's own port: loopback.
-func (e *env) av() uverbs.AHAttr {
+// av is the address of side to, as seen from side from.
+func (e *env) av(from, to *side) uverbs.AHAttr {
 	a := uverbs.AHAttr{PortNum: e.o.Port}
 	if !e.o.LIDRouted {
-		a.GRH = &uverbs.GlobalRoute{DGID: e.gid, SGIDIndex: e.o.GIDIndex, HopLimit: 64}
+		a.GRH = &uverbs.GlobalRoute{DGID: to.gid, SGIDIndex: from.gidIndex, HopLimit: 64}
 	}
 	return a
 }
 
 const startPSN = 0x100
 
-// connect takes an RC or UC QP through INIT, RTR and RTS to remote QPN.
-func (e *env) connect(t *testing.T, qp *uverbs.QP, remote uint32, c qpConfig) {
+// connect takes from's RC or UC QP through INIT, RTR and RTS to to's QP.
+func (e *env) connect(t *testing.T, from, to *end, c qpConfig) {
 	t.Helper()
 	c.defaults()
+	qp, remote := from.qp, to.qp.QPN()
 	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: e.o.Port, AccessFlags: c.access},
 		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-	rtr := &uverbs.QPAttr{State: uverbs.QPStateRTR, AH: e.av(), PathMTU: e.o.MTU, DestQPN: remote, RQPSN: startPSN}
+	rtr := &uverbs.QPAttr{State: uverbs.QPStateRTR, AH: e.av(from.side, to.side), PathMTU: e.o.MTU, DestQPN: remote, RQPSN: startPSN}
 	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
 	if c.typ == uverbs.QPTypeRC {
 		rtr.MaxDestRDAtomic, rtr.MinRNRTimer = 4, c.minRNRTimer
@@ -442,4 +450,3 @@ func fill(b []byte, seed byte) {
 	}
 }
 
-var _ = slices.Equal[[]byte]

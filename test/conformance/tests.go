@@ -268,23 +268,29 @@ func testFence(t *testing.T, e *env) {
 // receives and polling cost no syscall.
 func testOneDoorbell(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
-	f := e.ctx.File()
+	fa, fb := a.side.ctx.File(), b.side.ctx.File()
+	syscalls := func() uint64 {
+		if fa == fb {
+			return fa.Syscalls()
+		}
+		return fa.Syscalls() + fb.Syscalls()
+	}
 	ids := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
-	before := f.Syscalls()
+	before := syscalls()
 	postRecv(t, b.qp, recvList(b, ids)...)
-	if d := f.Syscalls() - before; d != 0 {
+	if d := syscalls() - before; d != 0 {
 		t.Errorf("PostRecv of 8 made %d syscalls, want 0", d)
 	}
 	wrs := sendList(a, ids, uverbs.SendSignaled)
-	before = f.Syscalls()
+	before = syscalls()
 	post(t, a.qp, wrs...)
-	if d := f.Syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
+	if d := syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
 		t.Errorf("PostSend of a list of 8 made %d syscalls, want %d", d, e.o.DoorbellsPerPostSend)
 	}
-	before = f.Syscalls()
+	before = syscalls()
 	sends := e.wait(t, a.cq, 8)
 	recvs := e.wait(t, b.cq, 8)
-	if d := f.Syscalls() - before; d != 0 {
+	if d := syscalls() - before; d != 0 {
 		t.Errorf("polling made %d syscalls, want 0", d)
 	}
 	for i := range ids {
@@ -294,20 +300,20 @@ func testOneDoorbell(t *testing.T, e *env) {
 }
 
 func testSRQ(t *testing.T, e *env) {
-	srq, err := e.pd.CreateSRQ(uverbs.SRQInit{MaxWR: 32, MaxSGE: 1})
+	srq, err := e.b.pd.CreateSRQ(uverbs.SRQInit{MaxWR: 32, MaxSGE: 1})
 	if err != nil {
 		t.Fatalf("CreateSRQ: %v", err)
 	}
 	t.Cleanup(func() { srq.Close() })
 	var senders, receivers []*end
 	for i := 0; i < 2; i++ {
-		a := e.newEnd(t, qpConfig{})
-		b := e.newEnd(t, qpConfig{srq: srq})
-		e.connect(t, a.qp, b.qp.QPN(), qpConfig{})
-		e.connect(t, b.qp, a.qp.QPN(), qpConfig{})
+		a := e.newEnd(t, e.a, qpConfig{})
+		b := e.newEnd(t, e.b, qpConfig{srq: srq})
+		e.connect(t, a, b, qpConfig{})
+		e.connect(t, b, a, qpConfig{})
 		senders, receivers = append(senders, a), append(receivers, b)
 	}
-	buf := e.buffer(t, 8192)
+	buf := e.b.buffer(t, 8192)
 	var recvs []uverbs.RecvWR
 	for i := 0; i < 6; i++ {
 		recvs = append(recvs, uverbs.RecvWR{ID: uint64(0x50 + i), SGL: []uverbs.SGE{buf.sge(i*1024, 1024)}})
@@ -337,10 +343,10 @@ func testSRQ(t *testing.T, e *env) {
 func testUD(t *testing.T, e *env) {
 	const qkey = 0x11111111
 	cfg := qpConfig{typ: uverbs.QPTypeUD}
-	a, b := e.newEnd(t, cfg), e.newEnd(t, cfg)
+	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
 	e.connectUD(t, a.qp, qkey)
 	e.connectUD(t, b.qp, qkey)
-	ah, err := e.pd.CreateAH(e.av())
+	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
 	if err != nil {
 		t.Fatalf("CreateAH: %v", err)
 	}
@@ -431,6 +437,15 @@ func testFlush(t *testing.T, e *env) {
 		}
 	}
 	quiet(t, b.cq, 20*time.Millisecond)
+	// Receives posted in ERR are flushed too (on rxe only once the QP is
+	// moved to ERR again: see Options.RecvInErrorNeedsModify).
+	postRecv(t, b.qp, recvList(b, []uint64{6, 7})...)
+	if e.o.RecvInErrorNeedsModify {
+		toError(t, b.qp)
+	}
+	for i, w := range e.wait(t, b.cq, 2) {
+		expect(t, w, uint64(6+i), uverbs.WCWRFlushErr, 0)
+	}
 
 	// Sends stuck on a receiver without receives (RNR retried forever),
 	// and receives of the sender: all flushed when the sender goes to ERR;
@@ -478,12 +493,12 @@ func testRefusedList(t *testing.T, e *env) {
 	for _, c := range bad {
 		good := sendList(a, []uint64{next, next + 1}, uverbs.SendSignaled)
 		list := []uverbs.SendWR{good[0], c.wr, good[1]}
-		syscalls := e.ctx.File().Syscalls()
+		syscalls := a.side.ctx.File().Syscalls()
 		n, err := a.qp.PostSend(list)
 		if err == nil || n != 1 {
 			t.Fatalf("%s: PostSend = %d, %v; want an error at index 1", c.name, n, err)
 		}
-		if d := e.ctx.File().Syscalls() - syscalls; d != 0 {
+		if d := a.side.ctx.File().Syscalls() - syscalls; d != 0 {
 			t.Errorf("%s: a refused list made %d syscalls", c.name, d)
 		}
 		t.Logf("%s: %v", c.name, err)
@@ -512,8 +527,9 @@ func testRefusedList(t *testing.T, e *env) {
 	quiet(t, b.cq, 1*time.Millisecond)
 }
 
+// newChannel creates a completion channel on the receiving side.
 func newChannel(t *testing.T, e *env) *uverbs.CompChannel {
-	ch, err := e.ctx.CreateCompChannel()
+	ch, err := e.b.ctx.CreateCompChannel()
 	if err != nil {
 		t.Fatalf("CreateCompChannel: %v", err)
 	}
@@ -545,10 +561,10 @@ func noEvent(t *testing.T, ch *uverbs.CompChannel, d time.Duration) {
 
 func testEvents(t *testing.T, e *env) {
 	ch := newChannel(t, e)
-	a := e.newEnd(t, qpConfig{})
-	b := e.newEnd(t, qpConfig{channel: ch})
-	e.connect(t, a.qp, b.qp.QPN(), qpConfig{})
-	e.connect(t, b.qp, a.qp.QPN(), qpConfig{})
+	a := e.newEnd(t, e.a, qpConfig{})
+	b := e.newEnd(t, e.b, qpConfig{channel: ch})
+	e.connect(t, a, b, qpConfig{})
+	e.connect(t, b, a, qpConfig{})
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)
 	if err := b.cq.ReqNotify(false); err != nil {
 		t.Fatalf("ReqNotify: %v", err)
@@ -575,10 +591,10 @@ func testEvents(t *testing.T, e *env) {
 
 func testSolicited(t *testing.T, e *env) {
 	ch := newChannel(t, e)
-	a := e.newEnd(t, qpConfig{})
-	b := e.newEnd(t, qpConfig{channel: ch})
-	e.connect(t, a.qp, b.qp.QPN(), qpConfig{})
-	e.connect(t, b.qp, a.qp.QPN(), qpConfig{})
+	a := e.newEnd(t, e.a, qpConfig{})
+	b := e.newEnd(t, e.b, qpConfig{channel: ch})
+	e.connect(t, a, b, qpConfig{})
+	e.connect(t, b, a, qpConfig{})
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2})...)
 	if err := b.cq.ReqNotify(true); err != nil {
 		t.Fatalf("ReqNotify(solicited): %v", err)
@@ -594,10 +610,10 @@ func testSolicited(t *testing.T, e *env) {
 
 func testCQWait(t *testing.T, e *env) {
 	ch := newChannel(t, e)
-	a := e.newEnd(t, qpConfig{})
-	b := e.newEnd(t, qpConfig{channel: ch})
-	e.connect(t, a.qp, b.qp.QPN(), qpConfig{})
-	e.connect(t, b.qp, a.qp.QPN(), qpConfig{})
+	a := e.newEnd(t, e.a, qpConfig{})
+	b := e.newEnd(t, e.b, qpConfig{channel: ch})
+	e.connect(t, a, b, qpConfig{})
+	e.connect(t, b, a, qpConfig{})
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3, 4})...)
 	for round := uint64(1); round <= 4; round++ {
 		done := make(chan struct{})
