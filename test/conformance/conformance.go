@@ -449,4 +449,3 @@ func fill(b []byte, seed byte) {
 		b[i] = seed + byte(i*7)
 	}
 }
-
