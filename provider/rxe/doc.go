@@ -1,5 +1,69 @@
 // Package rxe is the fast path for the kernel's soft-RoCE driver (rdma_rxe):
 // it maps the send, receive, shared-receive and completion queues the kernel
 // allocates, writes work requests into them and polls completions from them.
-// Its send doorbell is a write() on the command file.
+// Programs do not import it: package uverbs picks it for every device whose
+// driver id is RDMA_DRIVER_RXE.
+//
+// # Queues
+//
+// Every rxe queue is kernel memory mapped from the uverbs command file at the
+// offset the create command returned (struct mminfo). A queue starts with
+// struct rxe_queue_buf: the log2 of the slot size and the index mask, then
+// the producer and consumer indices on cache lines of their own, then the
+// slots. Indices are stored masked; a queue of 2^n slots holds 2^n−1
+// entries. The provider reads the slot size from the header (completion
+// slots are 128 bytes on Linux 6.1, for a 48-byte struct ib_uverbs_wc).
+//
+// User space produces the send and receive queues and consumes the
+// completion queue: a post fills the slots at the producer index and
+// publishes the new index with one store-release; a poll reads the producer
+// index with a load-acquire, copies the completions and publishes the
+// consumer index with a store-release.
+//
+// # Costs
+//
+// PostSend makes exactly one syscall per call, whatever the list's length:
+// the doorbell, a 32-byte write() of an empty POST_SEND command, on which
+// the kernel runs the QP's requester (synchronously on 6.1, from a work
+// queue on 6.12). PostRecv, SRQ PostRecv and Poll make none. None of them
+// allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
+//
+// # Checks
+//
+// PostSend checks every request of the list before it writes any: an opcode
+// the QP type has (UD: SEND and SEND_WITH_IMM; UC: no READ, no atomics),
+// at most the QP's SGEs, inline data within max_inline and only on
+// operations that send data, an atomic with one 8-byte SGE and an 8-byte
+// aligned remote address, an rxe address handle on UD, room in the queue for
+// the whole list, and a QP in RTS or later (the kernel refuses the doorbell
+// below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and flushes in
+// ERR). A refused list returns a *WRError naming the request and the
+// cause, wrapping the errno librxe or the kernel would give (EINVAL, or
+// ENOMEM for a full queue), and leaves the queue exactly as it was.
+//
+// # Concurrency
+//
+// PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for
+// concurrent use: each queue has a mutex, held while the list is checked
+// and copied into the queue (not across the doorbell write). One goroutine
+// polls a CQ at a time; Poll must not run concurrently with the CQ's Resize
+// or Close.
+//
+// # What the kernel reads, and differences from librxe
+//
+// The send WQE (struct rxe_send_wqe) is filled as librxe fills it; the
+// kernel sends to iova (not wr.rdma.remote_addr), sends dma.resid bytes and
+// reports dma.length in the sender's completion. Immediate data is written
+// and read big-endian, so the value a receiver sees is the value the sender
+// gave. The kernel writes wc_flags in its own encoding (IB_WC_WITH_INVALIDATE
+// is 1<<2, IB_WC_IP_CSUM_OK 1<<3, the reverse of libibverbs); Poll
+// translates them to package provider's (libibverbs') values, which librxe,
+// copying the bytes, does not.
+//
+// Limits: UD address handles need the kernel's ah_num (Linux 5.16 and
+// later); memory-window binds are not supported; an SRQ cannot be resized
+// (its limit can be changed); receives posted while a QP is already in the
+// error state are flushed only when the kernel's responder runs again
+// (another MODIFY_QP to ERR), since a receive makes no syscall — librxe
+// behaves the same.
 package rxe
