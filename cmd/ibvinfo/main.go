@@ -116,6 +116,7 @@ func cString(s string) string {
 // all it tells "no RDMA stack" (rdma-core's ENOSYS: no RDMA netlink and no
 // class/infiniband_verbs) from "no device" (an empty list).
 func (p *prog) devices() ([]uverbs.Device, error) {
+	p.memlockWarning()
 	devs, err := uverbs.Devices()
 	if err != nil {
 		var e unix.Errno
@@ -132,6 +133,22 @@ func (p *prog) devices() ([]uverbs.Device, error) {
 		}
 	}
 	return devs, nil
+}
+
+// memlockWarning is libibverbs' check at its first device list: a
+// non-root user whose RLIMIT_MEMLOCK is 32 KiB or less is warned on stderr.
+func (p *prog) memlockWarning() {
+	if os.Geteuid() == 0 {
+		return
+	}
+	var l unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &l); err != nil {
+		printf(p.errw, "libibverbs: Warning: getrlimit(RLIMIT_MEMLOCK) failed.")
+		return
+	}
+	if l.Cur <= 32768 {
+		printf(p.errw, "libibverbs: Warning: RLIMIT_MEMLOCK is %d bytes.\n    This will severely limit memory registrations.\n", l.Cur)
+	}
 }
 
 // usage is ibv_devinfo's, naming the program as it was called.
