@@ -88,6 +88,7 @@ type context struct {
 	resp       abi.Mlx5IbAllocUcontextResp
 	reqLen     int  // the ucontext request length the kernel took
 	devx       bool // the context has a DEVX uid
+	askedDyn   bool // the request carried MLX5_LIB_CAP_DYN_UAR
 	cqeVersion uint8
 	cqeSize    int
 	noBF       bool
@@ -146,6 +147,10 @@ func (c *context) getContext() error {
 		MaxCqeVersion:       reqMaxCQEVersion,
 		LibCaps:             abi.MLX5_LIB_CAP_4K_UAR | abi.MLX5_LIB_CAP_DYN_UAR,
 	}
+	if c.f.Policy() == abi.PolicyWrite {
+		// Dynamic UARs are allocated by ioctl only: ask for static ones.
+		req.LibCaps &^= abi.MLX5_LIB_CAP_DYN_UAR
+	}
 	attempts := []struct {
 		n    int
 		devx bool
@@ -162,6 +167,7 @@ func (c *context) getContext() error {
 		if err == nil {
 			copy(abi.Bytes(&c.resp), out)
 			c.reqLen, c.devx = a.n, a.devx
+			c.askedDyn = a.n >= reqLenFull && r.LibCaps&abi.MLX5_LIB_CAP_DYN_UAR != 0
 			c.cqeVersion = c.resp.CqeVersion
 			if a.n < reqLenNoLibCaps {
 				c.cqeVersion = 0 // the kernel never saw max_cqe_version

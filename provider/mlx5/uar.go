@@ -30,18 +30,26 @@ type bfreg struct {
 	index  uint32 // create_qp's bfreg_index (dynamic: the page id)
 }
 
-// setupUARs gets the context its doorbell pages: one dynamic UAR, or the
-// static UARs when the kernel has no UAR object.
+// setupUARs gets the context its doorbell pages. A kernel that granted
+// dynamic UARs allocated no static ones (tot_bfregs 0): then one UAR is
+// allocated through MLX5_IB_OBJECT_UAR and more as QPs need them. A kernel
+// that ignored MLX5_LIB_CAP_DYN_UAR (it has no UAR object:
+// EPROTONOSUPPORT) allocated static UARs with the context, which are mapped
+// instead.
 func (c *context) setupUARs() error {
-	p, err := c.allocDynamicUAR()
-	if err == nil {
-		c.mu.Lock()
-		c.dynamic, c.cqPage = true, p
-		c.mu.Unlock()
-		return nil
+	var dynErr error
+	if c.askedDyn || c.resp.TotBfregs == 0 {
+		p, err := c.allocDynamicUAR()
+		if err == nil {
+			c.mu.Lock()
+			c.dynamic, c.cqPage = true, p
+			c.mu.Unlock()
+			return nil
+		}
+		dynErr = err
 	}
-	if !abi.IsNoIoctl(err) || c.resp.TotBfregs == 0 {
-		return fmt.Errorf("mlx5: allocating a UAR (doorbell page): %w", err)
+	if c.resp.TotBfregs == 0 {
+		return fmt.Errorf("mlx5: allocating a UAR (doorbell page): the kernel allocated no static UARs and %w", dynErr)
 	}
 	return c.mapStaticUARs()
 }

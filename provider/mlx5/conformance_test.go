@@ -1,0 +1,51 @@
+package mlx5_test
+
+import (
+	"testing"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
+	"github.com/goverbs/goverbs/test/conformance"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// TestConformance runs the provider-agnostic verbs suite on the device
+// model, unchanged, in each configuration the provider must handle: dynamic
+// UARs (a current kernel), static UARs (a kernel without the UAR object),
+// every command by write() (no ioctl at all), LID routing, 128-byte CQEs
+// and doorbells without BlueFlame.
+func TestConformance(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		model  model.Options
+		open   uverbs.OpenOptions
+		lid    bool
+		cqe128 bool
+	}{
+		{name: "dynamic-uar"},
+		{name: "static-uar", model: model.Options{NoDynamicUAR: true}},
+		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
+		{name: "write-policy", open: uverbs.OpenOptions{Transport: abi.PolicyWrite}},
+		{name: "cqe128-no-blueflame", model: model.Options{NoBlueFlame: true}, cqe128: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.cqe128 {
+				t.Setenv("MLX5_CQE_SIZE", "128")
+			}
+			d, dev := newModel(t, nil, c.model)
+			gid := d.GID(1)
+			conformance.Run(t, dev, conformance.Options{GIDIndex: 1, GID: &gid, LIDRouted: c.lid, DoorbellsPerPostSend: 0, OpenOptions: c.open})
+			s := d.Stats()
+			t.Logf("model: %+v", s)
+			if s.MissedDoorbells != 0 || s.MissedArms != 0 {
+				t.Errorf("doorbells without their UAR write: %d sends, %d arms", s.MissedDoorbells, s.MissedArms)
+			}
+			if s.Doorbells == 0 || s.Arms == 0 || s.Events == 0 {
+				t.Errorf("the model saw no doorbells, arms or events: %+v", s)
+			}
+			if !c.model.NoBlueFlame && s.BlueFlames == 0 {
+				t.Errorf("no BlueFlame copy seen")
+			}
+		})
+	}
+}
