@@ -12,8 +12,9 @@ import (
 // TestConformance runs the provider-agnostic verbs suite on the device
 // model, unchanged, in each configuration the provider must handle: dynamic
 // UARs (a current kernel), static UARs (a kernel without the UAR object),
-// every command by write() (no ioctl at all), LID routing, 128-byte CQEs
-// and doorbells without BlueFlame.
+// every command by write() (no ioctl at all, or by policy), 128-byte CQEs
+// and doorbells without BlueFlame, and an old kernel that knows neither
+// DEVX nor lib_caps nor CQE version 1 (CQEs found by QP number).
 func TestConformance(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -27,6 +28,8 @@ func TestConformance(t *testing.T) {
 		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
 		{name: "write-policy", open: uverbs.OpenOptions{Transport: abi.PolicyWrite}},
 		{name: "cqe128-no-blueflame", model: model.Options{NoBlueFlame: true}, cqe128: true},
+		// A 4.x kernel: no DEVX, no lib_caps (static UARs), CQE version 0.
+		{name: "old-kernel-cqe-v0", model: model.Options{RejectDEVX: true, KnownReqLen: 16, NoDynamicUAR: true, NoWC: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if c.cqe128 {

@@ -106,36 +106,6 @@ type context struct {
 	rsc      rscTable
 }
 
-// Info describes what an mlx5 context negotiated; tests and tools read it
-// through the provider.Context with a type assertion to interface{ Info() Info }.
-type Info struct {
-	RequestLen     int  // bytes of mlx5_ib_alloc_ucontext_req_v2 the kernel accepted
-	DEVX           bool // the context has a DEVX uid
-	CQEVersion     int  // 1: CQEs carry the user index
-	DynamicUAR     bool // doorbell pages from MLX5_IB_OBJECT_UAR; false: the static UARs
-	BlueFlame      bool // BlueFlame copies are in use
-	BFRegSize      int  // bytes per BlueFlame register
-	TotalBfregs    int  // static bfregs the kernel allocated
-	CQESize        int  // bytes per CQE of new CQs
-	UARPages       int  // UAR pages mapped
-	MaxSendWQEBB   int
-	MaxRecvWR      int
-	MaxSQDescBytes int
-}
-
-// Info reports what the context negotiated.
-func (c *context) Info() Info {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return Info{
-		RequestLen: c.reqLen, DEVX: c.devx, CQEVersion: int(c.cqeVersion), DynamicUAR: c.dynamic,
-		BlueFlame: !c.noBF && c.resp.BfRegSize > 0, BFRegSize: int(c.resp.BfRegSize),
-		TotalBfregs: int(c.resp.TotBfregs), CQESize: c.cqeSize, UARPages: len(c.maps),
-		MaxSendWQEBB: int(c.resp.MaxSendWqebb), MaxRecvWR: int(c.resp.MaxRecvWr),
-		MaxSQDescBytes: int(c.resp.MaxSqDescSz),
-	}
-}
-
 // getContext runs GET_CONTEXT with the ucontext request, retrying as
 // rdma-core does: without DEVX, then without lib_caps, then without
 // max_cqe_version, for kernels that refuse what they do not know.

@@ -327,8 +327,12 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	sq := &q.sq
 	free := sq.cnt - (sq.head - sq.tail.Load())
 	need := uint32(0)
+	var plans [8]sendPlan // the first WRs' plans, kept for the build pass
 	for i := range wrs {
 		p, err := planSend(&sq.shape, &wrs[i])
+		if i < len(plans) {
+			plans[i] = p
+		}
 		if err == nil && need+p.bbs > free {
 			err = fmt.Errorf("%w: the send queue is full (%d of %d WQEBBs in use)", errNoMemory, sq.cnt-free+need, sq.cnt)
 		}
@@ -341,7 +345,12 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	var last, lastBBs uint32
 	for i := range wrs {
 		wr := &wrs[i]
-		p, _ := planSend(&sq.shape, wr)
+		var p sendPlan
+		if i < len(plans) {
+			p = plans[i]
+		} else {
+			p, _ = planSend(&sq.shape, wr)
+		}
 		signal := sq.sigAll || wr.Flags&provider.SendSignaled != 0
 		buildSend(sq.ring, head, q.qpn, wr, &p, signal)
 		idx := head & (sq.cnt - 1)

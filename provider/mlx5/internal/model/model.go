@@ -123,6 +123,7 @@ type Device struct {
 	nextPageID uint32
 	stats      Stats
 	violations []string
+	paused     bool
 }
 
 // Add models a new device on the fabric and registers its character
@@ -224,6 +225,57 @@ func (d *Device) violation(format string, args ...any) {
 	}
 }
 
+// Pause stops the hardware side: doorbells are not looked at and nothing
+// executes until Resume. Benchmarks use it to time the provider alone.
+func (d *Device) Pause() {
+	d.f.mu.Lock()
+	d.paused = true
+	d.f.mu.Unlock()
+}
+
+// Resume restarts the hardware side after Pause.
+func (d *Device) Resume() {
+	d.f.mu.Lock()
+	d.paused = false
+	d.f.mu.Unlock()
+}
+
+// ContextInfo is what one open context negotiated, as the kernel saw it.
+type ContextInfo struct {
+	RequestLen  int  // bytes of the ucontext request taken
+	DEVX        bool // the context has a DEVX uid
+	CQEVersion  int  // 0 or 1
+	DynamicUAR  bool // UARs come from MLX5_IB_OBJECT_UAR (no static ones)
+	StaticUARs  int  // static UAR pages allocated with the context
+	DynamicUARs int  // UAR objects allocated
+	QPs, CQs    int
+}
+
+// Contexts describes the device's open contexts.
+func (d *Device) Contexts() []ContextInfo {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	var out []ContextInfo
+	for _, u := range d.files {
+		c := u.ctx
+		if c == nil {
+			continue
+		}
+		ci := ContextInfo{RequestLen: c.reqLen, DEVX: c.devx, CQEVersion: int(c.cqeVersion), DynamicUAR: c.dyn,
+			StaticUARs: len(c.staticPages), DynamicUARs: len(c.dynPages)}
+		for _, o := range c.objs {
+			switch o.(type) {
+			case *mqp:
+				ci.QPs++
+			case *mcq:
+				ci.CQs++
+			}
+		}
+		out = append(out, ci)
+	}
+	return out
+}
+
 // Close stops the hardware goroutine, unregisters the path and releases
 // the memory the model owns (UAR pages, event sockets).
 func (d *Device) Close() {
@@ -265,7 +317,7 @@ func (d *Device) run() {
 		default:
 		}
 		d.f.mu.Lock()
-		busy := d.step()
+		busy := !d.paused && d.step()
 		d.f.mu.Unlock()
 		if busy {
 			idle = 0
