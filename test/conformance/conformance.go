@@ -114,6 +114,7 @@ var tests = []struct {
 	{"RNRRetryExceeded", testRNR},
 	{"FlushOnError", testFlush},
 	{"RefusedListLeavesQueue", testRefusedList},
+	{"ResetAndReuse", testResetReuse},
 	{"Events", testEvents},
 	{"SolicitedEvents", testSolicited},
 	{"CQWait", testCQWait},

@@ -114,20 +114,21 @@ func testNothingLost(t *testing.T, e *env) {
 			if p.postedSends < perPair {
 				busy = true
 				k := min(lossBatch, perPair-p.postedSends)
-				// Room for the batch on both sides first; receives before
-				// sends, and only while the pair is up (FlushOnError covers
-				// receives posted in ERR).
-				if p.postedSends-p.doneSends+k > int(cp.MaxSendWR) ||
-					(!p.failed && p.postedRecvs-p.doneRecvs+k > int(cp.MaxRecvWR)) {
+				// Room for the batch on both sides first, then receives
+				// before sends. A failed pair keeps posting both: they
+				// must be flushed (receives in ERR, on devices that need
+				// it, once the QP is moved to ERR again).
+				if p.postedSends-p.doneSends+k > int(cp.MaxSendWR) || p.postedRecvs-p.doneRecvs+k > int(cp.MaxRecvWR) {
 					continue
 				}
-				if !p.failed {
-					for j := range k {
-						recvWRs[j] = uverbs.RecvWR{ID: lossID(pi, lossKindRecv, p.postedRecvs+j), SGL: []uverbs.SGE{p.b.buf.sge(j*64, 64)}}
-					}
-					postRecv(t, p.b.qp, recvWRs[:k]...)
-					p.postedRecvs += k
-					posted += k
+				for j := range k {
+					recvWRs[j] = uverbs.RecvWR{ID: lossID(pi, lossKindRecv, p.postedRecvs+j), SGL: []uverbs.SGE{p.b.buf.sge(j*64, 64)}}
+				}
+				postRecv(t, p.b.qp, recvWRs[:k]...)
+				p.postedRecvs += k
+				posted += k
+				if p.failed && e.o.RecvInErrorNeedsModify {
+					toError(t, p.b.qp)
 				}
 				for j := range k {
 					sendWRs[j] = uverbs.SendWR{ID: lossID(pi, 0, p.postedSends+j), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,

@@ -467,6 +467,44 @@ func testFlush(t *testing.T, e *env) {
 	quiet(t, d.cq, 1*time.Millisecond)
 }
 
+// testResetReuse: a QP taken to ERR, then RESET, then connected again
+// works as a new one (the queues are reused as they are).
+func testResetReuse(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{})
+	next := uint64(1)
+	roundTrip := func() {
+		t.Helper()
+		postRecv(t, b.qp, recvList(b, []uint64{next, next + 1})...)
+		post(t, a.qp, sendList(a, []uint64{next, next + 1}, uverbs.SendSignaled)...)
+		ws := e.wait(t, a.cq, 2)
+		expect(t, ws[0], next, uverbs.WCSuccess, uverbs.WCSend)
+		expect(t, ws[1], next+1, uverbs.WCSuccess, uverbs.WCSend)
+		rs := e.wait(t, b.cq, 2)
+		expect(t, rs[0], next, uverbs.WCSuccess, uverbs.WCRecv)
+		expect(t, rs[1], next+1, uverbs.WCSuccess, uverbs.WCRecv)
+		next += 2
+	}
+	for round := 0; round < 3; round++ {
+		roundTrip()
+		// A receive left posted is flushed by the error state.
+		postRecv(t, b.qp, recvList(b, []uint64{0x1000 + uint64(round)})...)
+		toError(t, a.qp)
+		toError(t, b.qp)
+		expect(t, e.wait(t, b.cq, 1)[0], 0x1000+uint64(round), uverbs.WCWRFlushErr, 0)
+		for _, x := range []*end{a, b} {
+			modify(t, x.qp, &uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState)
+		}
+		if _, err := a.qp.PostSend(sendList(a, []uint64{0xBAD}, uverbs.SendSignaled)); err == nil {
+			t.Errorf("PostSend in RESET succeeded")
+		}
+		e.connect(t, a, b, qpConfig{})
+		e.connect(t, b, a, qpConfig{})
+	}
+	roundTrip()
+	quiet(t, a.cq, 10*time.Millisecond)
+	quiet(t, b.cq, 1*time.Millisecond)
+}
+
 // testRefusedList: a list with a bad request is refused as a whole and the
 // queue is as it was; what is posted next completes, and nothing else.
 func testRefusedList(t *testing.T, e *env) {
