@@ -26,6 +26,7 @@ func TestConformance(t *testing.T) {
 		{name: "dynamic-uar"},
 		{name: "static-uar", model: model.Options{NoDynamicUAR: true}},
 		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
+		{name: "no-invoke-write", model: model.Options{NoInvokeWrite: true}},
 		{name: "write-policy", open: uverbs.OpenOptions{Transport: abi.PolicyWrite}},
 		{name: "cqe128-no-blueflame", model: model.Options{NoBlueFlame: true}, cqe128: true},
 		// A 4.x kernel: no DEVX, no lib_caps (static UARs), CQE version 0.

@@ -89,7 +89,10 @@ func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err 
 		if q == nil || q.sq.cnt == 0 {
 			return false, nil
 		}
-		wc.ID, wc.Opcode = q.sq.retire(counter)
+		var live bool
+		if wc.ID, wc.Opcode, live = q.sq.retire(counter); !live {
+			return false, nil
+		}
 		if opcode == cqeReqErr {
 			wc.Status = syndromeStatus(e[errCqeSyndrome])
 			wc.VendorErr = uint32(e[errCqeVendorErrSynd])
@@ -111,7 +114,10 @@ func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err 
 		case s != nil:
 			wc.ID = s.retire(counter)
 		case r.qp != nil && r.qp.rq.cnt > 0:
-			wc.ID = r.qp.rq.retire()
+			var live bool
+			if wc.ID, live = r.qp.rq.retire(); !live {
+				return false, nil
+			}
 		default:
 			return false, nil
 		}

@@ -60,6 +60,9 @@ func newTestCQ(t testing.TB, cqeSize int, version uint8, log uint32) *testCQ {
 	for i := range p.rq.wrid {
 		p.rq.wrid[i] = 0x7000 + uint64(i)
 	}
+	// Everything counts as outstanding: the producers are far ahead.
+	p.sq.pub.Store(1 << 20)
+	p.rq.pub.Store(1 << 20)
 	smem, err := mmap.Anonymous(4*64 + dbRecSize)
 	if err != nil {
 		t.Fatal(err)
@@ -226,6 +229,42 @@ func TestCQOwnership(t *testing.T) {
 	tc.cq.Poll(wc[:1])
 	if got := tc.qp.sq.tail.Load(); got != 9 {
 		t.Errorf("send tail after a CQE for WQE 3 = %d, want 9", got)
+	}
+}
+
+// TestStaleCompletion: a CQE for a WQE that is not outstanding (left over
+// from before a reset) is skipped and moves no tail.
+func TestStaleCompletion(t *testing.T) {
+	tc := newTestCQ(t, 64, 1, 3)
+	tc.qp.sq.pub.Store(4)
+	tc.qp.sq.tail.Store(2)
+	tc.qp.rq.pub.Store(5)
+	tc.qp.rq.tail.Store(5)
+	for i, c := range []uint16{1, 4, 9} { // before the tail, at the head, beyond it
+		tc.put(t, uint32(i), func(e []byte) {
+			cset(t, e, cqe, "srqn_uidx", tQPUidx)
+			cset(t, e, cqe, "wqe_counter", uint64(c))
+			cset(t, e, cqe, "op_own", cqeReq<<4)
+		})
+	}
+	tc.put(t, 3, func(e []byte) {
+		cset(t, e, cqe, "srqn_uidx", tQPUidx)
+		cset(t, e, cqe, "op_own", cqeRespSend<<4)
+	})
+	var wc [8]provider.WorkCompletion
+	if n, err := tc.cq.Poll(wc[:]); n != 0 || err != nil || tc.cq.stray != 4 {
+		t.Fatalf("Poll = %d, %v, %d stray; want 0, nil, 4", n, err, tc.cq.stray)
+	}
+	if tc.qp.sq.tail.Load() != 2 || tc.qp.rq.tail.Load() != 5 {
+		t.Errorf("tails moved: %d, %d", tc.qp.sq.tail.Load(), tc.qp.rq.tail.Load())
+	}
+	tc.put(t, 4, func(e []byte) {
+		cset(t, e, cqe, "srqn_uidx", tQPUidx)
+		cset(t, e, cqe, "wqe_counter", 3)
+		cset(t, e, cqe, "op_own", cqeReq<<4)
+	})
+	if n, _ := tc.cq.Poll(wc[:]); n != 1 || wc[0].ID != 0x5003 || tc.qp.sq.tail.Load() != 4 {
+		t.Errorf("an outstanding WQE: n %d, %+v, tail %d", n, wc[0], tc.qp.sq.tail.Load())
 	}
 }
 

@@ -233,16 +233,23 @@ func TestContextNegotiation(t *testing.T) {
 			}
 		})
 	}
-	t.Run("no-uar-object-without-static", func(t *testing.T) {
-		// A kernel that grants dynamic UARs but whose UAR allocation fails
-		// leaves the provider without doorbells: Open must say so.
+	t.Run("nc-uars-only", func(t *testing.T) {
+		// A device without BlueFlame: the BF UAR allocation fails, the
+		// provider takes a non-cached one and rings 8-byte doorbells.
 		d, dev := newModel(t, nil, model.Options{NoBlueFlame: true})
-		_ = d
-		ctx, err := uverbs.Open(dev)
-		if err != nil {
-			t.Fatalf("Open with NC UARs only: %v", err)
+		n := openNode(t, d, dev, uverbs.OpenOptions{})
+		cq := n.cq(32, nil)
+		a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+		connect(t, a, b.QPN(), grhTo(d))
+		connect(t, b, a.QPN(), grhTo(d))
+		if _, err := a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: n.addr(8192), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}}); err != nil {
+			t.Fatal(err)
 		}
-		ctx.Close()
+		poll(t, cq, 1)
+		if s := d.Stats(); s.Doorbells != 1 || s.BlueFlames != 0 {
+			t.Errorf("model stats %+v: want one 8-byte doorbell", s)
+		}
 	})
 }
 
@@ -460,5 +467,56 @@ func TestArmWithoutSyscall(t *testing.T) {
 	s := d.Stats()
 	if s.Arms != 1 || s.Events != 1 || s.StaleArms != 0 {
 		t.Errorf("model saw %+v", s)
+	}
+}
+
+// TestResetReuse takes a QP with stuck sends to ERR (everything flushed),
+// then to RESET and back to RTS: the rings start over and work.
+func TestResetReuse(t *testing.T) {
+	d, dev := newModel(t, nil, model.Options{})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	cq := n.cq(64, nil)
+	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+	connect(t, a, b.QPN(), grhTo(d))
+	connect(t, b, a.QPN(), grhTo(d))
+	send := func(ids ...uint64) {
+		t.Helper()
+		wrs := make([]uverbs.SendWR, len(ids))
+		for i, id := range ids {
+			wrs[i] = uverbs.SendWR{ID: id, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{n.sge(0, 8)}}
+		}
+		if _, err := a.PostSend(wrs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(1, 2, 3) // b has no receives: RNR, retried forever
+	time.Sleep(5 * time.Millisecond)
+	if err := a.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range poll(t, cq, 3) {
+		if w.ID != uint64(i+1) || w.Status != uverbs.WCWRFlushErr {
+			t.Errorf("flush %d: %+v", i, w)
+		}
+	}
+	if err := a.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	connect(t, a, b.QPN(), grhTo(d))
+	if _, err := b.PostRecv([]uverbs.RecvWR{{ID: 10, SGL: []uverbs.SGE{n.sge(4096, 64)}}, {ID: 11, SGL: []uverbs.SGE{n.sge(8192, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	send(4, 5)
+	got := map[uint64]bool{}
+	for _, w := range poll(t, cq, 4) {
+		if w.Status != uverbs.WCSuccess {
+			t.Errorf("after reset: %+v", w)
+		}
+		got[w.ID] = true
+	}
+	for _, id := range []uint64{4, 5, 10, 11} {
+		if !got[id] {
+			t.Errorf("no completion for %d after the reset: %v", id, got)
+		}
 	}
 }

@@ -38,13 +38,18 @@ type sendQueue struct {
 }
 
 // retire completes the WQE that starts at counter and every unsignaled one
-// before it; it returns the WQE's wr_id and opcode. It runs under the CQ's
-// lock.
-func (s *sendQueue) retire(counter uint16) (uint64, provider.WCOpcode) {
-	s.pub.Load() // pairs with PostSend's publish: wrid and next are written
+// before it; it returns the WQE's wr_id and opcode, and false if no such WQE
+// is outstanding (a CQE left from before the QP was reset). It runs under
+// the CQ's lock.
+func (s *sendQueue) retire(counter uint16) (uint64, provider.WCOpcode, bool) {
+	head := s.pub.Load() // pairs with PostSend's publish: wrid and next are written
+	t := s.tail.Load()
+	if (uint32(counter)-t)&0xffff >= head-t {
+		return 0, 0, false
+	}
 	i := uint32(counter) & (s.cnt - 1)
 	s.tail.Store(s.next[i])
-	return s.wrid[i], s.op[i]
+	return s.wrid[i], s.op[i], true
 }
 
 // recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
@@ -61,13 +66,16 @@ type recvQueue struct {
 	wrid []uint64
 }
 
-// retire completes the oldest receive WQE and returns its wr_id. It runs
-// under the CQ's lock.
-func (r *recvQueue) retire() uint64 {
-	r.pub.Load()
+// retire completes the oldest receive WQE and returns its wr_id, or false
+// if none is outstanding. It runs under the CQ's lock.
+func (r *recvQueue) retire() (uint64, bool) {
+	head := r.pub.Load()
 	t := r.tail.Load()
+	if t == head {
+		return 0, false
+	}
 	r.tail.Store(t + 1)
-	return r.wrid[t&(r.cnt-1)]
+	return r.wrid[t&(r.cnt-1)], true
 }
 
 // qp is a queue pair: one buffer holding the receive ring then the send

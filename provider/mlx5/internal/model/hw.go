@@ -302,6 +302,9 @@ func (d *Device) checkSRQLimit(s *msrq) {
 }
 
 func (d *Device) serviceQP(q *mqp) bool {
+	if q.state == qpsReset {
+		return false // the device ignores a reset QP's doorbell records
+	}
 	busy := d.learnRQ(q)
 	if q.state == qpsErr && q.srq == nil && q.rqCI != q.rqPI {
 		d.flush(q)
