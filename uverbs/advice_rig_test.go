@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"golang.org/x/sys/unix"
 )
@@ -41,23 +42,29 @@ func TestMemlockAdviceRig(t *testing.T) {
 	}
 	defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &old)
 
-	// Capabilities are per thread: drop CAP_IPC_LOCK from this thread's
-	// effective set, register from it, then take the capability back.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var caps [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &caps[0]); err != nil {
-		t.Fatal(err)
-	}
-	saved := caps
-	caps[0].Effective &^= 1 << unix.CAP_IPC_LOCK
-	if err := unix.Capset(&hdr, &caps[0]); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Capset(&hdr, &saved[0])
-
-	_, err = pd.RegMR(buf.Bytes(), AccessLocalWrite)
+	// Capabilities are per thread: drop CAP_IPC_LOCK on a goroutine locked
+	// to its thread, register from it, and let it exit still locked so Go
+	// terminates that thread. Restoring the capability instead would leave
+	// the thread with new credentials, and uverbs refuses write() from
+	// credentials other than the opener's (ib_safe_file_access: EACCES).
+	result := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var caps [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &caps[0]); err != nil {
+			result <- err
+			return
+		}
+		caps[0].Effective &^= 1 << unix.CAP_IPC_LOCK
+		if err := unix.Capset(&hdr, &caps[0]); err != nil {
+			result <- err
+			return
+		}
+		_, err := pd.RegMR(buf.Bytes(), AccessLocalWrite)
+		result <- err
+	}()
+	err = <-result
 	var e *OpError
 	switch {
 	case !errors.Is(err, unix.ENOMEM):
@@ -129,5 +136,44 @@ func TestDeviceGoneRig(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("rdma link delete did not finish after the context closed")
+	}
+}
+
+// TestCredentialsAdviceRig: a write() command from a thread whose
+// credentials changed after Open (here: a capset) is refused with EACCES
+// (ib_safe_file_access), and the error says why. The thread is discarded.
+func TestCredentialsAdviceRig(t *testing.T) {
+	rigtest.Require(t)
+	c, err := OpenWith(rigDevice(t, "rxe0"), OpenOptions{Transport: abi.PolicyWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	result := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+		var caps [2]unix.CapUserData
+		if err := unix.Capget(&hdr, &caps[0]); err != nil {
+			result <- err
+			return
+		}
+		if err := unix.Capset(&hdr, &caps[0]); err != nil { // same set, new credentials
+			result <- err
+			return
+		}
+		_, err := c.AllocPD()
+		result <- err
+	}()
+	err = <-result
+	var e *OpError
+	if !errors.Is(err, unix.EACCES) || !errors.As(err, &e) || !strings.Contains(e.Advice, "credentials") {
+		t.Fatalf("AllocPD by write() after a credential change: err = %v, want EACCES with advice", err)
+	}
+	t.Logf("%v", err)
+	if pd, err := c.AllocPD(); err != nil { // other threads keep the opener's credentials
+		t.Fatalf("AllocPD from an untouched thread: %v", err)
+	} else {
+		pd.Close()
 	}
 }

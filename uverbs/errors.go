@@ -61,6 +61,10 @@ func opError(verb, dev string, tr abi.Transport, err error) error {
 		e.Advice = "the device is gone (removed, or its driver unloaded); list the devices again with Devices()"
 	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.EIO) && tr != abi.TransportNone:
 		e.Advice = "the device is gone (removed, or its driver unloaded); close the context and open the device again"
+	case errors.Is(err, unix.EACCES) && tr == abi.TransportWrite:
+		// uverbs_write refuses callers whose credentials are not the
+		// opener's (ib_safe_file_access in rdma/ib.h); ioctl does not.
+		e.Advice = "the kernel refuses write() commands from credentials other than the opener's (setuid, capset or setgroups after Open, or a thread that changed them); open the device after changing credentials"
 	case errors.Is(err, unix.EOPNOTSUPP), errors.Is(err, unix.ENOSYS):
 		if !errors.Is(err, ErrNotSupported) {
 			e.Err = fmt.Errorf("%w (%w)", ErrNotSupported, err)

@@ -73,7 +73,9 @@ const gidEntrySize = 32 // sizeof(struct ib_uverbs_gid_entry); pinned by package
 // QueryGIDTable returns every valid GID of every port, ordered by port and
 // index: one ioctl (DEVICE/QUERY_GID_TABLE), or, on kernels without it,
 // sysfs (no syscall on the command file; Transports reports "none").
-func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
+func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
+	sp := c.begin("QueryGIDTable")
+	defer func() { sp.end(err) }()
 	const verb = "QueryGIDTable"
 	if c.closed.Load() {
 		return nil, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
@@ -85,7 +87,11 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, buf)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, num[:])
-	err := c.file.Ioctl(b)
+	err = c.file.Ioctl(b)
+	if !abi.IsNoIoctl(err) {
+		in, out := b.Sizes()
+		c.noteCommand(verb, abi.TransportIoctl, in, out)
+	}
 	if abi.IsNoIoctl(err) {
 		c.noteTransport(verb, abi.TransportNone)
 		es, err := gidTableSysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport)
@@ -117,7 +123,9 @@ func (c *Context) QueryGIDTable() ([]GIDEntry, error) {
 // (DEVICE/QUERY_GID_ENTRY), or sysfs on kernels without it. An unused
 // entry fails with ENODATA (errors.Is(err, unix.ENODATA)); an index past
 // the table, or a bad port, with EINVAL.
-func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
+func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
+	sp := c.begin("QueryGID")
+	defer func() { sp.end(err) }()
 	const verb = "QueryGID"
 	if c.closed.Load() {
 		return GIDEntry{}, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
@@ -131,7 +139,11 @@ func (c *Context) QueryGID(port, index int) (GIDEntry, error) {
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:])
-	err := c.file.Ioctl(b)
+	err = c.file.Ioctl(b)
+	if !abi.IsNoIoctl(err) {
+		in, out := b.Sizes()
+		c.noteCommand(verb, abi.TransportIoctl, in, out)
+	}
 	if abi.IsNoIoctl(err) {
 		c.noteTransport(verb, abi.TransportNone)
 		e, err := gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)

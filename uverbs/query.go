@@ -389,14 +389,16 @@ func guid(raw uint64) uint64 {
 // QueryDevice asks the device what it can do: the extended QUERY_DEVICE
 // (one syscall), or the legacy command on kernels that lack the extended
 // one (EOPNOTSUPP or ENOSYS, as rdma-core falls back).
-func (c *Context) QueryDevice() (DeviceAttr, error) {
+func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
+	sp := c.begin("QueryDevice")
+	defer func() { sp.end(err) }()
 	var req abi.IbUverbsExQueryDevice
 	var resp abi.IbUverbsExQueryDeviceResp
 	cmd := abi.Command{
 		Num: abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED,
 		In:  abi.Bytes(&req), Out: abi.Bytes(&resp),
 	}
-	err := c.invoke("QueryDevice", &cmd)
+	err = c.invoke("QueryDevice", &cmd)
 	if err == nil {
 		return c.deviceAttr(&resp, int(resp.ResponseLength)), nil
 	}
@@ -818,7 +820,9 @@ func (f PortCap2) Names() []string { return flagNames(uint64(f), portCap2Names) 
 // QueryPort asks for the state of port (numbered from 1): ioctl
 // DEVICE/QUERY_PORT, which also returns port_cap_flags2, or the write
 // command where the kernel has no ioctl. One syscall.
-func (c *Context) QueryPort(port int) (PortAttr, error) {
+func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
+	sp := c.begin("QueryPort")
+	defer func() { sp.end(err) }()
 	if port < 1 || port > 255 {
 		return PortAttr{}, argError("QueryPort", c.dev.Name, "port %d out of range 1..255", port)
 	}
@@ -830,8 +834,7 @@ func (c *Context) QueryPort(port int) (PortAttr, error) {
 	tr, err := c.ioctl("QueryPort", b, func() error {
 		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp)}
-		_, err := c.file.Invoke(&cmd)
-		return err
+		return c.fallback("QueryPort", &cmd)
 	})
 	if err != nil {
 		return PortAttr{}, err
