@@ -115,6 +115,8 @@ var tests = []struct {
 	{"FlushOnError", testFlush},
 	{"RefusedListLeavesQueue", testRefusedList},
 	{"ResetAndReuse", testResetReuse},
+	{"ConcurrentPosters", testConcurrentPosters},
+	{"ResizeCQ", testResizeCQ},
 	{"Events", testEvents},
 	{"SolicitedEvents", testSolicited},
 	{"CQWait", testCQWait},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -503,6 +504,93 @@ func testResetReuse(t *testing.T, e *env) {
 	roundTrip()
 	quiet(t, a.cq, 10*time.Millisecond)
 	quiet(t, b.cq, 1*time.Millisecond)
+}
+
+// testConcurrentPosters: several goroutines post to one QP at once; every
+// request is carried and completes exactly once.
+func testConcurrentPosters(t *testing.T, e *env) {
+	const posters, each = 4, 250
+	cp := uverbs.QPCap{MaxSendWR: posters * each, MaxRecvWR: posters * each, MaxSendSGE: 1, MaxRecvSGE: 1}
+	a, b := e.pair(t, qpConfig{cap: cp, cqe: 4 * posters * each})
+	var recvs []uverbs.RecvWR
+	for i := range posters * each {
+		recvs = append(recvs, uverbs.RecvWR{ID: uint64(i), SGL: []uverbs.SGE{b.buf.sge(i%512*64, 64)}})
+	}
+	postRecv(t, b.qp, recvs...)
+	errs := make(chan error, posters)
+	for g := range posters {
+		go func() {
+			for i := range each {
+				id := uint64(g<<16 | i)
+				wr := []uverbs.SendWR{{ID: id, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(g*64, 8)}}}
+				if _, err := a.qp.PostSend(wr); err != nil {
+					errs <- fmt.Errorf("poster %d request %d: %w", g, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range posters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := byID(t, e.wait(t, a.cq, posters*each))
+	for g := range posters {
+		for i := range each {
+			if w, ok := sends[uint64(g<<16|i)]; !ok || w.Status != uverbs.WCSuccess {
+				t.Errorf("poster %d request %d: %s", g, i, fmtWC(w))
+			}
+		}
+	}
+	got := byID(t, e.wait(t, b.cq, posters*each))
+	for i := range posters * each {
+		if w, ok := got[uint64(i)]; !ok || w.Status != uverbs.WCSuccess {
+			t.Errorf("receive %d: %s", i, fmtWC(w))
+		}
+	}
+	quiet(t, a.cq, 10*time.Millisecond)
+}
+
+// testResizeCQ: completions waiting in a CQ survive a resize, and the CQ
+// works at its new size.
+func testResizeCQ(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{cqe: 16, cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	old := a.cq.CQE()
+	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
+	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)
+	e.wait(t, b.cq, 3)
+	time.Sleep(50 * time.Millisecond) // the three send completions are in a's CQ
+	for _, cq := range []*uverbs.CQ{a.cq, b.cq} {
+		if err := cq.Resize(200); err != nil {
+			t.Fatalf("Resize: %v", err)
+		}
+		if cq.CQE() < 200 {
+			t.Errorf("resized CQ holds %d, asked 200", cq.CQE())
+		}
+	}
+	for i, w := range e.wait(t, a.cq, 3) {
+		expect(t, w, uint64(1+i), uverbs.WCSuccess, uverbs.WCSend)
+	}
+	// More completions waiting at once than the old size held.
+	n := old + 8
+	if n > 60 {
+		t.Skipf("the CQ asked for 16 entries had %d", old)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(10 + i)
+	}
+	postRecv(t, b.qp, recvList(b, ids)...)
+	post(t, a.qp, sendList(a, ids, uverbs.SendSignaled)...)
+	time.Sleep(50 * time.Millisecond)
+	for i, w := range e.wait(t, a.cq, n) {
+		expect(t, w, ids[i], uverbs.WCSuccess, uverbs.WCSend)
+	}
+	for i, w := range e.wait(t, b.cq, n) {
+		expect(t, w, ids[i], uverbs.WCSuccess, uverbs.WCRecv)
+	}
 }
 
 // testRefusedList: a list with a bad request is refused as a whole and the
