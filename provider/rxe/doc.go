@@ -55,10 +55,12 @@
 // kernel sends to iova (not wr.rdma.remote_addr), sends dma.resid bytes and
 // reports dma.length in the sender's completion. Immediate data is written
 // and read big-endian, so the value a receiver sees is the value the sender
-// gave. The kernel writes wc_flags in its own encoding (IB_WC_WITH_INVALIDATE
-// is 1<<2, IB_WC_IP_CSUM_OK 1<<3, the reverse of libibverbs); Poll
-// translates them to package provider's (libibverbs') values, which librxe,
-// copying the bytes, does not.
+// gave. The kernel writes wc_flags in its own encoding, enum ib_wc_flags
+// (IB_WC_WITH_INVALIDATE is 1<<2 and IB_WC_IP_CSUM_OK 1<<3, the reverse of
+// libibverbs' bits); Poll translates them to package provider's (libibverbs')
+// values, which librxe, copying the bytes, does not. The rig exercises GRH
+// and WITH_IMM; the invalidate and checksum bits are read from the kernel
+// source (rxe_resp.c, ib_verbs.h), not observed.
 //
 // Limits: UD address handles need the kernel's ah_num (Linux 5.16 and
 // later); memory-window binds are not supported; an SRQ cannot be resized
