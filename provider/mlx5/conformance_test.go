@@ -10,7 +10,8 @@ import (
 )
 
 // TestConformance runs the provider-agnostic verbs suite on the device
-// model, unchanged, in each configuration the provider must handle: dynamic
+// model, unchanged, in loopback and across two modelled devices, and in
+// each configuration the provider must handle: dynamic
 // UARs (a current kernel), static UARs (a kernel without the UAR object),
 // every command by write() (no ioctl at all, or by policy), 128-byte CQEs
 // and doorbells without BlueFlame, and an old kernel that knows neither
@@ -22,8 +23,10 @@ func TestConformance(t *testing.T) {
 		open   uverbs.OpenOptions
 		lid    bool
 		cqe128 bool
+		peer   bool
 	}{
 		{name: "dynamic-uar"},
+		{name: "two-devices", peer: true},
 		{name: "static-uar", model: model.Options{NoDynamicUAR: true}},
 		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
 		{name: "no-invoke-write", model: model.Options{NoInvokeWrite: true}},
@@ -36,11 +39,29 @@ func TestConformance(t *testing.T) {
 			if c.cqe128 {
 				t.Setenv("MLX5_CQE_SIZE", "128")
 			}
-			d, dev := newModel(t, nil, c.model)
+			f := model.NewFabric()
+			d, dev := newModel(t, f, c.model)
 			gid := d.GID(1)
-			conformance.Run(t, dev, conformance.Options{GIDIndex: 1, GID: &gid, LIDRouted: c.lid, DoorbellsPerPostSend: 0, OpenOptions: c.open})
-			s := d.Stats()
-			t.Logf("model: %+v", s)
+			o := conformance.Options{GIDIndex: 1, GID: &gid, LIDRouted: c.lid, DoorbellsPerPostSend: 0, OpenOptions: c.open}
+			devs := []*model.Device{d}
+			if c.peer {
+				p, pdev := newModel(t, f, c.model)
+				pgid := p.GID(1)
+				o.Peer, o.PeerGIDIndex, o.PeerGID = &pdev, 1, &pgid
+				devs = append(devs, p)
+			}
+			conformance.Run(t, dev, o)
+			var s model.Stats
+			for _, x := range devs {
+				xs := x.Stats()
+				t.Logf("model %s: %+v", x.Name(), xs)
+				s.MissedDoorbells += xs.MissedDoorbells
+				s.MissedArms += xs.MissedArms
+				s.Doorbells += xs.Doorbells
+				s.BlueFlames += xs.BlueFlames
+				s.Arms += xs.Arms
+				s.Events += xs.Events
+			}
 			if s.MissedDoorbells != 0 || s.MissedArms != 0 {
 				t.Errorf("doorbells without their UAR write: %d sends, %d arms", s.MissedDoorbells, s.MissedArms)
 			}

@@ -19,7 +19,8 @@ const maxCQE = 1<<22 - 1
 // memory the kernel pinned, polled without a syscall.
 type cq struct {
 	ctx     *context
-	mem     *mmap.Region // the CQEs, then the doorbell record
+	dbMem   *mmap.Region // holds the doorbell record (after the first ring)
+	mem     *mmap.Region // the current ring (the first one: dbMem)
 	buf     []byte
 	cqeSize int    // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
 	log     uint32 // log2 of the number of entries
@@ -55,10 +56,8 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
 	}
-	q := &cq{ctx: c, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen}
-	for i := 0; i < n; i++ {
-		q.buf[i*c.cqeSize+c.cqeSize-cqe64Size+cqeOpOwn] = cqeInvalid << 4
-	}
+	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen}
+	initCQEs(q.buf, c.cqeSize)
 	s := &cqSetup{cq: q}
 	s.in.BufAddr = uint64(mem.Addr())
 	s.in.DbAddr = uint64(mem.Addr()) + uint64(q.dbrec)
@@ -76,6 +75,14 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 
 func (s *cqSetup) Udata() (in, out []byte) { return s.ib, s.ob }
 
+// initCQEs marks every CQE of a new ring INVALID, so that none looks new
+// before the device writes it.
+func initCQEs(buf []byte, size int) {
+	for i := 0; i+size <= len(buf); i += size {
+		buf[i+size-cqe64Size+cqeOpOwn] = cqeInvalid << 4
+	}
+}
+
 func (s *cqSetup) Complete(c provider.CQCreated) (provider.CQ, error) {
 	copy(abi.Bytes(&s.out), s.ob)
 	q := s.cq
@@ -89,14 +96,107 @@ func (s *cqSetup) Complete(c provider.CQCreated) (provider.CQ, error) {
 
 func (s *cqSetup) Abort() { s.cq.mem.Close() }
 
-// Resize is not implemented: mlx5 resizes by copying CQEs into a new ring
-// while the device runs.
-func (q *cq) Resize(int) (provider.Setup[uint32, struct{}], error) {
-	return nil, notSupported("resizing an mlx5 CQ is not implemented")
+// cqResize is a RESIZE_CQ in progress: the new ring, handed to the kernel.
+type cqResize struct {
+	q    *cq
+	mem  *mmap.Region // nil when the size does not change
+	log  uint32
+	in   []byte
+	same bool
 }
 
-// Close releases the ring, after the kernel CQ is destroyed.
-func (q *cq) Close() error { return q.mem.Close() }
+// Resize prepares a new ring of pow2(cqe+1) CQEs for RESIZE_CQ. The
+// kernel switches the device to it; the device marks the switch with a
+// RESIZE CQE in the old ring, and Complete moves the CQEs not yet polled
+// to the new ring and retires the old one.
+func (q *cq) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
+	if cqe < 1 || cqe > maxCQE {
+		return nil, fmt.Errorf("mlx5: ResizeCQ: %w", invalid("%d entries: a CQ holds 1 to %d", cqe, maxCQE))
+	}
+	log := uint32(bits.Len32(uint32(cqe)))
+	s := &cqResize{q: q, log: log}
+	req := abi.Mlx5IbResizeCq{CqeSize: uint16(q.cqeSize)}
+	q.mu.Lock()
+	cur := q.log
+	req.BufAddr = uint64(q.mem.Addr())
+	q.mu.Unlock()
+	if log == cur {
+		s.same = true // the kernel does nothing either
+	} else {
+		mem, err := mmap.AnonymousOpts((1<<log)*q.cqeSize, mmap.Options{CopyOnFork: q.ctx.copyOnFork})
+		if err != nil {
+			return nil, fmt.Errorf("mlx5: ResizeCQ: %w", err)
+		}
+		initCQEs(mem.Bytes(), q.cqeSize)
+		s.mem = mem
+		req.BufAddr = uint64(mem.Addr())
+	}
+	s.in = append([]byte(nil), abi.Bytes(&req)...)
+	return s, nil
+}
+
+func (s *cqResize) Udata() (in, out []byte) { return s.in, nil }
+
+func (s *cqResize) Abort() {
+	if s.mem != nil {
+		s.mem.Close()
+	}
+}
+
+// Complete moves the CQEs between the consumer index and the RESIZE CQE
+// to the new ring, one index further on (the RESIZE CQE's index is
+// consumed), with the new ring's owner bits, and makes the new ring current.
+func (s *cqResize) Complete(got uint32) (struct{}, error) {
+	if s.same {
+		return struct{}{}, nil
+	}
+	q := s.q
+	if got+1 != 1<<s.log {
+		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: the kernel made %d entries, the new ring has %d", got+1, 1<<s.log)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	oldMask, newMask := uint32(1)<<q.log-1, uint32(1)<<s.log-1
+	nb := s.mem.Bytes()
+	i := q.ci
+	for {
+		off := int(i&oldMask) * q.cqeSize
+		slot := q.buf[off : off+q.cqeSize]
+		op := slot[q.cqeSize-cqe64Size+cqeOpOwn]
+		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (i>>q.log)&1 || i-q.ci > oldMask {
+			return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: no RESIZE CQE after the %d unpolled CQEs", q.cqn, i-q.ci)
+		}
+		if op>>4 == cqeResize {
+			break
+		}
+		doff := int((i+1)&newMask) * q.cqeSize
+		d := nb[doff : doff+q.cqeSize]
+		copy(d, slot)
+		d[q.cqeSize-cqe64Size+cqeOpOwn] = op&^cqeOwnerMask | byte((i+1)>>s.log)&cqeOwnerMask
+		i++
+	}
+	doorbell.FromDevice()
+	q.ci++
+	if q.mem != q.dbMem {
+		q.mem.Close()
+	}
+	q.mem, q.buf, q.log = s.mem, nb, s.log
+	return struct{}{}, nil
+}
+
+// Close releases the ring and the doorbell record, after the kernel CQ is
+// destroyed.
+func (q *cq) Close() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	err := q.mem.Close()
+	if q.dbMem != q.mem {
+		if e := q.dbMem.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
 
 // Arm asks for one completion event: the arm word (sequence number, command,
 // consumer index) goes to the doorbell record, then with the CQ number in
@@ -108,7 +208,7 @@ func (q *cq) Arm(solicitedOnly bool) error {
 		cmd = cqArmSol
 	}
 	v := (q.armSN&3)<<28 | cmd | q.ci&0xffffff
-	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*cqDBArm), v)
+	doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBArm), v)
 	doorbell.FlushWC()
 	page := q.ctx.cqPage
 	doorbell.Store64BE(page.ptr(page.base+cqDoorbellOff), uint64(v)<<32|uint64(q.cqn))
@@ -139,8 +239,8 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 		off := int(q.ci&mask)*q.cqeSize + q.cqeSize - cqe64Size
 		c := q.buf[off : off+cqe64Size : off+cqe64Size]
 		op := c[cqeOpOwn]
-		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (q.ci>>q.log)&1 {
-			break
+		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (q.ci>>q.log)&1 || op>>4 == cqeResize {
+			break // not written yet, or the end of this ring (Resize moves on)
 		}
 		doorbell.FromDevice()
 		q.ci++
@@ -157,7 +257,7 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	}
 	if q.ci != start {
 		doorbell.ToDevice()
-		doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
 	}
 	q.mu.Unlock()
 	return n, err

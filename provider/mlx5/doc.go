@@ -62,11 +62,13 @@
 // the doorbell record once per call. Arm writes the arm word (sequence
 // number, solicited or not, consumer index) to the doorbell record and, with
 // the CQ number, to the UAR's CQ doorbell: no syscall. Event advances the
-// sequence number after uverbs read a completion event.
+// sequence number after uverbs read a completion event. Resize hands the
+// kernel a new ring; the device marks the switch with a RESIZE CQE in the
+// old one, and the CQEs not yet polled move to the new ring.
 //
 // # Not implemented
 //
-// CQ resize, LOCAL_INV and BIND_MW work requests, memory windows' fast
+// LOCAL_INV and BIND_MW work requests, memory windows' fast
 // path, XRC, DC, raw packet QPs, CQE compression, and cleaning a CQ of a
 // reset or destroyed QP's completions (such CQEs are skipped when their
 // user index names no QP).

@@ -102,6 +102,7 @@ const (
 	cqeReqErr     = mlx5dv.MLX5_CQE_REQ_ERR
 	cqeRespErr    = mlx5dv.MLX5_CQE_RESP_ERR
 	cqeInvalid    = mlx5dv.MLX5_CQE_INVALID
+	cqeResize     = mlx5dv.MLX5_CQE_RESIZE_CQ
 	cqeOwnerMask  = mlx5dv.MLX5_CQE_OWNER_MASK
 )
 

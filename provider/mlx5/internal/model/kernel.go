@@ -183,6 +183,7 @@ func init() {
 		abi.IB_USER_VERBS_CMD_DEREG_MR:            {size[abi.IbUverbsDeregMr](), 0, (*ufile).cmdDeregMR},
 		abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: {size[abi.IbUverbsCreateCompChannel](), size[abi.IbUverbsCreateCompChannelResp](), (*ufile).cmdCreateCompChannel},
 		abi.IB_USER_VERBS_CMD_CREATE_CQ:           {size[abi.IbUverbsCreateCq](), size[abi.IbUverbsCreateCqResp](), (*ufile).cmdCreateCQ},
+		abi.IB_USER_VERBS_CMD_RESIZE_CQ:           {size[abi.IbUverbsResizeCq](), size[abi.IbUverbsResizeCqResp](), (*ufile).cmdResizeCQ},
 		abi.IB_USER_VERBS_CMD_DESTROY_CQ:          {size[abi.IbUverbsDestroyCq](), size[abi.IbUverbsDestroyCqResp](), (*ufile).cmdDestroyCQ},
 		abi.IB_USER_VERBS_CMD_CREATE_QP:           {size[abi.IbUverbsCreateQp](), size[abi.IbUverbsCreateQpResp](), (*ufile).cmdCreateQP},
 		abi.IB_USER_VERBS_CMD_QUERY_QP:            {size[abi.IbUverbsQueryQp](), size[abi.IbUverbsQueryQpResp](), (*ufile).cmdQueryQP},

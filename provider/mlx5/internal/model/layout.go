@@ -79,6 +79,7 @@ const (
 	cqeRespSend   = 2
 	cqeRespSendIm = 3
 	cqeRespSendIv = 4
+	cqeResize     = 5
 	cqeReqErr     = 13
 	cqeRespErr    = 14
 	cqeInvalid    = 15

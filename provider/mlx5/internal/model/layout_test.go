@@ -75,6 +75,7 @@ func TestModelOffsets(t *testing.T) {
 		{"MLX5_CQE_RESP_SEND", cqeRespSend, mlx5dv.MLX5_CQE_RESP_SEND},
 		{"MLX5_CQE_RESP_SEND_IMM", cqeRespSendIm, mlx5dv.MLX5_CQE_RESP_SEND_IMM},
 		{"MLX5_CQE_RESP_SEND_INV", cqeRespSendIv, mlx5dv.MLX5_CQE_RESP_SEND_INV},
+		{"MLX5_CQE_RESIZE_CQ", cqeResize, mlx5dv.MLX5_CQE_RESIZE_CQ},
 		{"MLX5_CQE_REQ_ERR", cqeReqErr, mlx5dv.MLX5_CQE_REQ_ERR},
 		{"MLX5_CQE_RESP_ERR", cqeRespErr, mlx5dv.MLX5_CQE_RESP_ERR},
 		{"MLX5_CQE_INVALID", cqeInvalid, mlx5dv.MLX5_CQE_INVALID},

@@ -642,6 +642,51 @@ func (u *ufile) cmdExCreateCQ(in, out, din, dout []byte) error {
 	return nil
 }
 
+// cmdResizeCQ is the mlx5 driver's resize: the provider's new ring is in
+// mlx5_ib_resize_cq. The device writes a RESIZE CQE into the old ring at
+// the producer index and goes on in the new ring after it.
+func (u *ufile) cmdResizeCQ(in, out, din, dout []byte) error {
+	d := u.d
+	var req abi.IbUverbsResizeCq
+	copy(abi.Bytes(&req), in)
+	q, ok := u.ctx.objs[req.CqHandle].(*mcq)
+	if !ok || req.Cqe < 1 || req.Cqe > maxCQE || len(din) < size[abi.Mlx5IbResizeCq]() {
+		return unix.EINVAL
+	}
+	var dr abi.Mlx5IbResizeCq
+	copy(abi.Bytes(&dr), din)
+	n := pow2(req.Cqe + 1)
+	r := abi.IbUverbsResizeCqResp{Cqe: n - 1}
+	if n == 1<<q.log {
+		copy(out, abi.Bytes(&r))
+		return nil
+	}
+	if dr.CqeSize != 64 && dr.CqeSize != 128 || dr.BufAddr == 0 {
+		return unix.EINVAL
+	}
+	ci := be.Uint32(q.db[dbRecSetCI:]) & 0xffffff
+	if pending := (q.pi - ci) & 0xffffff; pending >= n || pending >= 1<<q.log {
+		return unix.EINVAL // the CQEs waiting would not fit, or no room for the RESIZE CQE
+	}
+	var e [cqe64]byte
+	e[cOpOwn] = cqeResize << 4
+	armed := q.armed
+	q.armed = false // the RESIZE CQE raises no event
+	d.writeCQE(q, &e)
+	q.armed = armed
+	q.cqeSize = int(dr.CqeSize)
+	q.log = uint32(bits.TrailingZeros32(n))
+	q.buf = kernel.UserMemory(dr.BufAddr, int(n)*q.cqeSize)
+	for i := 0; i < int(n); i++ {
+		if q.buf[i*q.cqeSize+q.cqeSize-cqe64+cOpOwn]>>4 != cqeInvalid {
+			d.violation("CQ %d resized to a ring whose CQE %d is not marked INVALID", q.cqn, i)
+			break
+		}
+	}
+	copy(out, abi.Bytes(&r))
+	return nil
+}
+
 func (u *ufile) destroyCQ(h uint32, r *abi.IbUverbsDestroyCqResp) error {
 	q, ok := u.ctx.objs[h].(*mcq)
 	if !ok {
