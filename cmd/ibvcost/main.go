@@ -1,0 +1,185 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strings"
+
+	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// The measuring goroutine stays on one thread: the syscall counters count
+// the calling thread's syscalls.
+func init() { runtime.LockOSThread() }
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// countedCalls is how many calls of every row are counted before the timed
+// ones (the median of the counts is reported).
+const countedCalls = 3
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("ibvcost", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dev := fs.String("d", "rxe0", "RDMA `device` to measure")
+	n := fs.Int("n", 100, "timed calls of every row")
+	bigN := fs.Int("big-n", 5, "timed calls of MR registrations of 16 MiB and more")
+	mrMax := fs.String("mr-max", "256MiB", "largest MR `size` registered (4KiB, 64KiB, 1MiB, 16MiB, 256MiB; larger rows are skipped)")
+	gid := fs.Int("g", -1, "source GID `index` for the loopback address (-1: the port's first RoCE v2 IPv4 GID, else its first)")
+	asJSON := fs.Bool("json", false, "print the report as JSON (the Report type) instead of a table")
+	svg := fs.String("svg", "", "also draw the chart into `file` (SVG)")
+	compare := fs.String("compare", "", "rdma-core's report (`files`: test/cost/verbs_cost's output; a comma-separated list is merged) to print beside goverbs'")
+	load := fs.String("load", "", "read goverbs' report from `files` (-json output; a comma-separated list is merged) instead of measuring")
+	overhead := fs.Bool("overhead", true, "measure the uverbs.Recorder's overhead on the fast path")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: ibvcost [flags]\n\nMeasures what goverbs' slow-path verbs and fast-path operations cost; see `go doc ./cmd/ibvcost`.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 || *n < 1 || *bigN < 1 {
+		fs.Usage()
+		return 2
+	}
+	maxMR, err := parseSize(*mrMax)
+	if err != nil {
+		fmt.Fprintf(stderr, "ibvcost: -mr-max: %v\n", err)
+		return 2
+	}
+
+	status := 0
+	var rep *Report
+	if *load != "" {
+		if rep, err = readReports(*load); err != nil {
+			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
+			return 1
+		}
+	} else {
+		rep, err = measure(*dev, *n, *bigN, maxMR, *gid, *overhead, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
+			if rep == nil {
+				return 1
+			}
+			status = 1
+		}
+	}
+	var rc *Report
+	if *compare != "" {
+		if rc, err = readReports(*compare); err != nil {
+			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
+			return 1
+		}
+	}
+	rep.Ratios = ratios(rep)
+
+	if *svg != "" {
+		reps := []*Report{rep}
+		if rc != nil {
+			reps = append(reps, rc)
+		}
+		f, err := os.Create(*svg)
+		if err == nil {
+			err = writeSVG(f, reps...)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
+			status = 1
+		}
+	}
+	switch {
+	case *asJSON:
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	case rc != nil:
+		err = writeCompare(stdout, rep, rc)
+	default:
+		err = writeTable(stdout, rep)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "ibvcost: %v\n", err)
+		return 1
+	}
+	return status
+}
+
+// measure runs the workload on device name.
+func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, stderr io.Writer) (*Report, error) {
+	rep := &Report{Tool: "goverbs", Device: name, N: n, BigN: bigN, MaxMR: maxMR, Counted: countedCalls,
+		Kernel: kernelRelease(), CPU: cpuModel(), Clocksource: readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource")}
+	b := newBench(rep, specs())
+	b.counted = countedCalls
+	if ctr, err := openSysCounter(); err != nil {
+		rep.Counter = "none: " + err.Error()
+	} else {
+		ctr.Close()
+		rep.Counter = "perf:raw_syscalls:sys_enter"
+		b.count = true
+	}
+	b.measureFloor()
+	dev, err := uverbs.DeviceByName(name)
+	if err != nil {
+		return nil, err
+	}
+	rep.Driver = dev.Driver.String()
+	w := &workload{b: b, dev: dev, n: n, bigN: bigN, maxMR: maxMR, gidIndex: gid, overheadOn: overhead, stderr: stderr}
+	defer func() {
+		if w.pd != nil {
+			w.pd.Close()
+		}
+		if w.ctx != nil {
+			w.ctx.Close()
+		}
+	}()
+	if err := w.slowPath(); err != nil {
+		b.skipRest("not reached: " + err.Error())
+		b.finish()
+		return rep, err
+	}
+	if why := w.fastPath(); why != "" {
+		rep.FastPath = why
+		b.skipRest("no fast path (see fast_path)")
+	}
+	b.finish()
+	return rep, nil
+}
+
+func kernelRelease() string {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Release[:])
+}
+
+// cpuModel is /proc/cpuinfo's first "model name".
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# compare.sh: goverbs' cmd/ibvcost beside rdma-core (test/cost/verbs_cost.c,
+# the same workload through libibverbs) in one boot of the rig.
+#   test/cost/compare.sh [device...]          (default: rxe0 siw0)
+# Environment: KERNEL (6.1, or 6.12), RUNS (runs of each tool per device,
+# alternating which goes first; default 3), N (timed calls a row; 100),
+# BIG_N (for MRs of 16 MiB and more; 5), MR_MAX (largest MR in bytes; 256 MiB,
+# which fits the rig's 1 GiB guest), OUT (where the reports, tables and
+# charts go; default test/cost/out/<kernel>), SVG (also write the chart of
+# the first device to this file, e.g. docs/cost.svg).
+# Builds verbs_cost with gcc against Debian's libibverbs-dev (installed if
+# missing) and ibvcost as a static Go binary, boots the kernel once, runs
+# test/cost/guest.sh there, cuts the JSON reports out of the console and
+# prints, per device, `ibvcost -load <goverbs runs> -compare <rdma-core runs>`:
+# every row goverbs beside rdma-core, the ratio of the medians, each side's
+# syscalls per call. Exit status: the guest's (non-zero if a tool failed).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+kernel=${KERNEL:-6.1}
+runs=${RUNS:-3} n=${N:-100} bign=${BIG_N:-5} mrmax=${MR_MAX:-268435456}
+devs=${*:-rxe0 siw0}
+out=${OUT:-$top/test/cost/out/$kernel}
+export PATH=$PATH:/usr/local/go/bin
+
+[ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
+command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+mkdir -p "$work/bin" "$out"
+rm -f "$out"/*.json "$out"/*.svg "$out"/table-*.txt
+gcc -O2 -Wall -o "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lm
+( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost" ./cmd/ibvcost )
+cp "$top/test/cost/guest.sh" "$work/bin/cost-guest.sh"
+chmod +x "$work/bin/cost-guest.sh"
+
+# A private RIG_OUT: the console log is where the reports come back.
+rc=0
+RIG_OUT=$work/rig RIG_QUIET=1 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "$kernel" --bin "$work/bin" -- \
+  "cost-guest.sh '$devs' $runs $n $bign $mrmax" || rc=$?
+log=$(ls "$work"/rig/run-*.log)
+tr -d '\r' < "$log" > "$out/console.log"
+awk -v dir="$out" '/^=====BEGIN /{f=dir "/" $2 ".json"; printf "" > f; next}
+  /^=====END /{close(f); f=""; next} f!=""{print >> f}' "$out/console.log"
+
+shopt -s nullglob
+first=1
+for d in $devs; do
+  g=("$out"/goverbs-"$d"-*.json) r=("$out"/rdma-core-"$d"-*.json)
+  gos=$(IFS=,; echo "${g[*]}") rcs=$(IFS=,; echo "${r[*]}")
+  if [ ${#g[@]} = 0 ] || [ ${#r[@]} = 0 ]; then
+    echo "compare.sh: no reports for $d (see $out/console.log)" >&2; rc=1; continue
+  fi
+  "$work/bin/ibvcost" -load "$gos" -compare "$rcs" -svg "$out/cost-$d.svg" | tee "$out/table-$d.txt"
+  if [ $first = 1 ] && [ -n "${SVG:-}" ]; then cp "$out/cost-$d.svg" "$SVG"; fi
+  first=0
+  echo
+done
+echo "compare.sh: kernel $kernel; reports, tables and charts in $out" >&2
+exit $rc

@@ -1,0 +1,30 @@
+#!/bin/sh
+# guest.sh "DEVICES" RUNS N BIG_N MR_MAX: the in-guest half of compare.sh
+# (runs from /rig/bin). For each device, RUNS runs of each tool, alternating
+# which goes first; every report is printed between "=====BEGIN name" and
+# "=====END name" lines for the host to cut out of the console.
+devs=$1 runs=$2 n=$3 bign=$4 mrmax=$5
+# The syscall counters need the raw_syscalls tracepoint's id from tracefs.
+[ -e /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
+cd /tmp || exit 1
+status=0
+for d in $devs; do
+  i=1
+  while [ "$i" -le "$runs" ]; do
+    order="goverbs rdma-core"
+    [ $((i % 2)) = 0 ] && order="rdma-core goverbs"
+    for t in $order; do
+      name=$t-$d-$i
+      if [ "$t" = goverbs ]; then
+        ibvcost -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1
+      else
+        verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1
+      fi
+      echo "=====BEGIN $name"
+      cat "$name.json"
+      echo "=====END $name"
+    done
+    i=$((i + 1))
+  done
+done
+exit $status
