@@ -140,7 +140,7 @@ func (s *session) init() error {
 	c := s.c
 	devs, err := uverbs.Devices()
 	if err != nil {
-		return fmt.Errorf("Failed to get IB devices list: %v", err)
+		return failf("Failed to get IB devices list: %v", err)
 	}
 	var dev *uverbs.Device
 	for i := range devs {
