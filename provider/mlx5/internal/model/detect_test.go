@@ -14,7 +14,7 @@ import (
 // the wrong index, a CQ armed without its UAR write.
 func TestDetectsProtocolErrors(t *testing.T) {
 	f := NewFabric()
-	d, err := f.Add(Options{})
+	d, err := f.Add(Options{DoorbellWait: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +36,9 @@ func TestDetectsProtocolErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer qp.Close()
+	if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1}, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatal(err) // a QP in RESET has its doorbell records ignored
+	}
 
 	wait := func(what string, cond func() bool) {
 		t.Helper()

@@ -9,10 +9,6 @@ import (
 	"github.com/goverbs/goverbs/internal/kernel"
 )
 
-// doorbellWait bounds how long the model waits for the UAR write that
-// should follow a doorbell record update.
-const doorbellWait = 20 * time.Millisecond
-
 // Async event types (enum ib_event_type).
 const (
 	evCQErr           = 0
@@ -83,7 +79,7 @@ func (d *Device) serviceArmRecord(c *mcq) bool {
 		return false
 	}
 	want := uint64(w)<<32 | uint64(c.cqn)
-	deadline := time.Now().Add(doorbellWait)
+	deadline := time.Now().Add(d.o.DoorbellWait)
 	for be.Uint64(c.uar.reg(uarCQArm)) != want {
 		if time.Now().After(deadline) {
 			c.lastArm = w
@@ -353,7 +349,7 @@ func (q *mqp) wqeAt(pos uint32) ([]byte, uint32) {
 // end exactly there, and the UAR must show a doorbell naming the last one
 // (its first 8 bytes, or all of it as a BlueFlame copy).
 func (d *Device) sendDoorbell(q *mqp) {
-	deadline := time.Now().Add(doorbellWait)
+	deadline := time.Now().Add(d.o.DoorbellWait)
 	reported := map[uint32]bool{}
 	for {
 		cnt := be.Uint32(q.db[dbRecSend:]) & 0xffff

@@ -58,6 +58,11 @@ type Options struct {
 	NoBlueFlame bool
 	// NoWC refuses write-combining mappings of static UARs (EPERM).
 	NoWC bool
+	// DoorbellWait bounds how long the device waits for the UAR write that
+	// must follow a doorbell record update before it records a violation
+	// (default 2 s: the posting goroutine may be preempted between the two
+	// stores, for long under the race detector).
+	DoorbellWait time.Duration
 }
 
 // Stats count what the hardware side saw.
@@ -137,6 +142,9 @@ func (f *Fabric) Add(o Options) (*Device, error) {
 	if o.NoIoctl {
 		// A kernel without ioctl has no UAR object either.
 		o.NoDynamicUAR = true
+	}
+	if o.DoorbellWait == 0 {
+		o.DoorbellWait = 2 * time.Second
 	}
 	if o.KnownReqLen == 0 {
 		o.KnownReqLen = 32
