@@ -252,4 +252,4 @@ func (k kernelOps) ReqNotifyCQ(cq uint32, solicited bool) error {
 	return k.c.invoke("ReqNotifyCQ", &cmd)
 }
 
-func (k kernelOps) CopyOnFork() bool { return false }
+func (k kernelOps) CopyOnFork() bool { return copyOnFork() }

@@ -160,3 +160,12 @@ func TestContextCloseReleasesQueuesRig(t *testing.T) {
 		t.Errorf("Close after the context closed: %v", err)
 	}
 }
+
+// TestCopyOnForkRig: Debian's 6.1 and 6.12 kernels answer SYS_GET with
+// COPY_ON_FORK = 1 unconditionally (core/nldev.c nldev_sys_get_doit).
+func TestCopyOnForkRig(t *testing.T) {
+	rigtest.Require(t)
+	if !CopyOnFork() {
+		t.Fatalf("kernel %s: CopyOnFork() = false, the kernel's netlink says 1", rigtest.Kernel())
+	}
+}
