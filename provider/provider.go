@@ -44,6 +44,9 @@ type Kernel interface {
 	// ReqNotifyCQ runs REQ_NOTIFY_CQ (for devices that arm CQs in the
 	// kernel, like rxe).
 	ReqNotifyCQ(cqHandle uint32, solicitedOnly bool) error
+	// ModifyQPState runs MODIFY_QP with only the state: rxe's way to make
+	// the kernel flush receives posted while the QP is in ERR.
+	ModifyQPState(qpHandle uint32, state QPState) error
 	// CopyOnFork reports whether the kernel keeps pinned pages valid in a
 	// forked child, so MADV_DONTFORK is not needed.
 	CopyOnFork() bool

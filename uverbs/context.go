@@ -252,4 +252,11 @@ func (k kernelOps) ReqNotifyCQ(cq uint32, solicited bool) error {
 	return k.c.invoke("ReqNotifyCQ", &cmd)
 }
 
+func (k kernelOps) ModifyQPState(qp uint32, state provider.QPState) error {
+	a := QPAttr{State: state}
+	req := a.toModify(qp, QPAttrState)
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req)}
+	return k.c.invoke("ModifyQP", &cmd)
+}
+
 func (k kernelOps) CopyOnFork() bool { return copyOnFork() }

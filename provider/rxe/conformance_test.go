@@ -40,7 +40,7 @@ func rxeOptions() conformance.Options {
 	if *long {
 		n = 1_000_000
 	}
-	return conformance.Options{GIDIndex: 1, DoorbellsPerPostSend: 1, NothingLostWRs: n, RecvInErrorNeedsModify: true}
+	return conformance.Options{GIDIndex: 1, DoorbellsPerPostSend: 1, NothingLostWRs: n}
 }
 
 // TestConformance runs the suite in loopback on rxe0.

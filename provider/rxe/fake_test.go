@@ -124,9 +124,11 @@ type fakeOps struct {
 	f  *abi.File
 }
 
-func (o fakeOps) File() *abi.File                 { return o.f }
-func (o fakeOps) GetContext(in, out []byte) error { return nil }
-func (o fakeOps) CopyOnFork() bool                { return false }
+func (o fakeOps) File() *abi.File                              { return o.f }
+func (o fakeOps) GetContext(in, out []byte) error              { return nil }
+func (o fakeOps) CopyOnFork() bool                             { return false }
+func (o fakeOps) ModifyQPState(uint32, provider.QPState) error { return nil }
+
 func (o fakeOps) ReqNotifyCQ(cq uint32, sol bool) error {
 	o.fk.notifies = append(o.fk.notifies, cq)
 	return nil

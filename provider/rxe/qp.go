@@ -290,7 +290,8 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
 }
 
 // PostRecv checks every request, then copies them into the receive queue and
-// publishes the producer index once. No syscall.
+// publishes the producer index once. No syscall, except on a QP in ERR: see
+// the body.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	if qp.rq == nil {
 		if len(wrs) == 0 {
@@ -298,7 +299,17 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		}
 		return 0, &WRError{Op: "PostRecv", Recv: true, Cause: "the QP receives through an SRQ; post to the SRQ", Err: unix.EINVAL}
 	}
-	return qp.rq.post("PostRecv", wrs)
+	n, err := qp.rq.post("PostRecv", wrs)
+	if err == nil && n > 0 && qp.State() == provider.QPStateErr {
+		// rxe flushes a QP's receive queue only when the QP is moved to
+		// ERR (its responder task runs then): receives posted after that
+		// would never complete. Moving it to ERR again is the doorbell
+		// that flushes them: every receive gets its completion.
+		if err := qp.c.k.ModifyQPState(qp.handle, provider.QPStateErr); err != nil {
+			return n, &DoorbellError{Posted: n, Err: err}
+		}
+	}
+	return n, err
 }
 
 // Close unmaps the queues; uverbs calls it after the kernel QP is destroyed.

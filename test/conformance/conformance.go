@@ -46,13 +46,6 @@ type Options struct {
 	Peer         *uverbs.Device
 	PeerGIDIndex uint8
 	PeerGID      *[16]byte
-	// RecvInErrorNeedsModify says the device flushes receives posted while
-	// the QP is already in the error state only when the QP is moved to
-	// the error state again. rxe does (Linux 6.1 and 6.12): user-space
-	// receives make no syscall, and only the kernel's responder flushes the
-	// receive queue, which runs on a packet or a MODIFY_QP. Hardware flushes
-	// them by itself.
-	RecvInErrorNeedsModify bool
 	// LIDRouted addresses without a GRH (InfiniBand within a subnet); the
 	// default is a GRH, which RoCE requires.
 	LIDRouted bool
