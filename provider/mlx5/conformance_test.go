@@ -27,6 +27,7 @@ func TestConformance(t *testing.T) {
 	}{
 		{name: "dynamic-uar"},
 		{name: "two-devices", peer: true},
+		{name: "lid-routed-two-devices", peer: true, lid: true},
 		{name: "static-uar", model: model.Options{NoDynamicUAR: true}},
 		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
 		{name: "no-invoke-write", model: model.Options{NoInvokeWrite: true}},

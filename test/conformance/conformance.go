@@ -153,6 +153,7 @@ type side struct {
 	pd       *uverbs.PD
 	gid      [16]byte
 	gidIndex uint8
+	lid      uint16 // the port's LID, for LID-routed addresses
 }
 
 func newSide(t *testing.T, dev uverbs.Device, oo uverbs.OpenOptions, port, gidIndex uint8, gid *[16]byte, lid bool) *side {
@@ -170,6 +171,14 @@ func newSide(t *testing.T, dev uverbs.Device, oo uverbs.OpenOptions, port, gidIn
 	s := &side{dev: dev, ctx: ctx, pd: pd, gidIndex: gidIndex}
 	switch {
 	case lid:
+		pa, err := ctx.QueryPort(int(port))
+		if err != nil {
+			t.Fatalf("QueryPort(%d) of %s: %v", port, dev.Name, err)
+		}
+		if pa.LID == 0 {
+			t.Fatalf("%s port %d has no LID: it cannot be LID-routed", dev.Name, port)
+		}
+		s.lid = pa.LID
 	case gid != nil:
 		s.gid = *gid
 	default:
@@ -293,7 +302,7 @@ func (e *env) pair(t *testing.T, c qpConfig) (a, b *end) {
 
 // av is the address of side to, as seen from side from.
 func (e *env) av(from, to *side) uverbs.AHAttr {
-	a := uverbs.AHAttr{PortNum: e.o.Port}
+	a := uverbs.AHAttr{PortNum: e.o.Port, DLID: to.lid}
 	if !e.o.LIDRouted {
 		a.GRH = &uverbs.GlobalRoute{DGID: to.gid, SGIDIndex: from.gidIndex, HopLimit: 64}
 	}
