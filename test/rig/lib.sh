@@ -97,7 +97,8 @@ pick_accel() {
 # Boots the kernel described by SERIES_ENV (written by build.sh) with its cached
 # base initramfs plus the OVERLAY directory packed as a second archive (the
 # kernel unpacks concatenated cpio archives in order; later files win).
-# Streams the console to stdout (unless RIG_QUIET=1) and to LOG. Returns the
+# Streams the console to stdout (unless RIG_QUIET=1) and to LOG; kills the
+# guest after TIMEOUT seconds, or after RIG_STALL seconds of console silence. Returns the
 # guest command's status from its "RIG-EXIT: n" line; 124 if the host timeout
 # killed the guest; 125 if the guest ended without one (panic, init died).
 # Sets RIG_BOOT_WHY (why it failed, "" if it did not), RIG_BOOT_SECS (wall
@@ -125,18 +126,29 @@ rig_boot() {
     -nic user,model=virtio-net-pci,restrict=on
     -append "console=ttyS0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
   t0=$(now)
-  set +e
-  if [ "${RIG_QUIET:-0}" = 1 ]; then
-    timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1
-    rc=$?
-  else
-    timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null 2>&1 | tee "$logf"
-    rc=${PIPESTATUS[0]}
-  fi
-  set -e
+  : > "$logf"
+  timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1 &
+  local pid=$! follow='' stalled=''
+  # a background job ignores ^C: stop the guest when the script is stopped
+  trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM
+  [ "${RIG_QUIET:-0}" = 1 ] || { tail -n +1 -f --pid="$pid" "$logf" & follow=$!; }
+  # RIG_STALL: a guest whose console stays silent that long is hung (the
+  # suite sets it above the per-binary timeout, whose panic would print).
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ -n "${RIG_STALL:-}" ] && [ $(( $(date +%s) - $(stat -c %Y "$logf") )) -gt "$RIG_STALL" ]; then
+      stalled=1; kill "$pid" 2>/dev/null   # timeout passes the TERM on to qemu
+    fi
+  done
+  rc=0; wait "$pid" || rc=$?
+  trap - INT TERM
+  [ -z "$follow" ] || wait "$follow" || true
   rm -f "$initrd"
   RIG_BOOT_SECS=$(since "$t0")
   RIG_BOOT_ACCEL=$accel
+  if [ -n "$stalled" ]; then
+    RIG_BOOT_WHY="hung: no console output for ${RIG_STALL}s, killed by the host"; return 124
+  fi
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     RIG_BOOT_WHY="killed by the host timeout after ${tmo}s"; return 124
   fi

@@ -6,8 +6,9 @@
 # copy of its testdata/, and run in the guest from that directory with -test.v.
 # --tools builds Go main packages into the guest's PATH (e.g. ./cmd/...).
 # Knobs (environment): KERNELS, RIG_RUN (-test.run filter), RIG_TEST_TIMEOUT
-# (seconds per binary, default 300), RIG_TEST_ARGS (more test flags),
-# RIG_TIMEOUT (host timeout per boot; default leaves every binary its time).
+# (seconds per binary, default 600 like go test), RIG_TEST_ARGS (more test
+# flags), RIG_TIMEOUT (host timeout per boot; default leaves every binary its
+# time), RIG_STALL (seconds of console silence that mean a hung guest).
 # Prints one line per binary and kernel, then "N passed, N failed"; exits
 # non-zero if anything failed, hung or did not build.
 set -euo pipefail
@@ -71,8 +72,11 @@ digest() {
 }
 
 # ---- one boot per kernel ----
-T=${RIG_TEST_TIMEOUT:-300}
+T=${RIG_TEST_TIMEOUT:-600}
+# Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)
+# with a goroutine dump, so console silence past T + 60 s means the guest hung.
 tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
+RIG_STALL=${RIG_STALL:-$((T + 60))}
 pass=0; fail=0; summary=(); boots=()
 for envf in "${envs[@]}"; do
   # shellcheck disable=SC1090
