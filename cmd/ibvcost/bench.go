@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"slices"
 	"sort"
@@ -15,19 +16,27 @@ import (
 // bench collects the rows of one run.
 //
 // The workload is a set of cycles (open then close a context; register
-// then deregister an MR; take a QP through its states …). Each cycle runs
-// `counted` times with the syscall counters and a fresh uverbs.Recorder
-// around every measured call, then n times with only a clock around each
-// call. The counted calls double as warm-up, and the timed calls carry no
-// counting cost: no perf tracepoint enabled, no Recorder.
+// then deregister an MR; take a QP through its states …), and it runs
+// twice. The counting pass runs each cycle `counted` times with the
+// syscall counters (opened once for the whole pass) and a fresh
+// uverbs.Recorder around every measured call. The timing pass runs each
+// cycle once untimed (warm-up), then n times with nothing but a clock
+// around each call: no perf tracepoint registered, no Recorder.
+//
+// The counters are opened and closed once per run, not per cycle: each
+// registration of the syscall tracepoint patches kernel text, and under
+// QEMU's TCG a patch racing with another vCPU's syscall entry can leave
+// both vCPUs looping on a stale int3 in syscall_trace_enter (seen on the
+// rig's 6.1 guest: soft lockups, every CPU).
 type bench struct {
-	rep     *Report
-	rows    map[string]*rowState
-	order   []string
-	floor   time.Duration
-	count   bool        // syscall counters are available
-	ctr     *sysCounter // open only during a cycle's counted calls
-	counted int
+	rep       *Report
+	rows      map[string]*rowState
+	order     []string
+	floor     time.Duration
+	ctr       *sysCounter // open during the counting pass
+	countPass bool
+	counted   int
+	verbose   io.Writer // -v: each row's name as it starts
 }
 
 // rowState accumulates one row.
@@ -37,6 +46,7 @@ type rowState struct {
 	counts  [][nKinds]float64
 	rec     recAcc
 	err     error // the row failed: no more calls
+	started bool
 }
 
 // recAcc sums the Recorder's snapshots of a row's counted calls.
@@ -83,44 +93,34 @@ func (b *bench) measureFloor() {
 	b.rep.FloorNS = int64(b.floor)
 }
 
-// phase is one pass of a cycle: counting or timing.
+// phase is one iteration of a cycle: counting, warming up or timing.
 type phase struct {
 	b        *bench
 	counting bool
+	warm     bool // run, measure nothing
 }
 
-// cycle runs f counted times counting, then n times timing. It stops at
-// f's first error and returns it. The syscall counters are open only while
-// counting: an enabled syscall tracepoint slows every syscall of the thread
-// (and, under TCG, by microseconds).
+// cycle runs f: in the counting pass `counted` times, counting; in the
+// timing pass once to warm up, then n times timing. It stops at f's first
+// error and returns it.
 func (b *bench) cycle(n int, f func(p *phase) error) error {
-	if b.count {
-		ctr, err := openSysCounter()
-		if err != nil {
-			return err
+	if b.countPass {
+		for range b.counted {
+			if err := f(&phase{b: b, counting: true}); err != nil {
+				return err
+			}
 		}
-		b.ctr = ctr
+		return nil
 	}
-	for range b.counted {
-		if err := f(&phase{b: b, counting: true}); err != nil {
-			b.closeCounter()
-			return err
-		}
+	if err := f(&phase{b: b, warm: true}); err != nil {
+		return err
 	}
-	b.closeCounter()
 	for range n {
 		if err := f(&phase{b: b}); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-func (b *bench) closeCounter() {
-	if b.ctr != nil {
-		b.ctr.Close()
-		b.ctr = nil
-	}
 }
 
 // do measures one call of f as row name. ctx, if set, is the context the
@@ -140,6 +140,19 @@ func (p *phase) call(name string, ctx *uverbs.Context, per int, f func(rec *uver
 	}
 	if rs.err != nil {
 		return rs.err
+	}
+	if !rs.started {
+		rs.started = true
+		if p.b.verbose != nil {
+			fmt.Fprintf(p.b.verbose, "ibvcost: %s\n", name)
+		}
+	}
+	if p.warm {
+		if _, err := f(nil); err != nil {
+			rs.err = err
+			return err
+		}
+		return nil
 	}
 	if !p.counting {
 		t0 := now()
@@ -220,11 +233,12 @@ func (b *bench) skip(name, why string) {
 	}
 }
 
-// skipRest marks every row that has neither samples nor a reason.
-func (b *bench) skipRest(why string) {
+// skipRest marks every row not yet reached (never called, no reason) of
+// path ("" for any).
+func (b *bench) skipRest(path, why string) {
 	for _, name := range b.order {
 		rs := b.rows[name]
-		if len(rs.samples) == 0 && rs.err == nil && rs.row.Skipped == "" {
+		if (path == "" || rs.row.Path == path) && !rs.started && rs.err == nil && rs.row.Skipped == "" {
 			rs.row.Skipped = why
 		}
 	}

@@ -4,5 +4,77 @@
 // can be weighed against data movement ("one RC connection costs as much as
 // N 64-byte RDMA WRITEs"). test/cost/verbs_cost.c runs the same workload
 // through rdma-core's libibverbs and writes the same JSON; -compare sets the
-// two side by side.
+// two side by side. docs/COST.md has a run from the rig and how to read it.
+//
+// Usage:
+//
+//	ibvcost [-d dev] [-n calls] [-big-n calls] [-mr-max size] [-g gid-index]
+//	        [-json] [-svg file] [-compare files] [-load files] [-overhead=false]
+//
+//	-d        device (default rxe0)
+//	-n        timed calls of every row (default 100)
+//	-big-n    timed calls of MR registrations of 16 MiB and more (default 5)
+//	-mr-max   largest MR registered (default 256MiB; the rig's guest has
+//	          1 GiB of RAM, so 256 MiB fits; larger rows are listed as skipped)
+//	-g        source GID index of the loopback address (default: the port's
+//	          first RoCE v2 GID holding an IPv4 address, else its first GID)
+//	-json     print the Report as JSON instead of a table
+//	-svg      also draw the chart: one bar per row (the median, a whisker to
+//	          the p99) on one logarithmic time axis, goverbs and rdma-core side
+//	          by side when -compare is given
+//	-compare  rdma-core's reports (verbs_cost's output; a comma-separated
+//	          list of runs is merged) to print beside goverbs'
+//	-load     goverbs' reports (-json output) to use instead of measuring
+//
+// # The workload
+//
+// One context, one PD. Every row is a cycle of verbs repeated: first
+// three counted calls (a perf counter group on the raw_syscalls:sys_enter
+// tracepoint around each call, on this thread only, and a fresh
+// uverbs.Recorder on the context), then -n timed calls (nothing but two
+// monotonic clock reads around each call; the median cost of an empty pair,
+// the timer floor, is subtracted). Rows, in order:
+//
+//	open_device, close_device     uverbs.Open and Context.Close of a context of their own
+//	query_device, query_port      QueryDevice; QueryPort(1)
+//	query_gid                     QueryGID(1, 0)
+//	alloc_pd, dealloc_pd
+//	reg_mr_<size>, dereg_mr_<size>  4KiB, 64KiB, 1MiB, 16MiB, 256MiB: prefixes of one
+//	                              prefaulted anonymous mapping; local write, remote write and read
+//	create_cq, destroy_cq         256 entries, no channel
+//	create_qp, destroy_qp         RC, 64 send and receive WRs, 1 SGE each, 64 bytes inline
+//	modify_qp_init … _reset       one RC QP connected to itself, round RESET → INIT → RTR →
+//	                              RTS → ERR → RESET (path MTU 1024, PSN 0x100, GRH with -g)
+//	create_ah, destroy_ah         the port's own GID -g, through a GRH
+//
+// The fast path runs on two RC QPs of the device connected to each other
+// (loopback), each with a send CQ, a receive CQ and a registered 128 KiB
+// buffer; A posts, B receives and is the RDMA target:
+//
+//	post_send_<op>_<size>         one signaled WR on an idle QP: send, write, read × 8B
+//	                              (inline, but for read), 64B, 4KiB, 64KiB; the completion
+//	                              (and the receive) reaped outside the timing
+//	post_recv                     a batch of 32 PostRecv calls timed as one, per call
+//	poll_cq_empty                 a batch of 100 polls of an empty CQ, per call
+//	poll_cq                       a batch of 16 polls each returning one completion (of 16
+//	                              WRITEs left 2 ms to complete), per call
+//	pingpong_send_64B             round trip: A sends 64 B, B polls and answers, A polls
+//	msg_rate_write_64B            chunks of 256 64-B WRITEs, one per PostSend, at most 32
+//	                              outstanding, every 8th signaled; per message
+//
+// Devices without a fast path (siw: its QPs are connected by rdma_cm, and
+// goverbs has no siw fast path) list the fast-path rows as skipped, with the
+// reason in the report's fast_path. After the rows, the Recorder's own cost
+// is measured on PollCQ and PostSend, recording off and on.
+//
+// From the medians, ibvcost derives ratios in units of a 64-byte RDMA WRITE
+// (msg_rate's mean time per message) and of a ping-pong round trip: RC
+// connection set-up (create CQ and QP, three transitions), reg MR 1 MiB and
+// 4 KiB, open device, alloc PD.
+//
+// The JSON schema is the Report type (go doc -cmd ./cmd/ibvcost Report).
+//
+// Counting syscalls needs tracefs (mount -t tracefs nodev /sys/kernel/tracing)
+// and root or CAP_PERFMON; without them the syscall columns are empty and the
+// Recorder's account remains.
 package main

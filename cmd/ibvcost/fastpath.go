@@ -131,10 +131,13 @@ func (w *workload) fastPath() string {
 		return err.Error()
 	}
 	if err := f.run(); err != nil {
-		w.b.skipRest("not reached: " + err.Error())
+		w.b.skipRest("", "not reached: "+err.Error())
 		return ""
 	}
 	if w.overheadOn {
+		if w.b.verbose != nil {
+			fmt.Fprintln(w.b.verbose, "ibvcost: recorder overhead")
+		}
 		ov, err := f.overhead()
 		if err != nil {
 			fmt.Fprintf(w.stderr, "ibvcost: recorder overhead: %v\n", err)

@@ -36,6 +36,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	compare := fs.String("compare", "", "rdma-core's report (`files`: test/cost/verbs_cost's output; a comma-separated list is merged) to print beside goverbs'")
 	load := fs.String("load", "", "read goverbs' report from `files` (-json output; a comma-separated list is merged) instead of measuring")
 	overhead := fs.Bool("overhead", true, "measure the uverbs.Recorder's overhead on the fast path")
+	verbose := fs.Bool("v", false, "print each row's name on stderr as it starts")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: ibvcost [flags]\n\nMeasures what goverbs' slow-path verbs and fast-path operations cost; see `go doc ./cmd/ibvcost`.\n\n")
 		fs.PrintDefaults()
@@ -61,7 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	} else {
-		rep, err = measure(*dev, *n, *bigN, maxMR, *gid, *overhead, stderr)
+		var progress io.Writer
+		if *verbose {
+			progress = stderr
+		}
+		rep, err = measure(*dev, *n, *bigN, maxMR, *gid, *overhead, stderr, progress)
 		if err != nil {
 			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
 			if rep == nil {
@@ -114,24 +119,40 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // measure runs the workload on device name.
-func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, stderr io.Writer) (*Report, error) {
+func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, stderr, progress io.Writer) (*Report, error) {
 	rep := &Report{Tool: "goverbs", Device: name, N: n, BigN: bigN, MaxMR: maxMR, Counted: countedCalls,
 		Kernel: kernelRelease(), CPU: cpuModel(), Clocksource: readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource")}
 	b := newBench(rep, specs())
 	b.counted = countedCalls
-	if ctr, err := openSysCounter(); err != nil {
-		rep.Counter = "none: " + err.Error()
-	} else {
-		ctr.Close()
-		rep.Counter = "perf:raw_syscalls:sys_enter"
-		b.count = true
-	}
-	b.measureFloor()
+	b.verbose = progress
 	dev, err := uverbs.DeviceByName(name)
 	if err != nil {
 		return nil, err
 	}
 	rep.Driver = dev.Driver.String()
+	b.measureFloor()
+	// The counting pass, then the timing pass (see bench).
+	ctr, err := openSysCounter()
+	if err != nil {
+		rep.Counter = "none: " + err.Error()
+	} else {
+		rep.Counter = "perf:raw_syscalls:sys_enter"
+		b.ctr, b.countPass = ctr, true
+		err := b.pass(dev, n, bigN, maxMR, gid, false, stderr)
+		ctr.Close()
+		b.ctr, b.countPass = nil, false
+		if err != nil {
+			b.finish()
+			return rep, err
+		}
+	}
+	err = b.pass(dev, n, bigN, maxMR, gid, overhead, stderr)
+	b.finish()
+	return rep, err
+}
+
+// pass runs the workload once.
+func (b *bench) pass(dev uverbs.Device, n, bigN int, maxMR int64, gid int, overhead bool, stderr io.Writer) error {
 	w := &workload{b: b, dev: dev, n: n, bigN: bigN, maxMR: maxMR, gidIndex: gid, overheadOn: overhead, stderr: stderr}
 	defer func() {
 		if w.pd != nil {
@@ -142,16 +163,14 @@ func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, stde
 		}
 	}()
 	if err := w.slowPath(); err != nil {
-		b.skipRest("not reached: " + err.Error())
-		b.finish()
-		return rep, err
+		b.skipRest("", "not reached: "+err.Error())
+		return err
 	}
 	if why := w.fastPath(); why != "" {
-		rep.FastPath = why
-		b.skipRest("no fast path (see fast_path)")
+		b.rep.FastPath = why
+		b.skipRest("fast", "no fast path (see fast_path)")
 	}
-	b.finish()
-	return rep, nil
+	return nil
 }
 
 func kernelRelease() string {

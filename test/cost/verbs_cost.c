@@ -6,11 +6,12 @@
  *
  *   verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]
  *
- * Every row runs COUNTED calls with the syscall counters open around each
- * call (a perf counter group on the raw_syscalls:sys_enter tracepoint,
- * attached to this thread: all syscalls, ioctl, write, mmap+munmap, and the
- * runtime/clock set that cmd/ibvcost/counter.go excludes), then n timed
- * calls with the counters closed, each timed with two
+ * The workload runs twice. The counting pass makes COUNTED calls of every
+ * row with a perf counter group on the raw_syscalls:sys_enter tracepoint
+ * read around each call (attached to this thread: all syscalls, ioctl,
+ * write, mmap+munmap, and the runtime/clock set that cmd/ibvcost/counter.go
+ * excludes). The timing pass, with the counters closed, makes one warm-up
+ * call and n timed calls of every row, each timed with two
  * clock_gettime(CLOCK_MONOTONIC) reads minus the median cost of an empty
  * pair. Medians and p99s are nearest-rank, as in ibvcost.
  *
@@ -174,10 +175,12 @@ static void skip(const char *name, const char *why)
 		snprintf(r->skipped, sizeof r->skipped, "%s", why);
 }
 
-static void skip_rest(const char *why)
+/* skip_rest marks every row of path (NULL: any) not yet reached. */
+static void skip_rest(const char *path, const char *why)
 {
 	for (int i = 0; i < nrows; i++)
-		if (!rows[i].ns && !rows[i].failed && !rows[i].skipped[0])
+		if ((!path || !strcmp(rows[i].path, path)) && !rows[i].ns && !rows[i].nc && !rows[i].failed &&
+		    !rows[i].skipped[0])
 			snprintf(rows[i].skipped, sizeof rows[i].skipped, "%s", why);
 }
 
@@ -224,7 +227,7 @@ static void measure_floor(void)
 
 /* ---- the syscall counters (cmd/ibvcost/counter.go) ---- */
 
-static int have_counter, ctr_fd[NK] = { -1, -1, -1, -1, -1 };
+static int ctr_fd[NK] = { -1, -1, -1, -1, -1 };
 static uint64_t ctr_base[NK];
 static char counter_desc[512] = "perf:raw_syscalls:sys_enter";
 
@@ -314,21 +317,24 @@ static const char *ctr_open(void)
 
 /* ---- measuring one call ---- */
 
+/* A measured call's mode: timed, counted, or a warm-up that measures nothing. */
+enum { TIMED, COUNTED_CALL, WARM };
+
 struct meas {
 	struct row *r;
-	int counting;
+	int mode;
 	long long t0;
 	uint64_t c0[NK];
 };
 
-static void m_begin(struct meas *m, struct row *r, int counting)
+static void m_begin(struct meas *m, struct row *r, int mode)
 {
 	m->r = r;
-	m->counting = counting;
-	if (counting) {
+	m->mode = mode;
+	if (mode == COUNTED_CALL) {
 		if (ctr_fd[K_ALL] >= 0)
 			ctr_read(m->c0);
-	} else {
+	} else if (mode == TIMED) {
 		m->t0 = now();
 	}
 }
@@ -338,10 +344,10 @@ static int m_end(struct meas *m, int err, const char *what, int keep, int per)
 {
 	long long t1 = 0;
 	uint64_t c1[NK];
-	if (m->counting) {
+	if (m->mode == COUNTED_CALL) {
 		if (ctr_fd[K_ALL] >= 0)
 			ctr_read(c1);
-	} else {
+	} else if (m->mode == TIMED) {
 		t1 = now();
 	}
 	struct row *r = m->r;
@@ -350,9 +356,9 @@ static int m_end(struct meas *m, int err, const char *what, int keep, int per)
 		snprintf(r->skipped, sizeof r->skipped, "%s: %s", what, strerror(err));
 		return err;
 	}
-	if (!keep)
+	if (!keep || m->mode == WARM)
 		return 0;
-	if (!m->counting) {
+	if (m->mode == TIMED) {
 		long long d = t1 - m->t0 - floor_ns;
 		if (d < 0)
 			d = 0;
@@ -398,13 +404,20 @@ static int m_end(struct meas *m, int err, const char *what, int keep, int per)
 
 static int err_of(const void *p) { return p ? 0 : errno ? errno : EIO; }
 
-/* CYCLE(n) { body using `counting` }: COUNTED counted iterations with the
- * counters open, then n timed ones; `break` ends the cycle. */
-#define CYCLE(n)                                                                           \
-	for (int it_ = 0, counting = 1, nn_ = COUNTED + (n); it_ < nn_;                    \
-	     it_++, counting = it_ < COUNTED, (it_ == COUNTED ? ctr_close() : (void)0))    \
-		if (it_ == 0 && have_counter && (ctr_close(), ctr_open())) die("reopening the counters"); \
-		else
+/* The workload runs twice (cmd/ibvcost/bench.go): a counting pass with the
+ * counters open throughout, then a timing pass without them. Each
+ * registration of the syscall tracepoint patches kernel text, which under
+ * QEMU's TCG can race with another vCPU's syscall entry and livelock both;
+ * opening the counters once per run keeps that to two patches. */
+static int count_pass;
+
+/* CYCLE(n) { body using `counting`, the mode of its measured calls }: in the
+ * counting pass COUNTED counted iterations, in the timing pass one warm-up
+ * and n timed ones; `break` ends the cycle. */
+#define CYCLE(n)                                                                        \
+	for (int it_ = 0, counting = count_pass ? COUNTED_CALL : WARM,                   \
+		 nn_ = count_pass ? COUNTED : 1 + (n);                                   \
+	     it_ < nn_; it_++, counting = count_pass ? COUNTED_CALL : TIMED)
 
 /* ---- the workload ---- */
 
@@ -674,6 +687,7 @@ static void close_end(struct end *e)
 		ibv_dereg_mr(e->mr);
 	if (e->buf)
 		munmap(e->buf, FAST_BUF);
+	memset(e, 0, sizeof *e);
 }
 
 static const char *fail_why;
@@ -779,8 +793,7 @@ static int rate(struct ibv_send_wr wrs[2])
 	do {                                                                    \
 		snprintf(why, sizeof why, "not reached: %s failed: %s", what,    \
 			 fail_why ? fail_why : "error");                         \
-		skip_rest(why);                                                 \
-		ctr_close();                                                    \
+		skip_rest(NULL, why);                                           \
 		return;                                                         \
 	} while (0)
 
@@ -937,6 +950,19 @@ static void fast(void)
 	close_end(&B);
 }
 
+static void run_pass(void)
+{
+	fast_path[0] = 0;
+	slow_path();
+	fast();
+	if (fast_path[0])
+		skip_rest("fast", "no fast path (see fast_path)");
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	pd = NULL;
+	ctx = NULL;
+}
+
 /* ---- JSON ---- */
 
 static void jstr(const char *s)
@@ -1060,12 +1086,6 @@ int main(int argc, char **argv)
 	if (n_calls < 1 || big_n < 1)
 		die("-n and -b must be positive");
 	specs();
-	const char *why = ctr_open();
-	if (why)
-		snprintf(counter_desc, sizeof counter_desc, "none: %s", why);
-	else
-		have_counter = 1;
-	ctr_close();
 	measure_floor();
 	int n;
 	struct ibv_device **list = ibv_get_device_list(&n);
@@ -1074,12 +1094,16 @@ int main(int argc, char **argv)
 			dev = list[i];
 	if (!dev)
 		die("no RDMA device %s", name);
-	slow_path();
-	ctr_close();
-	fast();
-	ctr_close();
-	if (fast_path[0])
-		skip_rest("no fast path (see fast_path)");
+	const char *why = ctr_open();
+	if (why) {
+		snprintf(counter_desc, sizeof counter_desc, "none: %s", why);
+	} else {
+		count_pass = 1;
+		run_pass();
+		ctr_close();
+		count_pass = 0;
+	}
+	run_pass();
 	report();
 	return 0;
 }

@@ -1,0 +1,328 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"golang.org/x/sys/unix"
+)
+
+// The test binary doubles as ibvcost: run with IBVCOST_TEST_MAIN=1 it is
+// the program, so the rig test needs no separately built binary.
+func TestMain(m *testing.M) {
+	if os.Getenv("IBVCOST_TEST_MAIN") == "1" {
+		main()
+	}
+	os.Exit(m.Run())
+}
+
+// ---- unit tests ----
+
+func TestSizes(t *testing.T) {
+	for n, want := range map[int64]string{8: "8B", 64: "64B", 4096: "4KiB", 65536: "64KiB", 1 << 20: "1MiB", 256 << 20: "256MiB", 1000: "1000B"} {
+		if got := sizeName(n); got != want {
+			t.Errorf("sizeName(%d) = %q, want %q", n, got, want)
+		}
+	}
+	for s, want := range map[string]int64{"256MiB": 256 << 20, "16M": 16 << 20, "4k": 4096, "65536": 65536, "1GiB": 1 << 30, "64KiB": 64 << 10} {
+		if got, err := parseSize(s); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "x", "-1", "1.5M"} {
+		if _, err := parseSize(s); err == nil {
+			t.Errorf("parseSize(%q) accepted", s)
+		}
+	}
+	if postSendRow("write", 8) != "post_send_write_8B_inline" || postSendRow("read", 8) != "post_send_read_8B" || postSendRow("send", 65536) != "post_send_send_64KiB" {
+		t.Error("post_send row names")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	d := []time.Duration{5, 1, 4, 2, 3}
+	for q, want := range map[float64]time.Duration{0: 1, 0.5: 3, 0.99: 5, 1: 5, 0.2: 1, 0.21: 2} {
+		if got := quantile(d, q); got != want {
+			t.Errorf("quantile(%v) = %v, want %v", q, got, want)
+		}
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("quantile of nothing")
+	}
+}
+
+// sample builds a small report of one tool.
+func sample(tool string, scale float64, sys float64) *Report {
+	r := &Report{Tool: tool, Device: "rxe0", Driver: "rxe", Kernel: "6.1.0", N: 10, BigN: 2, Counted: 3, FloorNS: 1000, Counter: "perf:raw_syscalls:sys_enter"}
+	add := func(name, path string, med int64, s Syscalls) {
+		r.Rows = append(r.Rows, Row{Name: name, Path: path, N: 10, MedianNS: int64(float64(med) * scale), P99NS: int64(float64(2*med) * scale),
+			MinNS: med / 2, MeanNS: int64(float64(med) * scale), Syscalls: &s, Transport: transportOf(s.Ioctl, s.Write)})
+	}
+	add("open_device", "slow", 100000, Syscalls{Total: sys, Ioctl: 2})
+	add("alloc_pd", "slow", 20000, Syscalls{Total: 1, Ioctl: 1})
+	for _, n := range []string{"create_cq", "create_qp", "modify_qp_init", "modify_qp_rtr", "modify_qp_rts", "reg_mr_1MiB", "reg_mr_4KiB"} {
+		add(n, "slow", 50000, Syscalls{Total: 1, Ioctl: 1})
+	}
+	r.Rows = append(r.Rows, Row{Name: "create_ah", Path: "slow", Skipped: "not supported <&>", Transport: "-"})
+	add("poll_cq_empty", "fast", 80, Syscalls{})
+	add("pingpong_send_64B", "fast", 100000, Syscalls{Total: 2, Write: 2})
+	add("msg_rate_write_64B", "fast", 50000, Syscalls{Total: 1, Write: 1})
+	r.Rows[len(r.Rows)-1].PerSecond = 20000
+	return r
+}
+
+func TestRatios(t *testing.T) {
+	r := sample("goverbs", 1, 6)
+	got := map[string]float64{}
+	for _, x := range ratios(r) {
+		got[x.Name] = x.Value
+	}
+	// set-up: create CQ + QP and three transitions, 5 × 50 µs, over 50 µs writes.
+	if got["rc_setup_in_writes"] != 5 || got["rc_setup_in_roundtrips"] != 2.5 || got["alloc_pd_in_writes"] != 0.4 {
+		t.Errorf("ratios = %v", got)
+	}
+	r.row("modify_qp_rtr").Skipped = "no"
+	for _, x := range ratios(r) {
+		if strings.HasPrefix(x.Name, "rc_setup") && x.Value != 0 {
+			t.Errorf("%s = %v with a row skipped", x.Name, x.Value)
+		}
+	}
+}
+
+func TestSVGIsWellFormed(t *testing.T) {
+	for _, reps := range [][]*Report{{sample("goverbs", 1, 6)}, {sample("goverbs", 1, 6), sample("rdma-core", 0.5, 5)}} {
+		var b bytes.Buffer
+		if err := writeSVG(&b, reps...); err != nil {
+			t.Fatal(err)
+		}
+		d := xml.NewDecoder(&b)
+		rects := 0
+		for {
+			tok, err := d.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%d reports: SVG is not well-formed XML: %v", len(reps), err)
+			}
+			if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "rect" {
+				rects++
+			}
+		}
+		// A background, a legend swatch per tool, a bar per measured row and tool.
+		if want := 1 + len(reps) + 12*len(reps); rects != want {
+			t.Errorf("%d reports: %d rects, want %d", len(reps), rects, want)
+		}
+	}
+	var b bytes.Buffer
+	writeSVG(&b, sample("goverbs", 1, 6))
+	for _, s := range []string{"alloc_pd", "skipped: not supported &lt;&amp;&gt;", "10µs", "100µs"} {
+		if !strings.Contains(b.String(), s) {
+			t.Errorf("SVG lacks %q", s)
+		}
+	}
+}
+
+func TestCompareTable(t *testing.T) {
+	g, c := sample("goverbs", 2, 6), sample("rdma-core", 1, 5)
+	var b strings.Builder
+	if err := writeCompare(&b, g, c); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, s := range []string{"alloc_pd", "2.00", "≠", "open_device                goverbs 6 (ioctl 2, write 0, mmap 0, other 4), rdma-core 5",
+		"skipped by both", "N = 5.00 (goverbs), 5.00 (rdma-core)"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("comparison lacks %q:\n%s", s, out)
+		}
+	}
+	if strings.Count(out, "≠") != 2 { // the row's mark and the list's header
+		t.Errorf("want exactly one row marked:\n%s", out)
+	}
+	b.Reset()
+	if err := writeTable(&b, g); err != nil || !strings.Contains(b.String(), "skipped: not supported") || !strings.Contains(b.String(), "20000 msg/s") {
+		t.Errorf("table (%v):\n%s", err, b.String())
+	}
+}
+
+func TestMerge(t *testing.T) {
+	a, b, c := sample("goverbs", 1, 6), sample("goverbs", 3, 6), sample("goverbs", 2, 6)
+	b.row("alloc_pd").Skipped = "gone"
+	m, err := merge([]*Report{a, b, c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Runs != 3 || m.row("open_device").MedianNS != 200000 || m.row("open_device").N != 30 {
+		t.Errorf("merged open_device = %+v (runs %d)", *m.row("open_device"), m.Runs)
+	}
+	if r := m.row("alloc_pd"); r.Skipped != "gone" || r.N != 0 {
+		t.Errorf("merged alloc_pd = %+v", *r)
+	}
+	if _, err := merge([]*Report{a, sample("rdma-core", 1, 5)}); err == nil {
+		t.Error("merged two tools")
+	}
+}
+
+// TestReadsRDMACoreReport reads a report verbs_cost.c wrote in the rig.
+func TestReadsRDMACoreReport(t *testing.T) {
+	r, err := readReports("testdata/rdma-core-rxe0.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Tool != "rdma-core" || len(r.Rows) != len(specs()) {
+		t.Fatalf("tool %q, %d rows, want %d", r.Tool, len(r.Rows), len(specs()))
+	}
+	for i, s := range specs() {
+		row := r.Rows[i]
+		if row.Name != s.name || row.Path != s.path {
+			t.Errorf("row %d is %s (%s), want %s (%s)", i, row.Name, row.Path, s.name, s.path)
+		}
+	}
+	if p := r.row("alloc_pd"); p.Syscalls == nil || p.Syscalls.Total != 1 || p.Transport != "ioctl" {
+		t.Errorf("alloc_pd = %+v", p)
+	}
+}
+
+// ---- the rig ----
+
+// runSelf runs the test binary as ibvcost and decodes its -json report.
+func runSelf(t *testing.T, args ...string) *Report {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "IBVCOST_TEST_MAIN=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("ibvcost %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	var r Report
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("ibvcost %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return &r
+}
+
+// syscallsWant is what each row must cost on rxe (nil: checked apart).
+// siw differs only where queues are mapped: rxe maps a CQ's queue and a
+// QP's two; siw maps nothing here.
+var syscallsWant = map[string][2]float64{ // row → {rxe, siw} total syscalls per call
+	"query_device": {1, 1}, "query_port": {1, 1},
+	"alloc_pd": {1, 1}, "dealloc_pd": {1, 1},
+	"reg_mr_4KiB": {1, 1}, "dereg_mr_4KiB": {1, 1}, "reg_mr_64KiB": {1, 1}, "dereg_mr_64KiB": {1, 1},
+	"reg_mr_1MiB": {1, 1}, "dereg_mr_1MiB": {1, 1},
+	"create_cq": {2, 1}, "destroy_cq": {2, 1}, "create_qp": {3, 1}, "destroy_qp": {3, 1},
+	"modify_qp_init": {1, 1}, "modify_qp_rtr": {1, 1}, "modify_qp_rts": {1, -1}, "modify_qp_err": {1, 1}, "modify_qp_reset": {1, 1},
+	"create_ah": {1, -1}, "destroy_ah": {1, -1},
+	"post_recv": {0, -1}, "poll_cq_empty": {0, -1}, "poll_cq": {0, -1},
+	"pingpong_send_64B": {2, -1}, "msg_rate_write_64B": {1, -1},
+}
+
+// TestRig runs ibvcost with few calls on rxe0 and siw0 and checks that
+// every row is there, measured (or skipped for a stated reason where the
+// device cannot do it), with a positive time and the syscalls it must make.
+func TestRig(t *testing.T) {
+	rigtest.Require(t)
+	// The syscall counters need tracefs for the tracepoint's id.
+	if _, err := os.Stat("/sys/kernel/tracing/events"); err != nil {
+		if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
+			t.Fatalf("mounting tracefs: %v", err)
+		}
+	}
+	for i, dev := range []string{"rxe0", "siw0"} {
+		t.Run(dev, func(t *testing.T) {
+			rigtest.Device(t, dev)
+			r := runSelf(t, "-d", dev, "-n", "5", "-big-n", "2", "-mr-max", "1MiB", "-json")
+			if !strings.HasPrefix(r.Counter, "perf:") {
+				t.Fatalf("no syscall counter in the rig: %s", r.Counter)
+			}
+			if r.Tool != "goverbs" || r.Device != dev || r.Kernel == "" || r.FloorNS <= 0 {
+				t.Errorf("header: %+v", *r)
+			}
+			specs := specs()
+			if len(r.Rows) != len(specs) {
+				t.Fatalf("%d rows, want %d", len(r.Rows), len(specs))
+			}
+			iwarp := i == 1
+			if iwarp != (r.FastPath != "") {
+				t.Errorf("fast path skipped: %q", r.FastPath)
+			}
+			for k, row := range r.Rows {
+				if row.Name != specs[k].name {
+					t.Errorf("row %d is %s, want %s", k, row.Name, specs[k].name)
+					continue
+				}
+				if row.Skipped != "" {
+					allowed := strings.Contains(row.Name, "16MiB") || strings.Contains(row.Name, "256MiB")
+					if iwarp {
+						allowed = allowed || row.Path == "fast" || row.Name == "modify_qp_rts" || strings.HasSuffix(row.Name, "_ah")
+					}
+					if !allowed {
+						t.Errorf("%s skipped: %s", row.Name, row.Skipped)
+					}
+					continue
+				}
+				if row.N != 5 || row.MedianNS <= 0 || row.MeanNS <= 0 || row.P99NS < row.MedianNS || row.MinNS > row.MedianNS {
+					t.Errorf("%s: n %d median %d p99 %d min %d mean %d", row.Name, row.N, row.MedianNS, row.P99NS, row.MinNS, row.MeanNS)
+				}
+				s := row.Syscalls
+				if s == nil {
+					t.Errorf("%s: no syscall count", row.Name)
+					continue
+				}
+				want, ok := syscallsWant[row.Name]
+				if strings.HasPrefix(row.Name, "post_send_") {
+					want, ok = [2]float64{1, -1}, true
+					if s.Write != 1 || row.Transport != "write" {
+						t.Errorf("%s: %+v by %s, want one write (the doorbell)", row.Name, *s, row.Transport)
+					}
+				}
+				if ok && s.Total != want[i] {
+					t.Errorf("%s: %v syscalls per call, want %v (%+v)", row.Name, s.Total, want[i], *s)
+				}
+				if strings.HasPrefix(row.Name, "create_") || strings.HasPrefix(row.Name, "modify_") || strings.HasPrefix(row.Name, "reg_mr") {
+					if s.Ioctl != 1 || row.Transport != "ioctl" {
+						t.Errorf("%s: %+v by %s, want one ioctl", row.Name, *s, row.Transport)
+					}
+				}
+			}
+			// open: open(2), GET_CONTEXT and ASYNC_EVENT_ALLOC by ioctl, the async fd's
+			// flags and epoll registration; close: both fds and the epoll removal.
+			if o := r.row("open_device"); o.Syscalls == nil || o.Syscalls.Ioctl != 2 || o.Syscalls.Total < 4 || o.Syscalls.Total > 8 {
+				t.Errorf("open_device: %+v", o.Syscalls)
+			}
+			if c := r.row("close_device"); c.Syscalls == nil || c.Syscalls.Total < 2 || c.Syscalls.Total > 4 {
+				t.Errorf("close_device: %+v", c.Syscalls)
+			}
+			// The Recorder agrees with the kernel where its chokepoint sees everything.
+			for _, name := range []string{"alloc_pd", "create_cq", "create_qp", "reg_mr_4KiB", "modify_qp_init"} {
+				row := r.row(name)
+				if rc := row.Recorder; rc == nil || rc.Calls != 1 || row.Syscalls == nil || rc.Syscalls != row.Syscalls.Total || rc.Mappings != row.Syscalls.Mmap || rc.Transport != "ioctl" {
+					t.Errorf("%s: recorder %+v, kernel %+v", name, row.Recorder, row.Syscalls)
+				}
+			}
+			if !iwarp {
+				if len(r.Overhead) != 2 {
+					t.Errorf("overhead: %+v", r.Overhead)
+				}
+				for _, o := range r.Overhead {
+					if o.OffNS <= 0 || o.OnNS <= 0 {
+						t.Errorf("overhead %+v", o)
+					}
+				}
+			}
+			var table strings.Builder
+			writeTable(&table, r)
+			t.Logf("%s", table.String())
+		})
+	}
+}
