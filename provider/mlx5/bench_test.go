@@ -16,15 +16,14 @@ import (
 const benchRound = 2048
 
 type benchPair struct {
-	d      *model.Device
-	n      *node
-	a, b   *uverbs.QP
-	cqA    *uverbs.CQ
-	cqB    *uverbs.CQ
-	sys    uint64 // syscalls counted while the clock ran
-	sys0   uint64
-	wc     []uverbs.WorkCompletion
-	remote uint64
+	d    *model.Device
+	n    *node
+	a, b *uverbs.QP
+	cqA  *uverbs.CQ
+	cqB  *uverbs.CQ
+	sys  uint64 // syscalls counted while the clock ran
+	sys0 uint64
+	wc   []uverbs.WorkCompletion
 }
 
 func newBenchPair(b *testing.B) *benchPair {
