@@ -1,5 +1,5 @@
 # goverbs: `make test` is what CI runs (.ci/run).
-#   make test    setup, host unit tests (-race), fuzzers, then the kernel rig on every kernel
+#   make test    setup, lint, host unit tests (-race), fuzzers, then the kernel rig on every kernel
 #   make unit    go test -race -count=1 ./...  (rig tests skip themselves on the host)
 #   make fuzz    every Fuzz* function in the module for $(FUZZTIME) each
 #   make rig     the rig suite: rig tests on Debian's 6.1 and 6.12 kernels in QEMU (test/rig/README.md)
@@ -28,7 +28,7 @@ DEMO_CMD ?= set -eo pipefail; ibvinfo; pp() { until netstat -ltn | grep -q ":185
 
 .PHONY: test unit fuzz rig demo lint setup
 
-test: setup unit fuzz rig
+test: setup lint unit fuzz rig
 
 setup:
 	test/rig/setup.sh
