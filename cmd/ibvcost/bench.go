@@ -17,17 +17,21 @@ import (
 //
 // The workload is a set of cycles (open then close a context; register
 // then deregister an MR; take a QP through its states …), and it runs
-// twice. The counting pass runs each cycle `counted` times with the
-// syscall counters (opened once for the whole pass) and a fresh
-// uverbs.Recorder around every measured call. The timing pass runs each
-// cycle once untimed (warm-up), then n times with nothing but a clock
-// around each call: no perf tracepoint registered, no Recorder.
+// twice. The counting pass runs each cycle `counted` times with a fresh
+// uverbs.Recorder, and the syscall counters (opened once for the whole
+// pass), around every measured call. The timing pass runs each cycle once
+// untimed (warm-up), then n times with nothing but a clock around each
+// call: no perf counter, no Recorder.
 //
-// The counters are opened and closed once per run, not per cycle: each
-// registration of the syscall tracepoint patches kernel text, and under
-// QEMU's TCG a patch racing with another vCPU's syscall entry can leave
-// both vCPUs looping on a stale int3 in syscall_trace_enter (seen on the
-// rig's 6.1 guest: soft lockups, every CPU).
+// The counters are opened once per run, not per cycle: registering the
+// syscall tracepoint patches kernel text, and under QEMU's TCG a patch
+// racing with another vCPU's syscall entry can leave that vCPU on a stale
+// int3 in syscall_trace_enter (seen in the rig: soft lockups of every CPU
+// on 6.1, an oops and a panic on 6.12). A Go program always has other
+// threads making syscalls (sysmon), so under TCG ibvcost leaves the counters
+// off unless told (-perf), and test/cost registers the tracepoint first
+// from a single-threaded holder, after which opening a counter patches
+// nothing.
 type bench struct {
 	rep       *Report
 	rows      map[string]*rowState

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
-	"golang.org/x/sys/unix"
 )
 
 // The test binary doubles as ibvcost: run with IBVCOST_TEST_MAIN=1 it is
@@ -212,11 +211,15 @@ func runSelf(t *testing.T, args ...string) *Report {
 	return &r
 }
 
-// syscallsWant is what each row must cost on rxe (nil: checked apart).
-// siw differs only where queues are mapped: rxe maps a CQ's queue and a
-// QP's two; siw maps nothing here.
-var syscallsWant = map[string][2]float64{ // row → {rxe, siw} total syscalls per call
-	"query_device": {1, 1}, "query_port": {1, 1},
+// recorderWant is the syscalls each row's call makes at goverbs' chokepoint,
+// per the uverbs.Recorder, on rxe and on siw: rxe maps a CQ's queue and a
+// QP's two (and unmaps them), siw maps nothing; Open is GET_CONTEXT and
+// ASYNC_EVENT_ALLOC (its open(2) precedes the span), Close the command
+// file's close; a PostSend is one doorbell write(), whatever the opcode and
+// size; receives and polls make none. -1: the row is skipped on siw.
+var recorderWant = map[string][2]float64{
+	"open_device": {2, 2}, "close_device": {1, 1},
+	"query_device": {1, 1}, "query_port": {1, 1}, "query_gid": {1, 1},
 	"alloc_pd": {1, 1}, "dealloc_pd": {1, 1},
 	"reg_mr_4KiB": {1, 1}, "dereg_mr_4KiB": {1, 1}, "reg_mr_64KiB": {1, 1}, "dereg_mr_64KiB": {1, 1},
 	"reg_mr_1MiB": {1, 1}, "dereg_mr_1MiB": {1, 1},
@@ -230,22 +233,19 @@ var syscallsWant = map[string][2]float64{ // row → {rxe, siw} total syscalls p
 // TestRig runs ibvcost with few calls on rxe0 and siw0 and checks that
 // every row is there, measured (or skipped for a stated reason where the
 // device cannot do it), with a positive time and the syscalls it must make.
+//
+// It counts with the Recorder alone (-perf=false): the rig runs under TCG,
+// where registering the syscall tracepoint from a multi-threaded process
+// can crash the guest (see bench). test/cost/compare.sh checks the kernel's
+// counts, behind a single-threaded holder, beside rdma-core's.
 func TestRig(t *testing.T) {
 	rigtest.Require(t)
-	// The syscall counters need tracefs for the tracepoint's id.
-	if _, err := os.Stat("/sys/kernel/tracing/events"); err != nil {
-		if err := unix.Mount("nodev", "/sys/kernel/tracing", "tracefs", 0, ""); err != nil {
-			t.Fatalf("mounting tracefs: %v", err)
-		}
-	}
 	for i, dev := range []string{"rxe0", "siw0"} {
 		t.Run(dev, func(t *testing.T) {
 			rigtest.Device(t, dev)
-			r := runSelf(t, "-d", dev, "-n", "5", "-big-n", "2", "-mr-max", "1MiB", "-json")
-			if !strings.HasPrefix(r.Counter, "perf:") {
-				t.Fatalf("no syscall counter in the rig: %s", r.Counter)
-			}
-			if r.Tool != "goverbs" || r.Device != dev || r.Kernel == "" || r.FloorNS <= 0 {
+			r := runSelf(t, "-d", dev, "-n", "5", "-big-n", "2", "-mr-max", "1MiB", "-perf=false", "-json")
+			if r.Tool != "goverbs" || r.Device != dev || r.Kernel == "" || r.FloorNS <= 0 || r.Counted != countedCalls ||
+				!strings.HasPrefix(r.Counter, "none: disabled") {
 				t.Errorf("header: %+v", *r)
 			}
 			specs := specs()
@@ -274,40 +274,46 @@ func TestRig(t *testing.T) {
 				if row.N != 5 || row.MedianNS <= 0 || row.MeanNS <= 0 || row.P99NS < row.MedianNS || row.MinNS > row.MedianNS {
 					t.Errorf("%s: n %d median %d p99 %d min %d mean %d", row.Name, row.N, row.MedianNS, row.P99NS, row.MinNS, row.MeanNS)
 				}
-				s := row.Syscalls
-				if s == nil {
-					t.Errorf("%s: no syscall count", row.Name)
+				rc := row.Recorder
+				if rc == nil || row.Syscalls != nil {
+					t.Errorf("%s: recorder %+v, kernel counts %+v", row.Name, rc, row.Syscalls)
 					continue
 				}
-				want, ok := syscallsWant[row.Name]
+				want, ok := recorderWant[row.Name]
 				if strings.HasPrefix(row.Name, "post_send_") {
 					want, ok = [2]float64{1, -1}, true
-					if s.Write != 1 || row.Transport != "write" {
-						t.Errorf("%s: %+v by %s, want one write (the doorbell)", row.Name, *s, row.Transport)
-					}
 				}
-				if ok && s.Total != want[i] {
-					t.Errorf("%s: %v syscalls per call, want %v (%+v)", row.Name, s.Total, want[i], *s)
+				if !ok {
+					t.Errorf("%s: no expectation", row.Name)
+					continue
 				}
-				if strings.HasPrefix(row.Name, "create_") || strings.HasPrefix(row.Name, "modify_") || strings.HasPrefix(row.Name, "reg_mr") {
-					if s.Ioctl != 1 || row.Transport != "ioctl" {
-						t.Errorf("%s: %+v by %s, want one ioctl", row.Name, *s, row.Transport)
-					}
+				if rc.Syscalls != want[i] {
+					t.Errorf("%s: %v syscalls per call, want %v (recorder %+v)", row.Name, rc.Syscalls, want[i], *rc)
 				}
-			}
-			// open: open(2), GET_CONTEXT and ASYNC_EVENT_ALLOC by ioctl, the async fd's
-			// flags and epoll registration; close: both fds and the epoll removal.
-			if o := r.row("open_device"); o.Syscalls == nil || o.Syscalls.Ioctl != 2 || o.Syscalls.Total < 4 || o.Syscalls.Total > 8 {
-				t.Errorf("open_device: %+v", o.Syscalls)
-			}
-			if c := r.row("close_device"); c.Syscalls == nil || c.Syscalls.Total < 2 || c.Syscalls.Total > 4 {
-				t.Errorf("close_device: %+v", c.Syscalls)
-			}
-			// The Recorder agrees with the kernel where its chokepoint sees everything.
-			for _, name := range []string{"alloc_pd", "create_cq", "create_qp", "reg_mr_4KiB", "modify_qp_init"} {
-				row := r.row(name)
-				if rc := row.Recorder; rc == nil || rc.Calls != 1 || row.Syscalls == nil || rc.Syscalls != row.Syscalls.Total || rc.Mappings != row.Syscalls.Mmap || rc.Transport != "ioctl" {
-					t.Errorf("%s: recorder %+v, kernel %+v", name, row.Recorder, row.Syscalls)
+				wantMaps := 0.0
+				if !iwarp && strings.Contains(row.Name, "_cq") && row.Path == "slow" {
+					wantMaps = 1
+				}
+				if !iwarp && strings.HasSuffix(row.Name, "_qp") {
+					wantMaps = 2
+				}
+				if rc.Mappings != wantMaps {
+					t.Errorf("%s: %v mappings per call, want %v", row.Name, rc.Mappings, wantMaps)
+				}
+				// Commands go by ioctl on these kernels; doorbells, receives
+				// and polls have no command.
+				wantTr := "ioctl"
+				switch {
+				case row.Path == "fast":
+					wantTr = "none"
+				case row.Name == "close_device":
+					wantTr = "none"
+				}
+				if rc.Transport != wantTr || row.Transport != wantTr {
+					t.Errorf("%s: transport %s (recorder %s), want %s", row.Name, row.Transport, rc.Transport, wantTr)
+				}
+				if row.Path == "slow" && (rc.Calls != 1 || wantTr == "ioctl" && rc.BytesIn == 0) {
+					t.Errorf("%s: recorder %+v", row.Name, *rc)
 				}
 			}
 			if !iwarp {

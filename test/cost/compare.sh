@@ -7,7 +7,8 @@
 # BIG_N (for MRs of 16 MiB and more; 5), MR_MAX (largest MR in bytes; 256 MiB,
 # which fits the rig's 1 GiB guest), OUT (where the reports, tables and
 # charts go; default test/cost/out/<kernel>), SVG (also write the chart of
-# the first device to this file, e.g. docs/cost.svg).
+# the first device to this file, e.g. docs/cost.svg), RIG_STALL (seconds of
+# console silence that mean a hung guest; default 900).
 # Builds verbs_cost with gcc against Debian's libibverbs-dev (installed if
 # missing) and ibvcost as a static Go binary, boots the kernel once, runs
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
@@ -34,7 +35,7 @@ chmod +x "$work/bin/cost-guest.sh"
 
 # A private RIG_OUT: the console log is where the reports come back.
 rc=0
-RIG_OUT=$work/rig RIG_QUIET=1 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "$kernel" --bin "$work/bin" -- \
+RIG_OUT=$work/rig RIG_QUIET=1 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} RIG_STALL=${RIG_STALL:-900} "$top/test/rig/run.sh" --kernel "$kernel" --bin "$work/bin" -- \
   "cost-guest.sh '$devs' $runs $n $bign $mrmax" || rc=$?
 log=$(ls "$work"/rig/run-*.log)
 tr -d '\r' < "$log" > "$out/console.log"

@@ -7,6 +7,14 @@ devs=$1 runs=$2 n=$3 bign=$4 mrmax=$5
 # The syscall counters need the raw_syscalls tracepoint's id from tracefs.
 [ -e /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
 cd /tmp || exit 1
+# Register the tracepoint once, from a single-threaded process, while
+# nothing else runs: then no tool's counter patches kernel text (under TCG a
+# patch racing with a Go thread's syscall crashes the guest; see
+# cmd/ibvcost/bench.go). -perf tells ibvcost it is safe.
+verbs_cost -H > hold.out &
+i=0
+until [ -s hold.out ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+[ -s hold.out ] || { echo "guest.sh: the tracepoint holder did not start" >&2; exit 1; }
 status=0
 for d in $devs; do
   i=1
@@ -16,7 +24,8 @@ for d in $devs; do
     for t in $order; do
       name=$t-$d-$i
       if [ "$t" = goverbs ]; then
-        ibvcost -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1
+        # -v: a line per row on the console, so a silent console means a hang.
+        ibvcost -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1
       else
         verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1
       fi

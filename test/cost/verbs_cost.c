@@ -5,6 +5,7 @@
  * against Debian's libibverbs-dev.
  *
  *   verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]
+ *   verbs_cost -H     hold the syscall tracepoint registered until killed
  *
  * The workload runs twice. The counting pass makes COUNTED calls of every
  * row with a perf counter group on the raw_syscalls:sys_enter tracepoint
@@ -405,10 +406,12 @@ static int m_end(struct meas *m, int err, const char *what, int keep, int per)
 static int err_of(const void *p) { return p ? 0 : errno ? errno : EIO; }
 
 /* The workload runs twice (cmd/ibvcost/bench.go): a counting pass with the
- * counters open throughout, then a timing pass without them. Each
- * registration of the syscall tracepoint patches kernel text, which under
- * QEMU's TCG can race with another vCPU's syscall entry and livelock both;
- * opening the counters once per run keeps that to two patches. */
+ * counters open throughout, then a timing pass without them. Registering the
+ * syscall tracepoint patches kernel text, which under QEMU's TCG can race
+ * with a syscall entry on another vCPU (a stale int3: soft lockups on 6.1,
+ * an oops on 6.12). This program is single-threaded, so it is safe itself;
+ * run as a holder (-H) it makes the registration once, for every later
+ * counter, before multi-threaded programs (ibvcost) open theirs. */
 static int count_pass;
 
 /* CYCLE(n) { body using `counting`, the mode of its measured calls }: in the
@@ -1070,18 +1073,33 @@ static void report(void)
 int main(int argc, char **argv)
 {
 	const char *name = "rxe0";
-	int o;
-	while ((o = getopt(argc, argv, "d:n:b:m:g:")) != -1) {
+	int o, hold = 0;
+	while ((o = getopt(argc, argv, "d:n:b:m:g:H")) != -1) {
 		switch (o) {
+		case 'H': hold = 1; break;
 		case 'd': name = optarg; break;
 		case 'n': n_calls = atoi(optarg); break;
 		case 'b': big_n = atoi(optarg); break;
 		case 'm': max_mr = atoll(optarg); break;
 		case 'g': gid_index = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]\n");
+			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]\n"
+					"       verbs_cost -H\n");
 			return 2;
 		}
+	}
+	if (hold) {
+		/* Register the syscall tracepoint (and perf's per-task context-switch
+		 * hooks) from this single-threaded process and keep them registered:
+		 * later counters, in multi-threaded programs too, then patch no
+		 * kernel text. Says "holding" on stdout once done. */
+		const char *why = ctr_open();
+		if (why)
+			die("%s", why);
+		printf("holding\n");
+		fflush(stdout);
+		for (;;)
+			pause();
 	}
 	if (n_calls < 1 || big_n < 1)
 		die("-n and -b must be positive");
