@@ -153,8 +153,8 @@ func (f *File) noteIoctlError(object, method uint16, err error) bool {
 	return false
 }
 
-// Write issues one raw write() of p on the command file: the form of
-// rxe's send doorbell and of every legacy command. It allocates nothing.
+// Write issues one write() of p on the command file: the form of every
+// legacy command. It allocates nothing.
 func (f *File) Write(p []byte) error {
 	f.syscalls.Add(1)
 	n, err := f.k.Write(f.fd, p)
@@ -163,6 +163,22 @@ func (f *File) Write(p []byte) error {
 	}
 	if n != len(p) {
 		return fmt.Errorf("abi: short write: %d of %d bytes", n, len(p))
+	}
+	return nil
+}
+
+// Doorbell issues a fast-path doorbell write (rxe's send doorbell): one
+// raw write() that never blocks, counted like every syscall. It allocates
+// nothing. Commands use Write or Invoke, which let the scheduler run other
+// goroutines while the kernel works.
+func (f *File) Doorbell(p []byte) error {
+	f.syscalls.Add(1)
+	n, err := f.k.Doorbell(f.fd, p)
+	if err != nil {
+		return err
+	}
+	if n != len(p) {
+		return fmt.Errorf("abi: short doorbell write: %d of %d bytes", n, len(p))
 	}
 	return nil
 }

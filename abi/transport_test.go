@@ -64,6 +64,9 @@ func (k *fakeKernel) Ioctl(fd int, req uint, arg []byte) error {
 	return nil
 }
 
+// Doorbell is a write to the fake.
+func (k *fakeKernel) Doorbell(fd int, p []byte) (int, error) { return k.Write(fd, p) }
+
 func (k *fakeKernel) Write(fd int, p []byte) (int, error) {
 	k.writes = append(k.writes, append([]byte(nil), p...))
 	if k.writeFn != nil {

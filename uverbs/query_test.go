@@ -804,6 +804,9 @@ type legacyKernel struct {
 
 func (k *legacyKernel) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
 
+// Doorbell is a write to the fake.
+func (k *legacyKernel) Doorbell(fd int, p []byte) (int, error) { return k.Write(fd, p) }
+
 func (k *legacyKernel) Write(fd int, p []byte) (int, error) {
 	cmd := ne.Uint32(p)
 	k.cmds = append(k.cmds, cmd)

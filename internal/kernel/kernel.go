@@ -19,6 +19,12 @@ type Kernel interface {
 	Ioctl(fd int, req uint, arg []byte) error
 	// Write performs write(fd, p).
 	Write(fd int, p []byte) (int, error)
+	// Doorbell performs write(fd, p) for a fast-path doorbell (rxe's
+	// POST_SEND), a write that never blocks. The real kernel makes it a
+	// raw syscall, without telling the Go scheduler: a doorbell that runs
+	// long (rxe runs its requester inside it) then costs no handoff of the
+	// goroutine's P to another thread and back.
+	Doorbell(fd int, p []byte) (int, error)
 	// Mmap maps length bytes of fd at offset, shared and read-write.
 	Mmap(fd int, offset int64, length int) ([]byte, error)
 	// Munmap releases a mapping returned by Mmap.

@@ -89,6 +89,9 @@ func (fk *fakeRXE) queueAt(mi abi.Mminfo) *queue {
 
 func (fk *fakeRXE) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
 
+// Doorbell is a write to the fake.
+func (fk *fakeRXE) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
+
 func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
 	ne := binary.NativeEndian
 	if len(p) == postSendCmdSize && ne.Uint32(p) == abi.IB_USER_VERBS_CMD_POST_SEND {

@@ -149,7 +149,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
 
-	if err := qp.c.f.Write(qp.db.cmd[:]); err != nil {
+	if err := qp.c.f.Doorbell(qp.db.cmd[:]); err != nil {
 		runtime.KeepAlive(qp.db)
 		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
 	}

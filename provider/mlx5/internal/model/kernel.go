@@ -228,6 +228,9 @@ func (u *ufile) command(num uint32, in, out, din, dout []byte) error {
 	return spec.f(u, in[:spec.in], out, din, dout)
 }
 
+// Doorbell is a write to the fake.
+func (k fakeKernel) Doorbell(fd int, p []byte) (int, error) { return k.Write(fd, p) }
+
 func (k fakeKernel) Write(fd int, p []byte) (int, error) {
 	d := k.d
 	if len(p) < 8 {
