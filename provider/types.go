@@ -74,6 +74,22 @@ type SendWR struct {
 	CompareAdd, Swap uint64
 	// UD is the destination of a send on a UD QP.
 	UD UDDest
+	// Bind is what a BIND_MW request binds.
+	Bind MWBind
+}
+
+// MWBind binds a memory window (WRBindMW): the window whose current key is
+// MWRKey gets Length bytes at Addr of the memory region whose local key is
+// MRLKey, with Access rights (IB access bits: remote read, write, atomic,
+// zero-based), and NewRKey as its key from then on (for a type 2 window,
+// the same index with a new low byte; a type 1 window keeps MWRKey's index).
+type MWBind struct {
+	MWRKey  uint32
+	NewRKey uint32
+	MRLKey  uint32
+	Addr    uint64
+	Length  uint64
+	Access  uint32
 }
 
 // UDDest addresses a UD send.

@@ -13,6 +13,8 @@ type (
 	RecvWR = provider.RecvWR
 	// UDDest addresses a UD send.
 	UDDest = provider.UDDest
+	// MWBind is what a BIND_MW work request binds.
+	MWBind = provider.MWBind
 	// WorkCompletion is one completion (struct ibv_wc).
 	WorkCompletion = provider.WorkCompletion
 	// WROpcode is a send work request's operation.
