@@ -160,7 +160,7 @@ func TestMerge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Runs != 3 || m.row("open_device").MedianNS != 200000 || m.row("open_device").N != 30 {
+	if m.Runs != 3 || m.row("open_device").MedianNS != 200000 || m.row("open_device").N != 30 || m.row("open_device").Spread != 3 {
 		t.Errorf("merged open_device = %+v (runs %d)", *m.row("open_device"), m.Runs)
 	}
 	if r := m.row("alloc_pd"); r.Skipped != "gone" || r.N != 0 {

@@ -80,6 +80,10 @@ type Row struct {
 	P99NS    int64 `json:"p99_ns"`
 	MinNS    int64 `json:"min_ns"`
 	MeanNS   int64 `json:"mean_ns"`
+	// Spread, in a report merged from several runs, is the largest of the
+	// runs' medians over the smallest: above 3 the row's median depends on
+	// which run it came from (the table marks it ~).
+	Spread float64 `json:"spread,omitempty"`
 	// PerSecond is messages per second (msg_rate rows only): 1e9/MeanNS.
 	PerSecond float64 `json:"per_second,omitempty"`
 	// Syscalls is what the kernel counted on the calling thread, per call

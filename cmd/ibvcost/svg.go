@@ -100,7 +100,11 @@ func writeSVG(w io.Writer, reps ...*Report) error {
 				fmt.Fprintf(&body, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="wh"/><line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" class="wh"/>`+"\n",
 					xm, cy, xp, cy, xp, cy-3, xp, cy+3)
 			}
-			fmt.Fprintf(&body, `<text x="%.1f" y="%d" class="val">%s</text>`+"\n", xp+4, by+svgBarH-2, fmtNS(float64(row.MedianNS)))
+			val := fmtNS(float64(row.MedianNS))
+			if row.Spread > unstable {
+				val = "~" + val // the runs disagree (see Row.Spread)
+			}
+			fmt.Fprintf(&body, `<text x="%.1f" y="%d" class="val">%s</text>`+"\n", xp+4, by+svgBarH-2, val)
 		}
 		y += rowH
 	}
@@ -122,8 +126,12 @@ func writeSVG(w io.Writer, reps ...*Report) error {
 		title = "goverbs beside rdma-core: cost per call, slow path and fast path"
 	}
 	fmt.Fprintf(&b, `<text x="8" y="20" class="title">%s</text>`+"\n", esc(title))
-	sub := fmt.Sprintf("%s (%s), Linux %s; bar: median, whisker: p99; log scale; %d calls a row; timer floor %s subtracted",
-		g.Device, g.Driver, g.Kernel, g.N, fmtNS(float64(g.FloorNS)))
+	runs := ""
+	if g.Runs > 1 {
+		runs = fmt.Sprintf(" × %d runs (~: the runs disagree)", g.Runs)
+	}
+	sub := fmt.Sprintf("%s (%s), Linux %s; bar: median, whisker: p99; log scale; %d calls a row%s; timer floor %s subtracted",
+		g.Device, g.Driver, g.Kernel, g.N, runs, fmtNS(float64(g.FloorNS)))
 	fmt.Fprintf(&b, `<text x="8" y="37" class="sub">%s</text>`+"\n", esc(sub))
 	if g.CPU != "" {
 		fmt.Fprintf(&b, `<text x="8" y="51" class="sub">%s</text>`+"\n",

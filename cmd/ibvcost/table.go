@@ -179,6 +179,10 @@ func writeOverhead(w io.Writer, r *Report) {
 	}
 }
 
+// unstable is the spread of the runs' medians above which a row's
+// comparison is marked.
+const unstable = 3.0
+
 // writeCompare prints goverbs beside rdma-core, row by row, with the ratio
 // of the medians and each side's syscalls per call.
 func writeCompare(w io.Writer, g, c *Report) error {
@@ -187,6 +191,7 @@ func writeCompare(w io.Writer, g, c *Report) error {
 	const f = "%-26s %9s %9s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
 	fmt.Fprintf(w, f, "row", "goverbs", "rdma-core", "go/rc", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
 	var differ []string
+	unsteady := 0
 	path := ""
 	for i := range g.Rows {
 		gr := &g.Rows[i]
@@ -219,6 +224,10 @@ func writeCompare(w io.Writer, g, c *Report) error {
 		ratio := "-"
 		if gr.Skipped == "" && cr.Skipped == "" && cr.MedianNS > 0 {
 			ratio = sig3(float64(gr.MedianNS) / float64(cr.MedianNS))
+			if gr.Spread > unstable || cr.Spread > unstable {
+				ratio = "~" + ratio
+				unsteady++
+			}
 		}
 		mark := ""
 		if gr.Skipped == "" && cr.Skipped == "" && gr.Syscalls != nil && cr.Syscalls != nil && !sameCounts(gr.Syscalls, cr.Syscalls) {
@@ -236,6 +245,9 @@ func writeCompare(w io.Writer, g, c *Report) error {
 		}
 		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio,
 			cell(gr, gr.P99NS), cell(cr, cr.P99NS), sys(gr), sys(cr), mark, tr(gr), tr(cr), note)
+	}
+	if unsteady > 0 {
+		fmt.Fprintf(w, "~: the runs' medians of the row differ more than %g×, on one side or both: its ratio says little\n", unstable)
 	}
 	if g.FastPath != "" {
 		fmt.Fprintf(w, "goverbs fast path skipped: %s\n", g.FastPath)
