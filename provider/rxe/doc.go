@@ -34,7 +34,11 @@
 // the QP type has (UD: SEND and SEND_WITH_IMM; UC: no READ, no atomics),
 // at most the QP's SGEs, inline data within max_inline and only on
 // operations that send data, an atomic with one 8-byte SGE and an 8-byte
-// aligned remote address, an rxe address handle on UD, room in the queue for
+// aligned remote address, an rxe address handle on UD, BIND_MW only on RC
+// and UC and LOCAL_INV only on RC (rxe_opcode.c), neither with an SGL, a
+// bind's access within local write, remote read/write/atomic and
+// zero-based, its new rkey with the window's index (rxe_do_bind_mw keeps
+// the index and takes the key's low byte), room in the queue for
 // the whole list, and a QP in RTS or later (the kernel refuses the doorbell
 // below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and flushes in
 // ERR). A refused list returns a *WRError naming the request and the
@@ -59,11 +63,24 @@
 // (IB_WC_WITH_INVALIDATE is 1<<2 and IB_WC_IP_CSUM_OK 1<<3, the reverse of
 // libibverbs' bits); Poll translates them to package provider's (libibverbs')
 // values, which librxe, copying the bytes, does not. The rig exercises GRH
-// and WITH_IMM; the invalidate and checksum bits are read from the kernel
-// source (rxe_resp.c, ib_verbs.h), not observed.
+// WITH_IMM and WITH_INVALIDATE (SEND_WITH_INV of a window's rkey); the
+// checksum bit is read from the kernel source (ib_verbs.h), not observed.
+//
+// # Memory windows
+//
+// BIND_MW fills wr.mw {addr, length, mr_lkey, mw_rkey, rkey, access} as
+// rxe_bind_mw (rxe_mw.c) reads it, for type 1 and type 2 windows alike:
+// the kernel checks the window's state (type 1 valid, type 2 free), a type
+// 2 window's PD against the QP's, the MR's MW_BIND access (and local write
+// for a writable window) and the range inside the MR; a bind it refuses
+// completes with MW_BIND_ERR. A zero-length bind unbinds a type 1 window;
+// a type 1 window cannot be invalidated (rxe_check_invalidate_mw). The
+// rig shows rxe checking an access through a window against the MR's
+// range, not the window's (rxe_resp.c check_rkey: mr_check_range(mw->mr,
+// ...)), on 6.1 and 6.12.
 //
 // Limits: UD address handles need the kernel's ah_num (Linux 5.16 and
-// later); memory-window binds are not supported; an SRQ cannot be resized
+// later); an SRQ cannot be resized
 // (its limit can be changed); receives posted while a QP is already in the
 // error state are flushed only when the kernel's responder runs again
 // (another MODIFY_QP to ERR), since a receive makes no syscall — librxe

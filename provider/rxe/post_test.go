@@ -123,6 +123,46 @@ func TestPostSendWQEBytes(t *testing.T) {
 	}
 }
 
+// TestPostSendMWWQEs checks BIND_MW, LOCAL_INV and SEND_WITH_INV WQEs as
+// rxe_bind_mw and rxe_do_local_ops read them (struct rxe_send_wr: ex at 20,
+// wr.mw {addr, length, mr_lkey, mw_rkey, rkey, access} from 24).
+func TestPostSendMWWQEs(t *testing.T) {
+	for _, typ := range []provider.QPType{provider.QPTypeRC, provider.QPTypeUC} {
+		fk, c := testContext(t)
+		qp := testQP(t, fk, c, qpSpec{typ: typ, handle: 0x43, cap: provider.QPCap{MaxSendSGE: 1, MaxRecvSGE: 1}})
+		wrs := []provider.SendWR{
+			{ID: 0x5151, Opcode: provider.WRBindMW, Flags: provider.SendSignaled, Bind: provider.MWBind{
+				MWRKey: 0x12345600, NewRKey: 0x123456ff, MRLKey: 0xabcd01, Addr: 0x7f0000002000, Length: 0x1000, Access: 0x2 | 0x4}},
+			{ID: 0x5252, Opcode: provider.WRSendWithInv, InvalidateRKey: 0x123456ff, SGL: []provider.SGE{{Addr: 0xA000, Length: 8, LKey: 1}}},
+		}
+		if typ == provider.QPTypeRC {
+			wrs = append(wrs, provider.SendWR{ID: 0x5353, Opcode: provider.WRLocalInv, Flags: provider.SendSignaled, InvalidateRKey: 0x99887766})
+		}
+		if n, err := qp.PostSend(wrs); err != nil || n != len(wrs) {
+			t.Fatalf("%v: PostSend = %d, %v", typ, n, err)
+		}
+		q := qp.sq.q
+		u32 := func(b []byte, off int) uint32 { return ne.Uint32(b[off:]) }
+		u64 := func(b []byte, off int) uint64 { return ne.Uint64(b[off:]) }
+		w := slotBytes(q, 0)
+		if u64(w, 0) != 0x5151 || u32(w, 12) != 8 || u32(w, 16) != 2 || u64(w, 24) != 0x7f0000002000 || u64(w, 32) != 0x1000 ||
+			u32(w, 40) != 0xabcd01 || u32(w, 44) != 0x12345600 || u32(w, 48) != 0x123456ff || u32(w, 52) != 6 ||
+			u64(w, 152) != 0x7f0000002000 || u32(w, 184) != 0 || u32(w, 196) != 0 {
+			t.Errorf("%v BIND_MW WQE: % x", typ, w[:200])
+		}
+		w = slotBytes(q, 1)
+		if u32(w, 12) != 9 || u32(w, 20) != 0x123456ff || u32(w, 184) != 8 || u32(w, 196) != 1 {
+			t.Errorf("%v SEND_WITH_INV WQE: % x", typ, w[:200])
+		}
+		if typ == provider.QPTypeRC {
+			w = slotBytes(q, 2)
+			if u32(w, 12) != 7 || u32(w, 16) != 2 || u32(w, 20) != 0x99887766 || u32(w, 184) != 0 || u32(w, 196) != 0 {
+				t.Errorf("LOCAL_INV WQE: % x", w[:200])
+			}
+		}
+	}
+}
+
 func TestPostSendUDWQE(t *testing.T) {
 	fk, c := testContext(t)
 	qp := testQP(t, fk, c, qpSpec{typ: provider.QPTypeUD})
@@ -176,6 +216,7 @@ func TestPostSendRefusesBadLists(t *testing.T) {
 	write := provider.SendWR{ID: 2, Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
 	read := provider.SendWR{ID: 3, Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
 	atomicWR := provider.SendWR{ID: 4, Opcode: provider.WRAtomicFetchAndAdd, RemoteAddr: 0x2000, RKey: 3, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	bind := provider.SendWR{ID: 5, Opcode: provider.WRBindMW, Bind: provider.MWBind{MWRKey: 0x1200, NewRKey: 0x1201, MRLKey: 7, Addr: 0x1000, Length: 64, Access: 6}}
 	mod := func(w provider.SendWR, f func(*provider.SendWR)) provider.SendWR { f(&w); return w }
 	for _, c := range []struct {
 		name  string
@@ -196,7 +237,14 @@ func TestPostSendRefusesBadLists(t *testing.T) {
 		{"atomic unaligned", provider.QPTypeRC, []provider.SendWR{mod(atomicWR, func(w *provider.SendWR) { w.RemoteAddr = 0x2004 })}, 0, unix.EINVAL},
 		{"atomic no SGE", provider.QPTypeRC, []provider.SendWR{mod(atomicWR, func(w *provider.SendWR) { w.SGL = nil })}, 0, unix.EINVAL},
 		{"unknown opcode", provider.QPTypeRC, []provider.SendWR{good, mod(good, func(w *provider.SendWR) { w.Opcode = 42 })}, 1, unix.EINVAL},
-		{"bind MW", provider.QPTypeRC, []provider.SendWR{mod(good, func(w *provider.SendWR) { w.Opcode = provider.WRBindMW })}, 0, provider.ErrNotSupported},
+		{"bind MW with an SGL", provider.QPTypeRC, []provider.SendWR{mod(good, func(w *provider.SendWR) { w.Opcode = provider.WRBindMW })}, 0, unix.EINVAL},
+		{"bind MW on UD", provider.QPTypeUD, []provider.SendWR{bind}, 0, unix.EINVAL},
+		{"bind MW, new key of another index", provider.QPTypeRC, []provider.SendWR{good, mod(bind, func(w *provider.SendWR) { w.Bind.NewRKey = 0x1301 })}, 1, unix.EINVAL},
+		{"bind MW, bad access bits", provider.QPTypeRC, []provider.SendWR{mod(bind, func(w *provider.SendWR) { w.Bind.Access = 1 << 4 })}, 0, unix.EINVAL},
+		{"bind MW, range wraps", provider.QPTypeRC, []provider.SendWR{mod(bind, func(w *provider.SendWR) { w.Bind.Addr = ^uint64(0) - 4 })}, 0, unix.EINVAL},
+		{"bind MW inline", provider.QPTypeUC, []provider.SendWR{mod(bind, func(w *provider.SendWR) { w.Flags = provider.SendInline })}, 0, unix.EINVAL},
+		{"LOCAL_INV on UC", provider.QPTypeUC, []provider.SendWR{{Opcode: provider.WRLocalInv, InvalidateRKey: 0x1234}}, 0, unix.EINVAL},
+		{"LOCAL_INV with an SGL", provider.QPTypeRC, []provider.SendWR{{Opcode: provider.WRLocalInv, SGL: good.SGL}}, 0, unix.EINVAL},
 		{"READ on UC", provider.QPTypeUC, []provider.SendWR{good, write, read}, 2, unix.EINVAL},
 		{"atomic on UC", provider.QPTypeUC, []provider.SendWR{atomicWR}, 0, unix.EINVAL},
 		{"WRITE on UD", provider.QPTypeUD, []provider.SendWR{write}, 0, unix.EINVAL},

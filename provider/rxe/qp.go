@@ -170,22 +170,39 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 		switch op {
 		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm,
 			provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd,
-			provider.WRLocalInv, provider.WRSendWithInv:
+			provider.WRLocalInv, provider.WRSendWithInv, provider.WRBindMW:
 			ok = true
 		}
 	case provider.QPTypeUC:
 		switch op {
-		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv:
+		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv,
+			provider.WRBindMW:
 			ok = true
 		}
 	case provider.QPTypeUD:
 		ok = op == provider.WRSend || op == provider.WRSendWithImm
 	}
 	if !ok {
-		if op == provider.WRBindMW {
-			return bad(provider.ErrNotSupported, "memory window binds are not supported by this provider")
+		switch op {
+		case provider.WRBindMW:
+			// rxe_opcode.c: IB_WR_BIND_MW has a mask for RC and UC only.
+			return bad(unix.EINVAL, "memory window binds are valid on RC and UC QPs only, not %v", qp.typ)
+		case provider.WRLocalInv:
+			// rxe_opcode.c: IB_WR_LOCAL_INV has a mask for RC only.
+			return bad(unix.EINVAL, "rxe executes LOCAL_INV on RC QPs only, not %v", qp.typ)
 		}
 		return bad(unix.EINVAL, "opcode not valid on %v QPs", qp.typ)
+	}
+	switch op {
+	case provider.WRBindMW, provider.WRLocalInv:
+		if len(wr.SGL) != 0 {
+			return bad(unix.EINVAL, "%v is a local operation and carries no SGL (%d SGEs given)", op, len(wr.SGL))
+		}
+		if op == provider.WRBindMW {
+			if err := checkBind(&wr.Bind); err != "" {
+				return bad(unix.EINVAL, "%s", err)
+			}
+		}
 	}
 	sq := &qp.sq
 	if uint32(len(wr.SGL)) > sq.maxSGE {
@@ -228,6 +245,37 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	return nil
 }
 
+// IB access bits a window may be bound with (IB_ACCESS_*, which are also
+// the IBV_ACCESS_* values).
+const (
+	accessLocalWrite   = 1 << 0
+	accessRemoteWrite  = 1 << 1
+	accessRemoteRead   = 1 << 2
+	accessRemoteAtomic = 1 << 3
+	accessZeroBased    = 1 << 5
+	mwAccess           = accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic | accessZeroBased
+)
+
+// checkBind refuses a bind the kernel would never accept whatever the
+// window's type, or would accept with another meaning than the caller's;
+// it returns the reason, or "". What depends on the window and the MR
+// (their state, type, PD and access; the range inside the MR) only the
+// kernel knows: a bind it refuses completes with WCMWBindErr.
+func checkBind(b *provider.MWBind) string {
+	if b.Access&^mwAccess != 0 {
+		return fmt.Sprintf("window access %#x has bits other than local write, remote read/write/atomic and zero-based", b.Access)
+	}
+	if b.NewRKey>>8 != b.MWRKey>>8 {
+		// rxe_do_bind_mw keeps the window's index and takes only the low
+		// byte of the new key: any other index would be silently wrong.
+		return fmt.Sprintf("new rkey %#x has another index than the window's rkey %#x (only the low 8 bits may change)", b.NewRKey, b.MWRKey)
+	}
+	if b.Addr+b.Length < b.Addr {
+		return fmt.Sprintf("window [%#x, +%#x) wraps around the address space", b.Addr, b.Length)
+	}
+	return ""
+}
+
 // fillSend writes wr into the send queue slot at index i, as librxe's
 // init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,
 // sends resid bytes and reports length in the sender's completion).
@@ -255,6 +303,19 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
 		w.Wr.SetWrAtomicSwap(wr.Swap)
 		w.Wr.SetWrAtomicRkey(wr.RKey)
 		w.Iova = wr.RemoteAddr
+	case provider.WRBindMW:
+		// What rxe_bind_mw (rxe_mw.c) reads: the window by mw_rkey, the
+		// MR by mr_lkey (only for a nonzero length), the new key's low
+		// byte from rkey, the access bits (IB_ACCESS_*, the values of
+		// IBV_ACCESS_*), addr and length. librxe also sets iova to addr.
+		b := &wr.Bind
+		w.Wr.SetWrMwAddr(b.Addr)
+		w.Wr.SetWrMwLength(b.Length)
+		w.Wr.SetWrMwMrLkey(b.MRLKey)
+		w.Wr.SetWrMwMwRkey(b.MWRKey)
+		w.Wr.SetWrMwRkey(b.NewRKey)
+		w.Wr.SetWrMwAccess(b.Access)
+		w.Iova = b.Addr
 	}
 	if qp.typ == provider.QPTypeUD {
 		ah := wr.UD.AH.ProviderAH().(*AH)

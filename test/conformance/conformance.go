@@ -63,6 +63,17 @@ type Options struct {
 	// NothingLostWRs is the number of work requests the NothingLost test
 	// posts in all (default 20,000).
 	NothingLostWRs int
+	// MWType1ByPostSend says the device binds type 1 memory windows with a
+	// BIND_MW work request, as rxe does (its kernel driver checks a type 1
+	// window's state, not how the bind was posted; librxe turns
+	// ibv_bind_mw into such a request). Without it MWBindType1 skips.
+	MWType1ByPostSend bool
+	// MWChecksMRRangeOnly says the device checks an RDMA access through a
+	// memory window against the range of the window's MR, not the
+	// window's own: rxe does (rxe_resp.c, check_rkey: after
+	// rxe_lookup_mw, mr_check_range(mw->mr, va + offset, resid)). MWBind
+	// then tests the MR's bounds instead of the window's.
+	MWChecksMRRangeOnly bool
 	// Skip names tests not to run, with the reason as value.
 	Skip map[string]string
 }
@@ -104,6 +115,10 @@ var tests = []struct {
 	{"UD", testUD},
 	{"UC", testUC},
 	{"RemoteAccessError", testRemoteAccessError},
+	{"MWBind", testMWBind},
+	{"MWBindType1", testMWBindType1},
+	{"LocalInv", testLocalInv},
+	{"SendWithInv", testSendWithInv},
 	{"RNRRetryExceeded", testRNR},
 	{"FlushOnError", testFlush},
 	{"RefusedListLeavesQueue", testRefusedList},
@@ -409,6 +424,9 @@ func fmtWC(w uverbs.WorkCompletion) string {
 	s := fmt.Sprintf("{id %#x %v %v len %d qp %d", w.ID, w.Opcode, w.Status, w.ByteLen, w.QPNum)
 	if w.Flags&uverbs.WCWithImm != 0 {
 		s += fmt.Sprintf(" imm %#x", w.Imm)
+	}
+	if w.Flags&uverbs.WCWithInv != 0 {
+		s += fmt.Sprintf(" inv %#x", w.Imm)
 	}
 	if w.VendorErr != 0 {
 		s += fmt.Sprintf(" vendor_err %#x", w.VendorErr)
