@@ -40,7 +40,9 @@ func (pd *PD) AllocMW(t MWType) (_ *MW, err error) {
 	return &MW{pd: pd, handle: resp.MwHandle, rkey: resp.Rkey, typ: t}, nil
 }
 
-// RKey is the window's remote key.
+// RKey is the key the window was allocated with. A bind (a WRBindMW send
+// request) gives the window MWBind.NewRKey, which peers must use from then
+// on; the MW does not learn of it, so keep it with the bind.
 func (mw *MW) RKey() uint32 { return mw.rkey }
 
 // Type is the window's type.
