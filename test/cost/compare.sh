@@ -55,5 +55,5 @@ for d in $devs; do
   first=0
   echo
 done
-echo "compare.sh: kernel $kernel; reports, tables and charts in $out" >&2
+echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?'), kernel $kernel; reports, tables and charts in $out" >&2
 exit $rc
