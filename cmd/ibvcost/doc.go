@@ -10,6 +10,7 @@
 //
 //	ibvcost [-d dev] [-n calls] [-big-n calls] [-mr-max size] [-g gid-index]
 //	        [-json] [-svg file] [-compare files] [-load files] [-overhead=false]
+//	        [-perf[=false]] [-v]
 //
 //	-d        device (default rxe0)
 //	-n        timed calls of every row (default 100)
@@ -25,6 +26,10 @@
 //	-compare  rdma-core's reports (verbs_cost's output; a comma-separated
 //	          list of runs is merged) to print beside goverbs'
 //	-load     goverbs' reports (-json output) to use instead of measuring
+//	-perf     count syscalls with the kernel's perf counters (default on; off
+//	          by default under QEMU TCG, where registering the tracepoint from a
+//	          multi-threaded process can crash the guest: see the last section)
+//	-v        print each row's name on stderr as it starts
 //
 // # The workload
 //
@@ -76,5 +81,10 @@
 //
 // Counting syscalls needs tracefs (mount -t tracefs nodev /sys/kernel/tracing)
 // and root or CAP_PERFMON; without them the syscall columns are empty and the
-// Recorder's account remains.
+// Recorder's account remains. Under QEMU's TCG, registering the
+// raw_syscalls tracepoint patches kernel text while Go's other threads may be
+// entering syscalls on another vCPU, which can leave one on a stale int3
+// (soft lockup, oops): there ibvcost counts only with -perf, and
+// test/cost/guest.sh first registers the tracepoint from a single-threaded
+// holder (verbs_cost -H), after which no counter patches anything.
 package main
