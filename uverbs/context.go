@@ -42,6 +42,8 @@ type Context struct {
 	qps        sync.Map // user_handle → *QP, for async events
 	srqs       sync.Map // user_handle → *SRQ, for async events
 	events     asyncEvents
+	netdevMu   sync.Mutex
+	netdevs    netdevNames // interface index → name, for GID entries
 	closed     atomic.Bool
 	rec        atomic.Pointer[Recorder]
 }

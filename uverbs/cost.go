@@ -164,7 +164,7 @@ type span struct {
 	rec  *Recorder
 	file *abi.File
 	verb string
-	t0   time.Time
+	t0   int64 // nanotime
 	sys  uint64
 	maps uint64
 }
@@ -175,7 +175,7 @@ func (c *Context) begin(verb string) span {
 	if rec == nil {
 		return span{}
 	}
-	return span{rec: rec, file: c.file, verb: verb, t0: time.Now(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
+	return span{rec: rec, file: c.file, verb: verb, t0: nanotime(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
 }
 
 // end records the call; err is the verb's result.
@@ -183,7 +183,7 @@ func (s span) end(err error) {
 	if s.rec == nil {
 		return
 	}
-	d := time.Since(s.t0)
+	d := time.Duration(nanotime() - s.t0)
 	sys, maps := s.file.Syscalls()-s.sys, s.file.Mappings()-s.maps
 	s.rec.mu.Lock()
 	v := s.rec.entry(s.verb)

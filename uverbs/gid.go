@@ -106,7 +106,8 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 		return nil, opError(verb, c.dev.Name, abi.TransportIoctl, fmt.Errorf("kernel returned %d entries for a table of %d", n, maxGIDEntries))
 	}
 	es := make([]GIDEntry, 0, n)
-	names := netdevNames{}
+	names := c.netdevNames()
+	defer c.netdevMu.Unlock()
 	for i := 0; i < int(n); i++ {
 		es = append(es, decodeGIDEntry(buf[i*gidEntrySize:(i+1)*gidEntrySize], names))
 	}
@@ -153,7 +154,26 @@ func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
 	if err != nil {
 		return GIDEntry{}, opError(verb, c.dev.Name, abi.TransportIoctl, err)
 	}
-	return decodeGIDEntry(out[:], netdevNames{}), nil
+	names := c.netdevNames()
+	defer c.netdevMu.Unlock()
+	return decodeGIDEntry(out[:], names), nil
+}
+
+// netdevNames locks and returns the context's interface-name cache, seeded
+// with the ports' netdevs that discovery found (RoCE GIDs live on them), so
+// a GID query costs its one command; other interfaces (VLANs, macvlans)
+// are resolved once each. The caller unlocks c.netdevMu.
+func (c *Context) netdevNames() netdevNames {
+	c.netdevMu.Lock()
+	if c.netdevs == nil {
+		c.netdevs = netdevNames{}
+		for _, p := range c.dev.Ports {
+			if p.NetdevIndex > 0 && p.Netdev != "" {
+				c.netdevs[p.NetdevIndex] = p.Netdev
+			}
+		}
+	}
+	return c.netdevs
 }
 
 // QueryPKey returns entry index of port's P_Key table, from sysfs (the
@@ -182,7 +202,8 @@ func decodeGIDEntry(b []byte, names netdevNames) GIDEntry {
 
 // netdevNames resolves interface indexes to names, once each, as glibc's
 // if_indextoname does: SIOCGIFNAME on a socket (three syscalls, none on the
-// command file).
+// command file). Names are cached for the context's life: an interface
+// renamed meanwhile keeps its old name here.
 type netdevNames map[int]string
 
 func (m netdevNames) name(idx int) string {
