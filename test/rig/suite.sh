@@ -8,7 +8,8 @@
 # Knobs (environment): KERNELS, RIG_RUN (-test.run filter), RIG_TEST_TIMEOUT
 # (seconds per binary, default 600 like go test), RIG_TEST_ARGS (more test
 # flags), RIG_TIMEOUT (host timeout per boot; default leaves every binary its
-# time), RIG_STALL (seconds of console silence that mean a hung guest).
+# time), RIG_STALL (seconds of console silence that mean a hung guest),
+# RIG_RACE (packages also run built with -race; default ./provider/rxe).
 # Prints one line per binary and kernel, then "N passed, N failed"; exits
 # non-zero if anything failed, hung or did not build.
 set -euo pipefail
@@ -52,6 +53,19 @@ while IFS=$'\t' read -r pkg dir imports; do
   [ -d "$dir/testdata" ] && cp -a "$dir/testdata" "$ov/rig/tests/$name/"
   names+=("$name")
 done < <(go list -e -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
+# The packages in RIG_RACE also run built with the race detector, to test
+# their concurrency (concurrent posters on one QP, CQ waiters) against the
+# real kernel. -race needs cgo, so these binaries link the guest's glibc
+# (the same Debian release as the host's).
+for pkg in ${RIG_RACE-./provider/rxe}; do
+  rel=${pkg#./}; name=${rel//\//_}_race
+  mkdir -p "$ov/rig/tests/$name"
+  if ! CGO_ENABLED=1 go test -race -c -o "$ov/rig/tests/$name/$name.test" "$pkg"; then
+    broken+=("$name"); rm -rf "${ov:?}/rig/tests/$name"; continue
+  fi
+  [ -d "$pkg/testdata" ] && cp -a "$pkg/testdata" "$ov/rig/tests/$name/"
+  names+=("$name")
+done
 [ ${#names[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ] || die "no rig tests: no package's tests import $mod/internal/rigtest"
 log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
 
