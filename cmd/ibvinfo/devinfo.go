@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/goverbs/goverbs/internal/inet"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -306,7 +307,7 @@ func gidText(e uverbs.GIDEntry, ll uverbs.LinkLayer) string {
 		s = fmt.Sprintf("%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x:%02x%02x",
 			g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7], g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15])
 	} else {
-		s = inetNtop6(e.GID)
+		s = inet.Ntop6(e.GID)
 	}
 	if ll == uverbs.LinkLayerEthernet {
 		if v1 {

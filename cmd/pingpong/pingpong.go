@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/inet"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -313,7 +314,7 @@ func (s *session) printDest(what string, d dest, udLocal bool) {
 	if udLocal {
 		sep = ":"
 	}
-	fmt.Fprintf(s.out, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", what, d.lid, d.qpn, d.psn, sep, gidString(d.gid))
+	fmt.Fprintf(s.out, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", what, d.lid, d.qpn, d.psn, sep, inet.Ntop6(d.gid))
 }
 
 // av is the address of d: LID-routed, or with a GRH (hop limit 1) when d

@@ -80,54 +80,6 @@ func (d dest) hasInterfaceID() bool {
 	return false
 }
 
-// gidString formats a GID as glibc's inet_ntop(AF_INET6) does: the longest
-// run of two or more zero groups (the first of equal runs) becomes "::",
-// and an IPv4-compatible or IPv4-mapped address ends in dotted quad.
-func gidString(g [16]byte) string {
-	var w [8]int
-	for i := range w {
-		w[i] = int(g[2*i])<<8 | int(g[2*i+1])
-	}
-	best, bestLen, cur, curLen := -1, 0, -1, 0
-	for i := 0; i <= 8; i++ {
-		if i < 8 && w[i] == 0 {
-			if cur < 0 {
-				cur, curLen = i, 0
-			}
-			curLen++
-			continue
-		}
-		if cur >= 0 && curLen > bestLen {
-			best, bestLen = cur, curLen
-		}
-		cur = -1
-	}
-	if bestLen < 2 {
-		best = -1
-	}
-	var b strings.Builder
-	for i := 0; i < 8; i++ {
-		if best >= 0 && i >= best && i < best+bestLen {
-			if i == best {
-				b.WriteByte(':')
-			}
-			continue
-		}
-		if i != 0 {
-			b.WriteByte(':')
-		}
-		if i == 6 && best == 0 && (bestLen == 6 || (bestLen == 5 && w[5] == 0xffff)) {
-			fmt.Fprintf(&b, "%d.%d.%d.%d", g[12], g[13], g[14], g[15])
-			return b.String()
-		}
-		fmt.Fprintf(&b, "%x", w[i])
-	}
-	if best >= 0 && best+bestLen == 8 {
-		b.WriteByte(':')
-	}
-	return b.String()
-}
-
 // exchangeClient connects to the server, sends mine (one message per QP),
 // reads as many back, then sends "done": the client side of
 // pp_client_exch_dest.

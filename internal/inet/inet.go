@@ -1,17 +1,20 @@
-package main
+// Package inet formats addresses the way glibc does, for the tools whose
+// output must match rdma-core's byte for byte (ibvinfo's GID lines, the
+// addresses pingpong prints).
+package inet
 
 import (
 	"strconv"
 	"strings"
 )
 
-// inetNtop6 formats an IPv6 address exactly as glibc's inet_ntop(AF_INET6)
+// Ntop6 formats an IPv6 address exactly as glibc's inet_ntop(AF_INET6)
 // does, which ibv_devinfo uses for RoCE v2 GIDs. It differs from Go's
 // netip in two places: "::a.b.c.d" for an address whose first 96 bits are
 // zero (IPv4-compatible, with a non-zero word 6), and the choice among
 // equally long runs of zero words (the first wins in both, but glibc does
 // not compress a lone zero word either, so they agree there).
-func inetNtop6(a [16]byte) string {
+func Ntop6(a [16]byte) string {
 	var w [8]int
 	for i := range w {
 		w[i] = int(a[2*i])<<8 | int(a[2*i+1])
