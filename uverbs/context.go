@@ -131,13 +131,19 @@ func (c *Context) fallback(verb string, cmd *abi.Command) error {
 // write runs the verb's write form instead. The transport tells the caller
 // which form's outputs to read.
 func (c *Context) ioctl(verb string, b *abi.Ioctl, write func() error) (abi.Transport, error) {
+	return c.ioctlOr(verb, b, abi.TransportWrite, write)
+}
+
+// ioctlOr is ioctl with a fallback that goes by another way than write()
+// (via: abi.TransportNone for sysfs, as the GID queries fall back).
+func (c *Context) ioctlOr(verb string, b *abi.Ioctl, via abi.Transport, fallback func() error) (abi.Transport, error) {
 	if c.closed.Load() {
 		return abi.TransportNone, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
 	}
 	err := c.file.Ioctl(b)
-	if abi.IsNoIoctl(err) && write != nil {
-		c.noteTransport(verb, abi.TransportWrite)
-		return abi.TransportWrite, opError(verb, c.dev.Name, abi.TransportWrite, write())
+	if abi.IsNoIoctl(err) && fallback != nil {
+		c.noteTransport(verb, via)
+		return via, opError(verb, c.dev.Name, via, fallback())
 	}
 	c.noteTransport(verb, abi.TransportIoctl)
 	in, out := b.Sizes()

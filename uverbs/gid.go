@@ -77,9 +77,6 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	sp := c.begin("QueryGIDTable")
 	defer func() { sp.end(err) }()
 	const verb = "QueryGIDTable"
-	if c.closed.Load() {
-		return nil, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
-	}
 	buf := make([]byte, maxGIDEntries*gidEntrySize)
 	var num [8]byte
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE)
@@ -87,29 +84,21 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, buf)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_NUM_ENTRIES, num[:])
-	err = c.file.Ioctl(b)
-	if !abi.IsNoIoctl(err) {
-		in, out := b.Sizes()
-		c.noteCommand(verb, abi.TransportIoctl, in, out)
-	}
-	if abi.IsNoIoctl(err) {
-		c.noteTransport(verb, abi.TransportNone)
-		es, err := gidTableSysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport)
-		return es, opError(verb, c.dev.Name, abi.TransportNone, err)
-	}
-	c.noteTransport(verb, abi.TransportIoctl)
-	if err != nil {
-		return nil, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+	var es []GIDEntry
+	tr, err := c.ioctlOr(verb, b, abi.TransportNone, func() (err error) {
+		es, err = gidTableSysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport)
+		return err
+	})
+	if err != nil || tr != abi.TransportIoctl {
+		return es, err
 	}
 	n := ne.Uint64(num[:])
 	if n > maxGIDEntries {
 		return nil, opError(verb, c.dev.Name, abi.TransportIoctl, fmt.Errorf("kernel returned %d entries for a table of %d", n, maxGIDEntries))
 	}
-	es := make([]GIDEntry, 0, n)
-	names := c.netdevNames()
-	defer c.netdevMu.Unlock()
+	es = make([]GIDEntry, 0, n)
 	for i := 0; i < int(n); i++ {
-		es = append(es, decodeGIDEntry(buf[i*gidEntrySize:(i+1)*gidEntrySize], names))
+		es = append(es, decodeGIDEntry(buf[i*gidEntrySize:(i+1)*gidEntrySize], c.netdevName))
 	}
 	sort.SliceStable(es, func(i, j int) bool {
 		if es[i].Port != es[j].Port {
@@ -128,9 +117,6 @@ func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
 	sp := c.begin("QueryGID")
 	defer func() { sp.end(err) }()
 	const verb = "QueryGID"
-	if c.closed.Load() {
-		return GIDEntry{}, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
-	}
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
 		return GIDEntry{}, argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
@@ -140,31 +126,24 @@ func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:])
-	err = c.file.Ioctl(b)
-	if !abi.IsNoIoctl(err) {
-		in, out := b.Sizes()
-		c.noteCommand(verb, abi.TransportIoctl, in, out)
+	var e GIDEntry
+	tr, err := c.ioctlOr(verb, b, abi.TransportNone, func() (err error) {
+		e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
+		return err
+	})
+	if err != nil || tr != abi.TransportIoctl {
+		return e, err
 	}
-	if abi.IsNoIoctl(err) {
-		c.noteTransport(verb, abi.TransportNone)
-		e, err := gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
-		return e, opError(verb, c.dev.Name, abi.TransportNone, err)
-	}
-	c.noteTransport(verb, abi.TransportIoctl)
-	if err != nil {
-		return GIDEntry{}, opError(verb, c.dev.Name, abi.TransportIoctl, err)
-	}
-	names := c.netdevNames()
-	defer c.netdevMu.Unlock()
-	return decodeGIDEntry(out[:], names), nil
+	return decodeGIDEntry(out[:], c.netdevName), nil
 }
 
-// netdevNames locks and returns the context's interface-name cache, seeded
-// with the ports' netdevs that discovery found (RoCE GIDs live on them), so
-// a GID query costs its one command; other interfaces (VLANs, macvlans)
-// are resolved once each. The caller unlocks c.netdevMu.
-func (c *Context) netdevNames() netdevNames {
+// netdevName names interface idx from the context's cache, seeded with
+// the ports' netdevs that discovery found (RoCE GIDs live on them), so a
+// GID query costs its one command; other interfaces (VLANs, macvlans) are
+// resolved once each.
+func (c *Context) netdevName(idx int) string {
 	c.netdevMu.Lock()
+	defer c.netdevMu.Unlock()
 	if c.netdevs == nil {
 		c.netdevs = netdevNames{}
 		for _, p := range c.dev.Ports {
@@ -173,7 +152,7 @@ func (c *Context) netdevNames() netdevNames {
 			}
 		}
 	}
-	return c.netdevs
+	return c.netdevs.name(idx)
 }
 
 // QueryPKey returns entry index of port's P_Key table, from sysfs (the
@@ -189,14 +168,14 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 }
 
 // decodeGIDEntry decodes one struct ib_uverbs_gid_entry.
-func decodeGIDEntry(b []byte, names netdevNames) GIDEntry {
+func decodeGIDEntry(b []byte, netdevName func(int) string) GIDEntry {
 	var e GIDEntry
 	copy(e.GID[:], b[0:16])
 	e.Index = int(ne.Uint32(b[16:]))
 	e.Port = int(ne.Uint32(b[20:]))
 	e.Type = GIDType(ne.Uint32(b[24:]))
 	e.NetdevIndex = int(ne.Uint32(b[28:]))
-	e.Netdev = names.name(e.NetdevIndex)
+	e.Netdev = netdevName(e.NetdevIndex)
 	return e
 }
 
