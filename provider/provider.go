@@ -24,6 +24,12 @@ import (
 // not written yet).
 var ErrNotSupported = errors.New("not supported")
 
+// ErrClosed is returned by a fast-path operation on a queue, CQ or context
+// that was closed. It is the same value as uverbs.ErrClosed, so
+// errors.Is(err, uverbs.ErrClosed) holds for slow-path and fast-path errors
+// alike.
+var ErrClosed = errors.New("object closed")
+
 // Driver opens provider contexts for one device family.
 type Driver interface {
 	// Name is the provider's name, as rdma-core names its providers.

@@ -15,8 +15,9 @@ import (
 // error that means it.
 var ErrNotSupported = provider.ErrNotSupported
 
-// ErrClosed is returned by a verb on an object that was closed.
-var ErrClosed = errors.New("object closed")
+// ErrClosed is returned by a verb on an object that was closed. It is
+// provider.ErrClosed, so fast-path errors match it too.
+var ErrClosed = provider.ErrClosed
 
 // OpError is a verb that failed: which verb, on which device, how it went
 // to the kernel, and why. errors.Is(err, unix.EINVAL) reaches the errno.
