@@ -78,19 +78,60 @@ fetch() {
   for pv in "${want[@]}"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || return 1; done
 }
 
-# KVM only when it really starts a vCPU: on some hosts /dev/kvm exists but QEMU
-# aborts setting MSRs. RIG_ACCEL=tcg|kvm forces a choice.
+# ---- accelerator: KVM only where this very kernel has booted under it ----
+# /dev/kvm can exist and still fail a guest: QEMU aborts setting MSRs on one
+# host, and on another the vCPU starts and then stops with "KVM internal
+# error. Suberror: 1" (at a lock cmpxchg16b) and sits silent. So a quick vCPU
+# probe proves nothing: the verdict comes from the real boot. Without a
+# verdict the boot runs under KVM and is watched: the guest's first line
+# ("init started") proves KVM, and the verdict "kvm" is cached; a KVM internal
+# error, a QEMU that ends first, or RIG_KVM_WAIT seconds of silence before it
+# kill the guest at once, cache "tcg" and run the same boot again under TCG,
+# saying so. A KVM internal error later in a run (verdict cached or not) does
+# the same. Verdicts live in $RIG_CACHE/accel/, one file per host, QEMU and
+# kernel (accel_key); delete them, or set RIG_REFRESH=1, to ask again.
+# RIG_ACCEL=tcg|kvm forces a choice and caches nothing (a forced KVM that
+# fails is a failed boot, not retried).
+
+# accel_key VMLINUX: a name that changes when the host kernel, its CPU, the
+# QEMU binary or the guest kernel does.
+accel_key() {
+  local q; q=$(command -v qemu-system-x86_64 || echo none)
+  { uname -srvm
+    awk -F': ' '/^(vendor_id|model name|cpu family|model|stepping|microcode|flags)[[:space:]]*:/ {print} /^$/ {exit}' /proc/cpuinfo 2>/dev/null
+    cat /sys/module/kvm_intel/parameters/* /sys/module/kvm_amd/parameters/* 2>/dev/null
+    "$q" --version 2>/dev/null | head -1
+    stat -L -c '%n %s %Y' "$q" "$1" 2>/dev/null
+  } | sha256sum | cut -c1-16
+}
+
+# accel_verdict_file VMLINUX: where the verdict for this host and kernel is kept.
+accel_verdict_file() {
+  local k; k=$(basename "$(dirname "$1")")
+  echo "$RIG_CACHE/accel/${k}-$(accel_key "$1")"
+}
+
+# pick_accel VMLINUX: prints "tcg", "kvm" (verdict cached) or "kvm?" (no
+# verdict yet: boot under KVM and watch it).
 pick_accel() {
   case ${RIG_ACCEL:-auto} in
     tcg|kvm) echo "$RIG_ACCEL"; return ;;
   esac
-  if [ -r /dev/kvm ] && [ -w /dev/kvm ] &&
-     echo quit | timeout 10 qemu-system-x86_64 -accel kvm -machine q35 -cpu host -nodefaults \
-       -display none -S -monitor stdio >/dev/null 2>&1; then
-    echo kvm
-  else
-    echo tcg
+  local dev=${RIG_KVM_DEV:-/dev/kvm}   # a knob for the unit test
+  if ! [ -r "$dev" ] || ! [ -w "$dev" ]; then echo tcg; return; fi
+  local f; f=$(accel_verdict_file "$1")
+  if [ -z "${RIG_REFRESH:-}" ] && [ -f "$f" ]; then
+    case $(head -c 3 "$f") in kvm) echo kvm; return ;; tcg) echo tcg; return ;; esac
   fi
+  echo 'kvm?'
+}
+
+# accel_remember VMLINUX VERDICT [WHY]: cache a verdict (never when forced).
+accel_remember() {
+  [ -z "${RIG_ACCEL:-}" ] || return 0
+  local f; f=$(accel_verdict_file "$1")
+  mkdir -p "$(dirname "$f")"
+  printf '%s %s\n' "$2" "${3:-}" > "$f.tmp.$$" && mv "$f.tmp.$$" "$f"
 }
 
 # rig_boot SERIES_ENV OVERLAY LOG TIMEOUT [qemu args...]
@@ -102,11 +143,12 @@ pick_accel() {
 # guest command's status from its "RIG-EXIT: n" line; 124 if the host timeout
 # killed the guest; 125 if the guest ended without one (panic, init died).
 # Sets RIG_BOOT_WHY (why it failed, "" if it did not), RIG_BOOT_SECS (wall
-# time) and RIG_BOOT_ACCEL (tcg or kvm) for the caller's report.
+# time), RIG_BOOT_ACCEL (tcg or kvm) and RIG_BOOT_NOTE (why KVM was given up
+# for this boot, "" if it was not) for the caller's report.
 # shellcheck disable=SC2034
 rig_boot() {
   local envf=$1 overlay=$2 logf=$3 tmo=$4; shift 4
-  local initrd accel cpu rc t0 VMLINUX INITRD
+  local initrd rc VMLINUX INITRD
   # shellcheck disable=SC1090
   . "$envf"
   mkdir -p "$RIG_OUT"
@@ -115,27 +157,84 @@ rig_boot() {
   { cat "$INITRD"
     ( cd "$overlay" && find . -print0 | LC_ALL=C sort -z | cpio --null -o -H newc --owner=0:0 --quiet )
   } > "$initrd"
-  accel=$(pick_accel); cpu=max; [ "$accel" = kvm ] && cpu=host
+  rc=0
+  rig_qemu "$VMLINUX" "$initrd" "$logf" "$tmo" "$@" || rc=$?
+  rm -f "$initrd"
+  return "$rc"
+}
+
+# rig_qemu VMLINUX INITRD LOG TIMEOUT [qemu args...]: rig_boot without the
+# packing: one boot, under KVM or TCG as pick_accel says, retried under TCG
+# when KVM fails (see above). Same status and RIG_BOOT_* variables.
+# shellcheck disable=SC2034
+rig_qemu() {
+  local vmlinux=$1 initrd=$2 logf=$3 tmo=$4; shift 4
+  local accel t0 rc
+  accel=$(pick_accel "$vmlinux")
+  t0=$(now)
+  RIG_BOOT_NOTE=
+  rc=0
+  rig_qemu_once "$accel" "$vmlinux" "$initrd" "$logf" "$tmo" "$@" || rc=$?
+  if [ -n "$RIG_KVM_FAILED" ] && [ "${RIG_ACCEL:-}" = kvm ]; then
+    RIG_BOOT_WHY="KVM failed (RIG_ACCEL=kvm forces it): $RIG_KVM_FAILED"; rc=125
+  elif [ -n "$RIG_KVM_FAILED" ]; then
+    RIG_BOOT_NOTE="KVM failed ($RIG_KVM_FAILED) after $(since "$t0")s; the same boot ran again under TCG"
+    accel_remember "$vmlinux" tcg "$RIG_KVM_FAILED"
+    mv -f "$logf" "$logf.kvm-failed"
+    log "KVM failed: $RIG_KVM_FAILED (console in $logf.kvm-failed): retrying the same boot under TCG"
+    accel=tcg rc=0
+    rig_qemu_once tcg "$vmlinux" "$initrd" "$logf" "$tmo" "$@" || rc=$?
+  elif [ "$accel" = 'kvm?' ] && [ -n "$RIG_BOOT_FIRST" ]; then
+    accel_remember "$vmlinux" kvm "first line after ${RIG_BOOT_FIRST}s"
+  fi
+  RIG_BOOT_SECS=$(since "$t0")
+  RIG_BOOT_ACCEL=${accel%\?}
+  return "$rc"
+}
+
+# rig_qemu_once ACCEL VMLINUX INITRD LOG TIMEOUT [qemu args...]: one QEMU run.
+# Under KVM (ACCEL kvm or kvm?) it sets RIG_KVM_FAILED to the reason when KVM
+# let the guest down (then the caller retries); RIG_BOOT_FIRST to the seconds
+# until the guest's first line ("" if it never came).
+rig_qemu_once() {
+  local accel=$1 vmlinux=$2 initrd=$3 logf=$4 tmo=$5; shift 5
+  local cpu=max rc t0 kvmwait=${RIG_KVM_WAIT:-10}
+  [ "$accel" = tcg ] || cpu=host
+  RIG_KVM_FAILED= RIG_BOOT_FIRST=
   # shellcheck disable=SC2054 # qemu options have commas
-  local args=(-nodefaults -no-user-config -machine q35 -accel "$accel" -cpu "$cpu"
+  local args=(-nodefaults -no-user-config -machine q35 -accel "${accel%\?}" -cpu "$cpu"
     -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
     # qboot boots the uncompressed vmlinux through its PVH entry: no in-guest
     # decompression, which costs seconds under TCG.
-    -bios /usr/share/qemu/qboot.rom -kernel "$VMLINUX" -initrd "$initrd"
+    -bios /usr/share/qemu/qboot.rom -kernel "$vmlinux" -initrd "$initrd"
     # restrict=on: the guest reaches nothing outside the VM.
     -nic user,model=virtio-net-pci,restrict=on
     -append "console=ttyS0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
-  t0=$(now)
+  t0=$(date +%s)
   : > "$logf"
   timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1 &
-  local pid=$! follow='' stalled=''
+  local pid=$! follow='' stalled='' tick=
   # a background job ignores ^C: stop the guest when the script is stopped
   trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM
   [ "${RIG_QUIET:-0}" = 1 ] || { tail -n +1 -f --pid="$pid" "$logf" & follow=$!; }
+  # Poll fast while the guest boots (a run that ends at once, or a KVM
+  # failure, is seen within 0.2 s), then once a second.
   # RIG_STALL: a guest whose console stays silent that long is hung (the
   # suite sets it above the per-binary timeout, whose panic would print).
   while kill -0 "$pid" 2>/dev/null; do
-    sleep 1
+    if [ "$tick" = 1 ] || [ $(( $(date +%s) - t0 )) -ge "$kvmwait" ]; then sleep 1; else sleep 0.2; fi
+    if [ "$accel" != tcg ]; then
+      if grep -q 'KVM internal error' "$logf"; then
+        RIG_KVM_FAILED=$(tr -d '\r' < "$logf" | grep -m1 'KVM internal error')
+      elif [ -z "$RIG_BOOT_FIRST" ]; then
+        if grep -q '^\[rig [0-9.]*s\] init started' "$logf"; then
+          RIG_BOOT_FIRST=$(( $(date +%s) - t0 )) tick=1
+        elif [ $(( $(date +%s) - t0 )) -ge "$kvmwait" ]; then
+          RIG_KVM_FAILED="no console line from the guest within ${kvmwait}s"
+        fi
+      fi
+      if [ -n "$RIG_KVM_FAILED" ]; then kill "$pid" 2>/dev/null; break; fi
+    fi
     if [ -n "${RIG_STALL:-}" ] && [ $(( $(date +%s) - $(stat -c %Y "$logf") )) -gt "$RIG_STALL" ]; then
       stalled=1; kill "$pid" 2>/dev/null   # timeout passes the TERM on to qemu
     fi
@@ -143,9 +242,16 @@ rig_boot() {
   rc=0; wait "$pid" || rc=$?
   trap - INT TERM
   [ -z "$follow" ] || wait "$follow" || true
-  rm -f "$initrd"
-  RIG_BOOT_SECS=$(since "$t0")
-  RIG_BOOT_ACCEL=$accel
+  # QEMU ended under KVM before the guest said anything: an abort (KVM's MSR
+  # setup failing is an assertion in QEMU), or an error before the boot.
+  if [ "$accel" != tcg ] && [ -z "$RIG_KVM_FAILED" ] && [ -z "$RIG_BOOT_FIRST" ] &&
+     ! grep -q '^\[rig [0-9.]*s\] init started' "$logf"; then
+    RIG_KVM_FAILED="qemu ended (status $rc) before the guest's first line: $(tr -d '\r' < "$logf" | grep -v '^$' | tail -1 | cut -c1-160)"
+  fi
+  if [ "$accel" != tcg ] && [ -z "$RIG_BOOT_FIRST" ] && grep -q '^\[rig [0-9.]*s\] init started' "$logf"; then
+    RIG_BOOT_FIRST=$(( $(date +%s) - t0 ))
+  fi
+  [ -z "$RIG_KVM_FAILED" ] || return 125
   if [ -n "$stalled" ]; then
     RIG_BOOT_WHY="hung: no console output for ${RIG_STALL}s, killed by the host"; return 124
   fi

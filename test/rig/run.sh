@@ -57,5 +57,6 @@ if [ -n "$RIG_BOOT_WHY" ]; then
   log "kernel $series: $RIG_BOOT_WHY"
   console_tail "$logf" >&2
 fi
+[ -z "$RIG_BOOT_NOTE" ] || log "kernel $series: $RIG_BOOT_NOTE"
 log "kernel $series: exit $rc after ${RIG_BOOT_SECS}s ($RIG_BOOT_ACCEL); console in $logf"
 exit "$rc"

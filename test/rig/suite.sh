@@ -101,7 +101,7 @@ for envf in "${envs[@]}"; do
     log "booting $KVER (host timeout ${tmo}s)"
     rig_boot "$envf" "$ov" "$logf" "$tmo" || rc=$?
     ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] devices:.*/\1/p' | tail -1)
-    boots+=("$KVER: devices ready at ${ready:-?}s guest time, boot+tests ${RIG_BOOT_SECS}s wall ($RIG_BOOT_ACCEL)")
+    boots+=("$KVER: devices ready at ${ready:-?}s guest time, boot+tests ${RIG_BOOT_SECS}s wall ($RIG_BOOT_ACCEL${RIG_BOOT_NOTE:+; $RIG_BOOT_NOTE})")
   fi
   for n in "${names[@]}"; do
     r=$(tr -d '\r' < "$logf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)

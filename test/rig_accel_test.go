@@ -1,0 +1,203 @@
+package test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeQEMU stands in for qemu-system-x86_64 in the accelerator tests. Under
+// TCG it "boots": it prints the guest's first line and its exit marker. Under
+// KVM it does what $FAKE_KVM says, mimicking the hosts the rig met:
+//
+//	internal  "KVM internal error. Suberror: 1", then silence (the issue's host)
+//	abort     QEMU's MSR assertion and SIGABRT (this project's build host)
+//	silent    nothing at all
+//	late      boots, then a KVM internal error in the middle of the run
+//	good      boots like TCG
+//
+// Every run appends its -accel value to $FAKE_RUNS.
+const fakeQEMU = `#!/bin/bash
+ulimit -c 0
+case " $* " in *" --version "*) echo "QEMU emulator version 0.0.0 (fake)"; exit 0 ;; esac
+accel= prev=
+for a; do [ "$prev" = -accel ] && accel=$a; prev=$a; done
+echo "$accel" >> "$FAKE_RUNS"
+if [ "$accel" = tcg ]; then echo "[rig 0.50s] init started"; echo "RIG-EXIT: 7"; exit 0; fi
+case $FAKE_KVM in
+  internal) echo "KVM internal error. Suberror: 1" >&2; echo "emulation failure" >&2; exec sleep 300 ;;
+  abort) echo "qemu-system-x86_64: ../../accel/kvm/kvm-all.c:2889: kvm_buf_set_msrs: Assertion 'ret == cpu->kvm_msr_buf->nmsrs' failed." >&2
+         kill -ABRT $$ ;;
+  silent) exec sleep 300 ;;
+  late) echo "[rig 0.20s] init started"; sleep 1; echo "KVM internal error. Suberror: 1" >&2; exec sleep 300 ;;
+  good) echo "[rig 0.20s] init started"; echo "RIG-EXIT: 7"; exit 0 ;;
+esac
+exit 99
+`
+
+// rigAccel is one host for the accelerator tests: a fake QEMU first in PATH,
+// a fake /dev/kvm, and its own rig cache (where the verdicts are kept).
+type rigAccel struct {
+	t                         *testing.T
+	bash, dir, runs, cache    string
+	vmlinux, initrd, kvm, lib string
+}
+
+func newRigAccel(t *testing.T) *rigAccel {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash: the rig's scripts are bash")
+	}
+	lib, err := filepath.Abs("rig/lib.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	r := &rigAccel{t: t, bash: bash, dir: dir, lib: lib,
+		runs: filepath.Join(dir, "runs"), cache: filepath.Join(dir, "cache"),
+		vmlinux: filepath.Join(dir, "6.1.0-99-amd64_6.1.999-1", "vmlinux"),
+		initrd:  filepath.Join(dir, "initrd"), kvm: filepath.Join(dir, "kvm")}
+	for _, f := range []struct {
+		path, text string
+		mode       os.FileMode
+	}{
+		{filepath.Join(dir, "bin", "qemu-system-x86_64"), fakeQEMU, 0o755},
+		{r.vmlinux, "not a kernel", 0o644}, {r.initrd, "", 0o644}, {r.kvm, "", 0o666},
+	} {
+		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f.path, []byte(f.text), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+// boot runs lib.sh's rig_qemu once with the fake QEMU in mode and returns
+// what it reported ("rc=7 accel=tcg note=..."), the -accel of each QEMU run
+// and the wall time.
+func (r *rigAccel) boot(mode string, env ...string) (report string, runs []string, took time.Duration) {
+	r.t.Helper()
+	_ = os.Remove(r.runs)
+	script := `set -euo pipefail; . "$1"; rc=0
+rig_qemu "$2" "$3" "$4" 60 || rc=$?
+echo "rc=$rc accel=$RIG_BOOT_ACCEL why=${RIG_BOOT_WHY:-} note=${RIG_BOOT_NOTE:-}"`
+	cmd := exec.Command(r.bash, "-c", script, "bash", r.lib, r.vmlinux, r.initrd, filepath.Join(r.dir, "console.log"))
+	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(r.dir, "bin")+":"+os.Getenv("PATH"),
+		"FAKE_KVM="+mode, "FAKE_RUNS="+r.runs, "RIG_KVM_DEV="+r.kvm, "RIG_CACHE="+r.cache,
+		"RIG_OUT="+r.dir, "RIG_QUIET=1", "RIG_KVM_WAIT=2", "RIG_ACCEL=", "RIG_REFRESH=", "RIG_STALL=")
+	cmd.Env = append(cmd.Env, env...)
+	t0 := time.Now()
+	out, err := cmd.CombinedOutput()
+	took = time.Since(t0)
+	if err != nil {
+		r.t.Fatalf("rig_qemu with fake QEMU (%s): %v\n%s", mode, err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	report = lines[len(lines)-1]
+	b, _ := os.ReadFile(r.runs)
+	runs = strings.Fields(string(b))
+	r.t.Logf("%s: %s (runs %v, %v)\n%s", mode, report, runs, took.Round(time.Millisecond), out)
+	return report, runs, took
+}
+
+// verdict is the cached accelerator verdict for the fake host and kernel.
+func (r *rigAccel) verdict() string {
+	r.t.Helper()
+	m, _ := filepath.Glob(filepath.Join(r.cache, "accel", "6.1.0-99-amd64_6.1.999-1-*"))
+	if len(m) != 1 {
+		r.t.Fatalf("want one verdict file in %s/accel, have %v", r.cache, m)
+	}
+	b, err := os.ReadFile(m[0])
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func equal(a, b []string) bool { return strings.Join(a, " ") == strings.Join(b, " ") }
+
+// TestRigAccelFallback: a KVM that fails the boot in any of the ways seen on
+// real hosts costs seconds, the same boot then runs under TCG and says so,
+// and the verdict "tcg" is cached so the next boot goes straight to TCG.
+func TestRigAccelFallback(t *testing.T) {
+	for _, c := range []struct{ mode, why string }{
+		{"internal", "KVM internal error"},
+		{"abort", "qemu ended (status 134) before the guest's first line"},
+		{"silent", "no console line from the guest within 2s"},
+		{"late", "KVM internal error"},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Parallel()
+			r := newRigAccel(t)
+			report, runs, took := r.boot(c.mode)
+			if !strings.HasPrefix(report, "rc=7 accel=tcg why= note=KVM failed ("+c.why) ||
+				!strings.Contains(report, "the same boot ran again under TCG") {
+				t.Errorf("report %q: want the guest's status 7 from a TCG retry noting %q", report, c.why)
+			}
+			if !equal(runs, []string{"kvm", "tcg"}) {
+				t.Errorf("QEMU ran with -accel %v, want kvm then tcg", runs)
+			}
+			if took > 8*time.Second {
+				t.Errorf("the fallback took %v: a failing KVM must be given up within seconds", took)
+			}
+			if v := r.verdict(); !strings.HasPrefix(v, "tcg "+strings.SplitN(c.why, " (", 2)[0]) {
+				t.Errorf("cached verdict %q, want tcg with the reason %q", v, c.why)
+			}
+			if _, err := os.Stat(filepath.Join(r.dir, "console.log.kvm-failed")); err != nil {
+				t.Errorf("the failed KVM console was not kept: %v", err)
+			}
+			// The verdict holds: the next boot does not try KVM again.
+			report, runs, _ = r.boot(c.mode)
+			if report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
+				t.Errorf("second boot: %q with -accel %v, want TCG at once from the cached verdict", report, runs)
+			}
+			// RIG_REFRESH asks again.
+			if _, runs, _ = r.boot(c.mode, "RIG_REFRESH=1"); !equal(runs, []string{"kvm", "tcg"}) {
+				t.Errorf("RIG_REFRESH=1: -accel %v, want kvm then tcg", runs)
+			}
+		})
+	}
+}
+
+// TestRigAccelKVM: a KVM that boots the kernel to its first line is used and
+// remembered; a forced choice is obeyed and caches nothing; no /dev/kvm means TCG.
+func TestRigAccelKVM(t *testing.T) {
+	r := newRigAccel(t)
+	report, runs, _ := r.boot("good")
+	if report != "rc=7 accel=kvm why= note=" || !equal(runs, []string{"kvm"}) {
+		t.Errorf("good KVM: %q with -accel %v, want kvm alone", report, runs)
+	}
+	if v := r.verdict(); !strings.HasPrefix(v, "kvm first line after") {
+		t.Errorf("cached verdict %q, want kvm", v)
+	}
+	if report, runs, _ = r.boot("good"); report != "rc=7 accel=kvm why= note=" || !equal(runs, []string{"kvm"}) {
+		t.Errorf("second good boot: %q with -accel %v", report, runs)
+	}
+	// A KVM that was good and fails later still falls back, and the verdict turns.
+	if report, runs, _ = r.boot("internal"); !strings.HasPrefix(report, "rc=7 accel=tcg") || !equal(runs, []string{"kvm", "tcg"}) {
+		t.Errorf("cached kvm, then an internal error: %q with -accel %v, want a TCG retry", report, runs)
+	}
+	if v := r.verdict(); !strings.HasPrefix(v, "tcg KVM internal error") {
+		t.Errorf("verdict after the failure %q, want tcg", v)
+	}
+
+	f := newRigAccel(t)
+	if report, runs, _ = f.boot("abort", "RIG_ACCEL=kvm"); !strings.HasPrefix(report, "rc=125 accel=kvm why=KVM failed (RIG_ACCEL=kvm forces it)") ||
+		!equal(runs, []string{"kvm"}) {
+		t.Errorf("RIG_ACCEL=kvm, KVM aborting: %q with -accel %v, want a failed boot and no retry", report, runs)
+	}
+	if report, runs, _ = f.boot("good", "RIG_ACCEL=tcg"); report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
+		t.Errorf("RIG_ACCEL=tcg: %q with -accel %v", report, runs)
+	}
+	if m, _ := filepath.Glob(filepath.Join(f.cache, "accel", "*")); len(m) != 0 {
+		t.Errorf("a forced accelerator cached a verdict: %v", m)
+	}
+	if report, runs, _ = f.boot("good", "RIG_KVM_DEV="+filepath.Join(f.dir, "no-kvm")); report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
+		t.Errorf("no /dev/kvm: %q with -accel %v, want TCG", report, runs)
+	}
+}
