@@ -196,11 +196,12 @@ rig_qemu() {
 # Under KVM (ACCEL kvm or kvm?) it sets RIG_KVM_FAILED to the reason when KVM
 # let the guest down (then the caller retries); RIG_BOOT_FIRST to the seconds
 # until the guest's first line ("" if it never came).
+# shellcheck disable=SC2034
 rig_qemu_once() {
   local accel=$1 vmlinux=$2 initrd=$3 logf=$4 tmo=$5; shift 5
   local cpu=max rc t0 kvmwait=${RIG_KVM_WAIT:-10}
   [ "$accel" = tcg ] || cpu=host
-  RIG_KVM_FAILED= RIG_BOOT_FIRST=
+  RIG_KVM_FAILED='' RIG_BOOT_FIRST=''
   # shellcheck disable=SC2054 # qemu options have commas
   local args=(-nodefaults -no-user-config -machine q35 -accel "${accel%\?}" -cpu "$cpu"
     -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
