@@ -218,6 +218,9 @@ var devinfoCases = [][]string{
 // interleaving and exit status are ibv_devinfo's, byte for byte.
 func TestRigMatchesDevinfo(t *testing.T) {
 	devinfo, self := tools(t)
+	// Both programs must see the same tables: a GID that appears between
+	// their runs (an IPv6 autoconfiguration) would void the comparison.
+	defer rigtest.GIDsUnchanged(t)()
 	for _, args := range devinfoCases {
 		want := runProg(t, devinfo, nil, args...)
 		got := runProg(t, self, selfEnv, args...)
@@ -275,6 +278,9 @@ func lineDiff(want, got string) string {
 // ibv_devinfo -v's text for every device.
 func TestRigJSON(t *testing.T) {
 	devinfo, self := tools(t)
+	// Both programs must see the same tables: a GID that appears between
+	// their runs (an IPv6 autoconfiguration) would void the comparison.
+	defer rigtest.GIDsUnchanged(t)()
 	text := runProg(t, devinfo, nil, "-v")
 	if text.rc != 0 {
 		t.Fatalf("ibv_devinfo -v: exit %d: %s", text.rc, text.stderr)
@@ -333,6 +339,9 @@ func TestRigJSON(t *testing.T) {
 // leaves the rest unchanged.
 func TestRigExtra(t *testing.T) {
 	devinfo, self := tools(t)
+	// Both programs must see the same tables: a GID that appears between
+	// their runs (an IPv6 autoconfiguration) would void the comparison.
+	defer rigtest.GIDsUnchanged(t)()
 	for _, dev := range []string{"rxe0", "siw0"} {
 		want := runProg(t, devinfo, nil, "-v", "-d", dev)
 		got := runProg(t, self, selfEnv, "-x", "-v", "-d", dev)

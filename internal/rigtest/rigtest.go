@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -104,4 +105,67 @@ func Command(t testing.TB, name string, args ...string) string {
 		t.Fatalf("rigtest: %s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// GIDTables returns every non-zero GID of every RDMA device's ports as
+// "dev/port/gids/index value" lines, sorted: the tables a comparison test relies on.
+func GIDTables() string {
+	paths, _ := filepath.Glob(filepath.Join(sysfs, "class/infiniband/*/ports/*/gids/*"))
+	var lines []string
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		g := strings.TrimSpace(string(b))
+		if err != nil || g == "" || strings.Trim(g, "0:") == "" {
+			continue
+		}
+		rel, _ := filepath.Rel(filepath.Join(sysfs, "class/infiniband"), p)
+		lines = append(lines, strings.Replace(rel, "/ports/", "/", 1)+" "+g)
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// GIDsUnchanged snapshots the GID tables and returns a check to defer: it
+// fails the test if any GID appeared, vanished or changed meanwhile. A test
+// that compares two programs' views of the devices (ibvinfo against
+// ibv_devinfo) is void if the tables moved between the two runs; the rig's
+// guest settles them before any test starts, and this says so when it did not.
+func GIDsUnchanged(t testing.TB) func() {
+	t.Helper()
+	before := GIDTables()
+	return func() {
+		t.Helper()
+		if after := GIDTables(); after != before {
+			t.Errorf("rigtest: the GID tables changed during the test, so its comparison is void "+
+				"(the rig settles them before tests start: something reconfigured a netdev)\n%s",
+				gidDiff(before, after))
+		}
+	}
+}
+
+// gidDiff lists the GID lines only one of two snapshots has.
+func gidDiff(before, after string) string {
+	in := func(s string) map[string]bool {
+		m := map[string]bool{}
+		for _, l := range strings.Split(s, "\n") {
+			if l != "" {
+				m[l] = true
+			}
+		}
+		return m
+	}
+	b, a := in(before), in(after)
+	var out []string
+	for l := range b {
+		if !a[l] {
+			out = append(out, "  - "+l)
+		}
+	}
+	for l := range a {
+		if !b[l] {
+			out = append(out, "  + "+l)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 )
 
@@ -133,4 +134,54 @@ func TestInRigKernelRequire(t *testing.T) {
 	if r := run(t, Require); r.skipped || r.failed || !InRig() {
 		t.Error("Require stopped the test inside the rig")
 	}
+}
+
+// TestGIDsUnchanged: the check passes while the tables stay, and names the
+// GID that appeared when one does (slirp's router advertisement once added
+// a fec0:: GID between two runs of a comparison test).
+func TestGIDsUnchanged(t *testing.T) {
+	fakeSysfs(t)
+	gid := func(dev, idx, v string) {
+		p := filepath.Join(sysfs, "class/infiniband", dev, "ports/1/gids", idx)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	zero := "0000:0000:0000:0000:0000:0000:0000:0000"
+	gid("rxe0", "0", "fe80:0000:0000:0000:5054:00ff:fe12:3456")
+	gid("rxe0", "1", "0000:0000:0000:0000:0000:ffff:0a00:020f")
+	gid("rxe0", "2", zero)
+	gid("siw0", "0", "5254:0012:3456:0000:0000:0000:0000:0000")
+	if got, want := GIDTables(), "rxe0/1/gids/0 fe80:0000:0000:0000:5054:00ff:fe12:3456\n"+
+		"rxe0/1/gids/1 0000:0000:0000:0000:0000:ffff:0a00:020f\nsiw0/1/gids/0 5254:0012:3456:0000:0000:0000:0000:0000"; got != want {
+		t.Errorf("GIDTables:\n%s\nwant\n%s", got, want)
+	}
+	var quiet fakeTB
+	GIDsUnchanged(&quiet)()
+	if quiet.failed {
+		t.Errorf("unchanged tables reported as changed: %s", quiet.msg)
+	}
+	var moved fakeTB
+	check := GIDsUnchanged(&moved)
+	gid("rxe0", "2", "fec0:0000:0000:0000:5054:00ff:fe12:3456")
+	check()
+	if !moved.failed || !strings.Contains(moved.msg, "+ rxe0/1/gids/2 fec0:0000:0000:0000:5054:00ff:fe12:3456") {
+		t.Errorf("a new fec0:: GID: failed=%v, message %q", moved.failed, moved.msg)
+	}
+}
+
+// fakeTB records what a check reports instead of failing the real test.
+type fakeTB struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.failed = true
+	f.msg = fmt.Sprintf(format, args...)
 }

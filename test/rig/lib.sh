@@ -208,8 +208,9 @@ rig_qemu_once() {
     # qboot boots the uncompressed vmlinux through its PVH entry: no in-guest
     # decompression, which costs seconds under TCG.
     -bios /usr/share/qemu/qboot.rom -kernel "$vmlinux" -initrd "$initrd"
-    # restrict=on: the guest reaches nothing outside the VM.
-    -nic user,model=virtio-net-pci,restrict=on
+    # restrict=on: the guest reaches nothing outside the VM. ipv6=off: no
+    # router advertisement (nothing here uses IPv6 beyond link-local GIDs).
+    -nic user,model=virtio-net-pci,restrict=on,ipv6=off
     -append "console=ttyS0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
   t0=$(date +%s)
   : > "$logf"
