@@ -1,6 +1,14 @@
 #!/usr/bin/env bash
-# build.sh SERIES: make sure the rig has a bootable kernel of SERIES (6.1 or
-# 6.12) and prints the path of its description, $RIG_CACHE/SERIES.env:
+# build.sh SERIES: make sure the rig has a bootable kernel of SERIES and prints
+# the path of its description, $RIG_CACHE/SERIES.env. The series:
+#   5.10    Debian 11 (bullseye, + bullseye-security): linux-image-amd64 there
+#   6.1     Debian 12 (the host's bookworm): linux-image-amd64
+#   6.12    Debian 12: linux-image-6.12-amd64
+#   newest  the newest kernel Debian publishes: the highest linux-image-amd64
+#           of trixie, trixie-backports and sid
+# Suites the host does not list are read through a private apt configuration
+# under $RIG_CACHE/apt/ (lib.sh: APT_SET), never the host's sources. The
+# .env holds:
 #   KPKG KVER KDEBVER USERLAND  what it was built from (Debian package versions)
 #   VMLINUX                     the uncompressed kernel, booted through PVH
 #   INITRD                      the base initramfs: busybox, bash, iproute2,
@@ -14,7 +22,8 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-SERIES=${1:?usage: build.sh 6.1|6.12}
+SERIES=${1:?usage: build.sh 5.10|6.1|6.12|newest}
+KSET=$(set_of "$SERIES") || die "unknown kernel series $SERIES: the rig has 5.10, 6.1, 6.12 and newest"
 ENVF=$RIG_CACHE/$SERIES.env
 # Guest userland, unpacked into the initramfs (never installed on the host).
 USERLAND_PKGS=(ibverbs-utils perftest rdmacm-utils ibverbs-providers libibverbs1 librdmacm1
@@ -22,7 +31,10 @@ USERLAND_PKGS=(ibverbs-utils perftest rdmacm-utils ibverbs-providers libibverbs1
 # Kernel modules the guest loads. rdma_rxe needs the "crc32" shash and siw the
 # "crc32c" one at run time, which modules.dep does not list.
 MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm
-         rdma_rxe siw crc32_generic crc32-pclmul crc32c_generic)
+         rdma_rxe siw)
+# Those shash modules' names differ between kernels (7.x: crc32-cryptoapi):
+# each one the kernel has goes in.
+OPT_MODULES=(crc32_generic crc32-pclmul crc32c_generic crc32-cryptoapi crc32c-cryptoapi)
 
 # The base initramfs is keyed by what went into it: this script and the versions.
 key() { { cat "$RIG_DIR/build.sh"; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
@@ -40,43 +52,63 @@ need_debian
 t0=$(now)
 
 # ---- which packages: the meta-package's dependency, all from one upload ----
+# The kernel comes from the series' apt set, the userland from the host's.
 resolve() {
+  APT_SET=$KSET
   resolve_kernel "$SERIES" || return 1
-  USERLAND=$(candidates "${USERLAND_PKGS[@]}") || return 1
   # linux-headers-<kver> needs its -common half and the kbuild tools of the same upload
-  HDRS=$(apt-cache depends "linux-headers-$KVER" 2>/dev/null |
+  HDRS=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
     awk '/Depends: linux-(headers-.*-common|kbuild-)/{print $2}' | sort -u | tr '\n' ' ')
   [ -n "$HDRS" ] || return 1
   SRCSER=$(echo "$KVER" | cut -d. -f1,2)        # 6.1.0-56-amd64 -> 6.1
+  APT_SET=host
+  USERLAND=$(candidates "${USERLAND_PKGS[@]}") || return 1
 }
 if ! resolve; then
-  apt_update
-  resolve || die "no kernel for series $SERIES in the apt lists: the rig needs Debian 12 (bookworm)
-  with bookworm-security enabled (packages $(meta_of "$SERIES"), linux-headers-*, linux-source-*)"
+  APT_SET=$KSET; apt_update
+  [ "$KSET" = host ] || { APT_SET=host; candidates "${USERLAND_PKGS[@]}" >/dev/null || apt_update; }
+  resolve || die "no kernel for series $SERIES in the apt lists (apt set $KSET): the rig needs a
+  Debian 12 (bookworm) host with bookworm-security enabled (packages $(meta_of "$SERIES"),
+  linux-headers-*, linux-source-*, rdma-core's userland)"
 fi
 KDIR=$(kdir)
 mkdir -p "$KDIR"
-log "kernel $SERIES: $KPKG $KDEBVER"
+log "kernel $SERIES: $KPKG $KDEBVER (apt set $KSET)"
 
-need=("$KPKG=$KDEBVER")
-read -ra userland <<<"$USERLAND"; need+=("${userland[@]}")
-if [ ! -f "$KDIR/siw.ko" ]; then
-  need+=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
-  for h in $HDRS; do need+=("$h=$KDEBVER"); done
-fi
-if ! fetch "${need[@]}"; then
+read -ra userland <<<"$USERLAND"
+kneed=()
+for p in $KIMG; do kneed+=("$p=$KDEBVER"); done
+# fetch_all: the kernel's packages from its set, the userland from the host's.
+fetch_all() {
+  APT_SET=$KSET; fetch "${kneed[@]}" || return 1
+  APT_SET=host; fetch "${userland[@]}"
+}
+fetch_or_update() {
+  fetch_all && return 0
   # stale lists name versions the mirror no longer has
-  apt_update
+  APT_SET=$KSET; apt_update
+  [ "$KSET" = host ] || { APT_SET=host; apt_update; }
   resolve || die "kernel series $SERIES vanished from the apt lists"
-  fetch "${need[@]}" || die "could not download ${need[*]}: image, headers and source must be
+  fetch_all || die "could not download ${kneed[*]} ${userland[*]}: image, headers and source must be
   the same Debian upload ($KDEBVER); see apt-cache policy linux-source-$SRCSER"
+}
+fetch_or_update
+# Newer Debian kernels may ship siw; the others get one built out of tree.
+SIW_DEBIAN=
+for p in $KIMG; do
+  if dpkg-deb -c "$(deb_of "$p" "$KDEBVER")" | grep -qE '/siw\.ko(\.[a-z]+)?$'; then SIW_DEBIAN=$p; fi
+done
+if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
+  kneed+=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
+  for h in $HDRS; do kneed+=("$h=$KDEBVER"); done
+  fetch_or_update
 fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rig-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
 # ---- siw.ko: Debian builds without CONFIG_RDMA_SIW, so build it out of tree ----
-if [ ! -f "$KDIR/siw.ko" ]; then
+if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   ts=$(now)
   H=$TMP/hdr
   for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
@@ -88,8 +120,15 @@ if [ ! -f "$KDIR/siw.ko" ]; then
   M=$TMP/linux-source-$SRCSER/drivers/infiniband/sw/siw
   # CONFIG_DEBUG_INFO_BTF_MODULES= : 6.12's headers ship vmlinux, so kbuild would
   # want pahole for module BTF, which nothing here needs.
-  make -s -C "$H/usr/src/linux-headers-$KVER" M="$M" CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES= \
-    modules -j"$(nproc)" 2>&1 | grep -v 'Skipping BTF' >&2 || true
+  # The compiler the kernel was built with if the host has it (6.1, 6.12:
+  # gcc-12), else the host's gcc-12 (5.10 was built with gcc-10, newer kernels
+  # with gcc-14): kbuild picks its flags by asking the compiler (cc-option).
+  kcc=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\).*/\1/p' "$H/usr/src/linux-headers-$KVER/.config")
+  cc=${RIG_KCC:-$kcc}
+  command -v "$cc" >/dev/null || cc=gcc-12
+  [ "$cc" = "$kcc" ] || log "siw.ko for $KVER: the kernel was built by $kcc, building with $cc"
+  make -s -C "$H/usr/src/linux-headers-$KVER" M="$M" CC="$cc" HOSTCC="$cc" CONFIG_RDMA_SIW=m \
+    CONFIG_DEBUG_INFO_BTF_MODULES= modules -j"$(nproc)" 2>&1 | grep -v 'Skipping BTF' >&2 || true
   [ -f "$M/siw.ko" ] || die "building siw.ko for $KVER failed (see the make output above)"
   vm=$(modinfo -F vermagic "$M/siw.ko")
   [ "${vm%% *}" = "$KVER" ] || die "siw.ko vermagic '$vm' does not match $KVER"
@@ -102,15 +141,18 @@ fi
 # ---- unpack the image and the userland ----
 ts=$(now)
 K=$TMP/k U=$TMP/u ROOT=$TMP/root
-dpkg-deb -x "$(deb_of "$KPKG" "$KDEBVER")" "$K"
+for p in $KIMG; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$K"; done
 for pv in "${userland[@]}"; do dpkg-deb -x "$(deb_of "${pv%%=*}" "${pv#*=}")" "$U"; done
+# Newer packages are usrmerged (usr/lib/modules); depmod and modprobe -d look in lib/modules.
+[ -e "$K/lib" ] || { [ -d "$K/usr/lib" ] && ln -s usr/lib "$K/lib"; }
 MODDIR=$K/lib/modules/$KVER
-mkdir -p "$MODDIR/extra" && cp "$KDIR/siw.ko" "$MODDIR/extra/"
+[ -n "$SIW_DEBIAN" ] || { mkdir -p "$MODDIR/extra" && cp "$KDIR/siw.ko" "$MODDIR/extra/"; }
 depmod -b "$K" "$KVER"
 
 # ---- vmlinux: the ELF inside the bzImage, found through the boot header ----
 if [ ! -f "$KDIR/vmlinux" ]; then
   bz=$K/boot/vmlinuz-$KVER
+  [ -f "$bz" ] || bz=$MODDIR/vmlinuz    # linux-binary-* (newer kernels)
   u32() { od -An -tu4 -j "$1" -N4 "$bz" | tr -d ' '; }
   setup_sects=$(od -An -tu1 -j $((0x1f1)) -N1 "$bz" | tr -d ' ')
   start=$(( (setup_sects + 1) * 512 + $(u32 $((0x248))) ))   # payload_offset
@@ -181,7 +223,11 @@ echo rig > "$ROOT/etc/hostname"
 # unpacked because busybox's modprobe cannot read them ----
 for m in "${MODULES[@]}"; do
   modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
-done | awk '$1=="insmod"{print $2}' | sort -u | while read -r ko; do
+done > "$TMP/deps"
+for m in "${OPT_MODULES[@]}"; do
+  modprobe -d "$K" -S "$KVER" --show-depends "$m" 2>/dev/null || true
+done >> "$TMP/deps"
+awk '$1=="insmod"{print $2}' "$TMP/deps" | sort -u | while read -r ko; do
   rel=${ko#"$MODDIR/"}
   case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
   mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"

@@ -29,30 +29,99 @@ need_debian() {
 }
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-apt_update() { log "apt-get update"; as_root apt-get update -qq >&2 || die "apt-get update failed"; }
 
-# Series -> meta-package whose dependency is the newest image of that series.
+# ---- which apt: the host's for bookworm's kernels and the userland; a
+# private configuration per suite set for the others ----
+# APT_SET names the set apt_cache/apt_get/apt_update use: "host" (the host's
+# own sources: bookworm, for 6.1, 6.12 and rdma-core) or a private set whose
+# sources.list, lists and cache live in $RIG_CACHE/apt/SET/ (the host's apt
+# configuration is never changed and its lists never read):
+#   bullseye  bullseye + bullseye-security (5.10)
+#   newest    trixie + trixie-backports + sid (the newest kernel Debian publishes)
+# Releases are verified with the host's debian-archive-keyring.
+APT_SET=host
+RIG_MIRROR=${RIG_MIRROR:-http://deb.debian.org}
+APT_KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
+apt_sources() {
+  local o="[signed-by=$APT_KEYRING]" m=$RIG_MIRROR
+  case $1 in
+    bullseye) printf 'deb %s %s/debian bullseye main\ndeb %s %s/debian-security bullseye-security main\n' "$o" "$m" "$o" "$m" ;;
+    newest) printf 'deb %s %s/debian %s main\n' "$o" "$m" trixie "$o" "$m" trixie-backports "$o" "$m" sid ;;
+    *) return 1 ;;
+  esac
+}
+apt_opts() {
+  [ "$APT_SET" = host ] && return 0
+  local d=$RIG_CACHE/apt/$APT_SET
+  APT_O=(-o "Dir::Etc::SourceList=$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
+    -o "Dir::Etc::Parts=$d/apt.conf.d" -o Dir::Etc::Preferences=/dev/null
+    -o "Dir::Etc::PreferencesParts=$d/preferences.d" -o "Dir::State=$d/state"
+    -o "Dir::State::status=$d/state/status" -o "Dir::Cache=$d/cache"
+    -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o Acquire::Languages=none
+    -o APT::Sandbox::User=root -o Debug::NoLocking=1)
+}
+apt_cache() { local APT_O=(); apt_opts; apt-cache ${APT_O[@]+"${APT_O[@]}"} "$@"; }
+apt_get() { local APT_O=(); apt_opts; apt-get ${APT_O[@]+"${APT_O[@]}"} "$@"; }
+# apt_init: create the private set's directories; its lists need apt_update.
+apt_init() {
+  [ "$APT_SET" = host ] && return 0
+  local d=$RIG_CACHE/apt/$APT_SET
+  [ -f "$APT_KEYRING" ] || die "no $APT_KEYRING: install debian-archive-keyring (test/rig/setup.sh does)"
+  mkdir -p "$d"/{apt.conf.d,preferences.d,state/lists/partial,cache/archives/partial}
+  : >> "$d/state/status"
+  apt_sources "$APT_SET" > "$d/sources.list.tmp" && mv "$d/sources.list.tmp" "$d/sources.list"
+}
+apt_update() {
+  log "apt-get update ($APT_SET)"
+  if [ "$APT_SET" = host ]; then as_root apt-get update -qq >&2 || die "apt-get update failed"; return; fi
+  apt_init
+  apt_get update -qq >&2 || die "apt-get update of the private apt set $APT_SET ($RIG_CACHE/apt/$APT_SET) failed"
+}
+
+# Series -> apt set and meta-package whose dependency is the newest image of
+# that series ("newest": of all of the set's uploads, the highest version).
+set_of() {
+  case $1 in
+    5.10) echo bullseye ;;
+    newest) echo newest ;;
+    6.1|6.12) echo host ;;
+    *) return 1 ;;
+  esac
+}
 meta_of() {
   case $1 in
-    6.1) echo linux-image-amd64 ;;
+    6.1|5.10|newest) echo linux-image-amd64 ;;
     *) echo "linux-image-$1-amd64" ;;   # 6.12 -> linux-image-6.12-amd64
   esac
 }
 
-# resolve_kernel SERIES: sets KPKG KVER KDEBVER from the apt lists (no network).
+# shellcheck disable=SC2034
+# resolve_kernel SERIES: sets KPKG KVER KDEBVER and KIMG (the image package
+# and the packages it is split into on newer kernels: linux-binary-*,
+# linux-modules-*) from the apt lists of the series' set (no network).
 resolve_kernel() {
-  local meta; meta=$(meta_of "$1")
-  KPKG=$(apt-cache depends "$meta" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  local meta v best=''; meta=$(meta_of "$1")
+  for v in $(apt_cache show "$meta" 2>/dev/null | awk '/^Version:/{print $2}'); do
+    if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
+  done
+  [ -n "$best" ] || return 1
+  # the host's set: the candidate (bookworm-security over bookworm), as ever
+  [ "$APT_SET" = host ] && best=$(apt_cache policy "$meta" 2>/dev/null | awk '/Candidate:/{print $2}')
+  KPKG=$(apt_cache depends "$meta=$best" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
   [ -n "$KPKG" ] || return 1
   KVER=${KPKG#linux-image-}; KVER=${KVER%-unsigned}
-  KDEBVER=$(apt-cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')
-  [ -n "$KDEBVER" ]
+  KDEBVER=$(apt_cache show "$KPKG=$best" 2>/dev/null | awk '/^Version:/{print $2; exit}')
+  [ -n "$KDEBVER" ] ||
+    KDEBVER=$(apt_cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')
+  [ -n "$KDEBVER" ] || return 1
+  KIMG="$KPKG $(apt_cache depends "$KPKG=$KDEBVER" 2>/dev/null |
+    awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k) {print $2}' | sort -u | tr '\n' ' ')"
 }
 
 # candidates PKG...: "pkg=version ..." of the versions apt-get would fetch.
 candidates() {
   local out
-  out=$(apt-cache show --no-all-versions "$@" 2>/dev/null |
+  out=$(apt_cache show --no-all-versions "$@" 2>/dev/null |
     awk '/^Package:/{p=$2} /^Version:/{printf "%s%s=%s", sep, p, $2; sep=" "}')
   [ "$(wc -w <<<"$out")" = $# ] && echo "$out"
 }
@@ -73,7 +142,7 @@ fetch() {
   mkdir -p "$RIG_CACHE/debs"
   log "downloading ${want[*]}"
   # apt-get download as root warns that the _apt user cannot write here; harmless.
-  ( cd "$RIG_CACHE/debs" && apt-get download -q "${want[@]}" 2>&1 ) |
+  ( cd "$RIG_CACHE/debs" && apt_get download -q "${want[@]}" 2>&1 ) |
     grep -vE 'Download is performed unsandboxed|^Get:|^Fetched' >&2 || true
   for pv in "${want[@]}"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || return 1; done
 }
