@@ -107,13 +107,43 @@ fi
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rig-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
+# kbuild_tools_run DIR: the kbuild host tools under DIR (modpost, objtool, ...)
+# of a newer Debian than the host (newest: trixie's, which need glibc 2.38)
+# run through that suite's own loader and libraries, unpacked beside them:
+# each such binary becomes a script that starts it with the suite's ld.so.
+kbuild_tools_run() {
+  local f need=() sr=$TMP/sysroot ld libs pv
+  while IFS= read -r -d '' f; do
+    [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' ')" = 7f454c46 ] || continue
+    if ldd "$f" 2>&1 | grep -q 'not found'; then need+=("$f"); fi
+  done < <(find "$1/usr/lib" -type f -print0)
+  [ ${#need[@]} -gt 0 ] || return 0
+  [ "$KSET" != host ] || die "kbuild tools of $KVER do not run on this host: $(ldd "${need[0]}" 2>&1 | grep -m1 'not found')"
+  APT_SET=$KSET
+  libs=$(candidates libc6 libelf1t64 zlib1g libzstd1) || die "no libc6/libelf1t64/zlib1g/libzstd1 in apt set $KSET"
+  read -ra libs <<<"$libs"
+  fetch "${libs[@]}" || die "could not download ${libs[*]}"
+  for pv in "${libs[@]}"; do dpkg-deb -x "$(deb_of "${pv%%=*}" "${pv#*=}")" "$sr"; done
+  ld=$(find "$sr" -name 'ld-linux-x86-64.so.2' | head -1)
+  [ -n "$ld" ] || die "no ld-linux-x86-64.so.2 in ${libs[*]}"
+  for f in "${need[@]}"; do
+    mv "$f" "$f.bin"
+    printf '#!/bin/sh\nexec %q --library-path %q %q "$@"\n' "$ld" \
+      "$sr/usr/lib/x86_64-linux-gnu:$sr/lib/x86_64-linux-gnu" "$f.bin" > "$f"
+    chmod 755 "$f"
+  done
+  log "siw.ko for $KVER: ${#need[@]} kbuild tools run with ${libs[*]}"
+}
+
 # ---- siw.ko: Debian builds without CONFIG_RDMA_SIW, so build it out of tree ----
 if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   ts=$(now)
   H=$TMP/hdr
   for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
-  # The flavour's Makefile includes the -common one by absolute path: point it here.
-  sed -i "s|^include /usr/src/|include $H/usr/src/|" "$H/usr/src/linux-headers-$KVER/Makefile"
+  # The flavour's Makefile names the -common one (and, on newer kernels, its
+  # own KBUILD_OUTPUT) by absolute path: point them here.
+  sed -i "s|/usr/src/|$H/usr/src/|g" "$H/usr/src/linux-headers-$KVER/Makefile"
+  kbuild_tools_run "$H"
   src=$(deb_of "linux-source-$SRCSER" "$KDEBVER")
   dpkg-deb --fsys-tarfile "$src" | tar -xO "./usr/src/linux-source-$SRCSER.tar.xz" | xz -dc |
     tar -x -C "$TMP" --wildcards "linux-source-$SRCSER/drivers/infiniband/sw/siw/*"
@@ -126,9 +156,16 @@ if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   kcc=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\).*/\1/p' "$H/usr/src/linux-headers-$KVER/.config")
   cc=${RIG_KCC:-$kcc}
   command -v "$cc" >/dev/null || cc=gcc-12
-  [ "$cc" = "$kcc" ] || log "siw.ko for $KVER: the kernel was built by $kcc, building with $cc"
+  ccopts=()
+  if [ "$cc" != "$kcc" ]; then
+    log "siw.ko for $KVER: the kernel was built by $kcc, building with $cc"
+    # gcc-14's -fmin-function-alignment=N (newest) is unknown to gcc-12;
+    # without the flag kbuild uses -falign-functions=N: the same alignment.
+    ccopts+=(CONFIG_CC_HAS_MIN_FUNCTION_ALIGNMENT=)
+  fi
   make -s -C "$H/usr/src/linux-headers-$KVER" M="$M" CC="$cc" HOSTCC="$cc" CONFIG_RDMA_SIW=m \
-    CONFIG_DEBUG_INFO_BTF_MODULES= modules -j"$(nproc)" 2>&1 | grep -v 'Skipping BTF' >&2 || true
+    CONFIG_DEBUG_INFO_BTF_MODULES= ${ccopts[@]+"${ccopts[@]}"} modules -j"$(nproc)" 2>&1 |
+    grep -v 'Skipping BTF' >&2 || true
   [ -f "$M/siw.ko" ] || die "building siw.ko for $KVER failed (see the make output above)"
   vm=$(modinfo -F vermagic "$M/siw.ko")
   [ "${vm%% *}" = "$KVER" ] || die "siw.ko vermagic '$vm' does not match $KVER"

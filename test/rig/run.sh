@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # run.sh: boot one rig kernel and run a shell command in it.
-#   test/rig/run.sh [--kernel 6.1|6.12] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] -- 'command'
+#   test/rig/run.sh [--kernel 5.10|6.1|6.12|newest] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] -- 'command'
 #     --kernel S    kernel series (default 6.1, or $KERNEL)
 #     --bin DIR     copy DIR's files into the guest's PATH (/rig/bin); repeatable
 #     --go PKGS     build Go main packages (CGO_ENABLED=0) into the guest's PATH; repeatable,

@@ -9,11 +9,14 @@
 #   gcc-12 make binutils
 #                    build siw.ko (Debian's kernels are built with gcc-12)
 #   gcc libc6-dev    cgo, which `go test -race` needs
+#   debian-archive-keyring
+#                    verifies the suites read through the rig's private apt
+#                    configurations (bullseye for 5.10, trixie/sid for newest)
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 PKGS=(qemu-system-x86 qemu-system-data busybox-static cpio kmod xz-utils zstd iproute2 bash
-      gcc-12 make binutils gcc libc6-dev git)
+      gcc-12 make binutils gcc libc6-dev git debian-archive-keyring)
 
 need_debian
 missing=()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # suite.sh: run the module's rig tests on every rig kernel, one boot per kernel.
-#   test/rig/suite.sh [--kernels "6.1 6.12"] [--tools PKGS]...
+#   test/rig/suite.sh [--kernels "5.10 6.1 6.12 newest"] [--tools PKGS]...
 # Rig tests are the packages whose tests import internal/rigtest. Each is built
 # on the host as a static test binary (CGO_ENABLED=0 go test -c), next to a
 # copy of its testdata/, and run in the guest from that directory with -test.v.
@@ -27,8 +27,12 @@ while [ $# -gt 0 ]; do
 done
 t_all=$(now)
 "$RIG_DIR/setup.sh"
-envs=()
-for k in $kernels; do envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"; done
+envs=(); builds=()
+for k in $kernels; do
+  tb=$(now)
+  envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"
+  builds+=("$(since "$tb")")   # ~0 s warm; the cold figure includes the downloads
+done
 
 # ---- the payload: guest scripts, tools, test binaries ----
 mkdir -p "$RIG_OUT"
@@ -91,8 +95,10 @@ T=${RIG_TEST_TIMEOUT:-600}
 # with a goroutine dump, so console silence past T + 60 s means the guest hung.
 tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
 RIG_STALL=${RIG_STALL:-$((T + 60))}
-pass=0; fail=0; summary=(); boots=()
+pass=0; fail=0; summary=(); boots=(); ki=0
 for envf in "${envs[@]}"; do
+  kpass=$pass kfail=$fail
+  ready='' RIG_BOOT_SECS='' RIG_BOOT_ACCEL='' RIG_BOOT_NOTE='' 
   # shellcheck disable=SC1090
   KVER=$(. "$envf"; echo "$KVER")
   logf=$RIG_OUT/console-$KVER.log
@@ -101,7 +107,6 @@ for envf in "${envs[@]}"; do
     log "booting $KVER (host timeout ${tmo}s)"
     rig_boot "$envf" "$ov" "$logf" "$tmo" || rc=$?
     ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] devices:.*/\1/p' | tail -1)
-    boots+=("$KVER: devices ready at ${ready:-?}s guest time, boot+tests ${RIG_BOOT_SECS}s wall ($RIG_BOOT_ACCEL${RIG_BOOT_NOTE:+; $RIG_BOOT_NOTE})")
   fi
   for n in "${names[@]}"; do
     r=$(tr -d '\r' < "$logf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)
@@ -124,6 +129,9 @@ for envf in "${envs[@]}"; do
     log "$KVER: $RIG_BOOT_WHY"
     console_tail "$logf"
   fi
+  # the per-kernel summary line
+  boots+=("$KVER: $((pass - kpass)) passed, $((fail - kfail)) failed; build ${builds[$ki]}s; devices ready at ${ready:-?}s guest time; boot+tests ${RIG_BOOT_SECS:-0}s wall (${RIG_BOOT_ACCEL:-no boot}${RIG_BOOT_NOTE:+; $RIG_BOOT_NOTE})")
+  ki=$((ki + 1))
 done
 
 echo "rig: ==== summary ($(since "$t_all")s) ===="
