@@ -113,4 +113,3 @@ func (s pinSet) release() {
 		p.release()
 	}
 }
-
