@@ -39,10 +39,12 @@
 //
 // # Posting
 //
-// PostSend validates every WR (opcode for the QP type, flags, SGE count,
-// inline length, atomic operand size and alignment, UD address handle,
-// queue space) before it writes anything: a refused list leaves the queue as
-// it was and names the WR and the cause. It then writes the WQEs (control
+// PostSend validates every WR (provider.CheckSend, the rules every provider
+// shares, then what only mlx5 refuses: LOCAL_INV and BIND_MW, an address
+// handle of another device, a WQE larger than the queue was sized for, and
+// queue space) before it writes anything: a refused list leaves the queue
+// as it was and returns a *provider.WRError that names the WR and wraps
+// the cause (EINVAL, ENOMEM, ErrNotSupported or ErrClosed). It then writes the WQEs (control
 // segment, UD address vector, remote address, atomic operands, data
 // segments or inline data, wrapping at the ring's end), the send counter to
 // the doorbell record, and rings the doorbell once: a lone WQE of up to 256

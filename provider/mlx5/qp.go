@@ -215,7 +215,8 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
 		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
-		shape:  sqShape{typ: a.Type, maxSGE: capc.MaxSendSGE, maxInline: capc.MaxInlineData, maxBBs: bbs},
+		shape: sqShape{caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: capc.MaxSendSGE, MaxInline: capc.MaxInlineData},
+			typ: a.Type, maxBBs: bbs},
 		sigAll: a.SignalAll}
 
 	s := &qpSetup{q: q}
@@ -359,18 +360,18 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	if q.closed.Load() {
-		return 0, &wrError{verb: "PostSend", index: 0, err: provider.ErrClosed}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: provider.ErrClosed}
 	}
 	switch st := provider.QPState(q.state.Load()); st {
 	case provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR:
-		return 0, &wrError{verb: "PostSend", index: 0, err: invalid("the QP is in state %s; sends need RTS", st)}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: invalid("the QP is in state %s; sends need RTS", st)}
 	}
 	sq := &q.sq
 	free := sq.cnt - (sq.head - sq.tail.Load())
 	need := uint32(0)
 	var plans [8]sendPlan // the first WRs' plans, kept for the build pass
 	for i := range wrs {
-		p, err := planSend(&sq.shape, &wrs[i])
+		p, err := checkSend(&sq.shape, &wrs[i])
 		if i < len(plans) {
 			plans[i] = p
 		}
@@ -378,7 +379,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 			err = fmt.Errorf("%w: the send queue is full (%d of %d WQEBBs in use)", errNoMemory, sq.cnt-free+need, sq.cnt)
 		}
 		if err != nil {
-			return i, &wrError{verb: "PostSend", index: i, op: wrs[i].Opcode.String(), err: err}
+			return i, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Index: i, Opcode: wrs[i].Opcode, Err: err}
 		}
 		need += p.bbs
 	}
@@ -418,25 +419,25 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
 		return 0, nil
 	}
 	if q.srq != nil {
-		return 0, &wrError{verb: "PostRecv", index: 0, err: invalid("the QP receives through an SRQ; post to the SRQ")}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: invalid("the QP receives through an SRQ; post to the SRQ")}
 	}
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if q.closed.Load() {
-		return 0, &wrError{verb: "PostRecv", index: 0, err: provider.ErrClosed}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: provider.ErrClosed}
 	}
 	if st := provider.QPState(q.state.Load()); st == provider.QPStateReset {
-		return 0, &wrError{verb: "PostRecv", index: 0, err: invalid("the QP is in state RESET")}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: invalid("the QP is in state RESET")}
 	}
 	rq := &q.rq
 	used := rq.head - rq.tail.Load()
 	for i := range wrs {
-		err := checkRecv(&wrs[i], rq.maxSGE)
+		err := provider.CheckRecv(rq.maxSGE, &wrs[i])
 		if err == nil && used+uint32(i) >= rq.cnt {
 			err = fmt.Errorf("%w: the receive queue is full (%d WQEs)", errNoMemory, rq.cnt)
 		}
 		if err != nil {
-			return i, &wrError{verb: "PostRecv", index: i, err: err}
+			return i, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Index: i, Err: err}
 		}
 	}
 	head := rq.head

@@ -24,7 +24,7 @@ func newRingQP(t *testing.T) *qp {
 	q := &qp{typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
 	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, wrid: make([]uint64, 8), next: make([]uint32, 8),
-		op: make([]provider.WCOpcode, 8), shape: sqShape{typ: provider.QPTypeRC, maxSGE: 1, maxInline: 16, maxBBs: 1}}
+		op: make([]provider.WCOpcode, 8), shape: testShape(provider.QPTypeRC, 1, 16, 1)}
 	q.state.Store(uint32(provider.QPStateRTS))
 	return q
 }
@@ -41,12 +41,16 @@ func TestRefusedListTouchesNothing(t *testing.T) {
 		want string
 		err  error
 	}{
-		{provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, 2)}, "WR 2 (SEND): invalid argument: 2 SGEs", unix.EINVAL},
-		{provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline}, "WR 2 (RDMA_READ)", unix.EINVAL},
-		{provider.SendWR{Opcode: provider.WRBindMW}, "WR 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, 2)}, "work request 2 (SEND): invalid argument: 2 SGEs", unix.EINVAL},
+		{provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline}, "work request 2 (RDMA_READ)", unix.EINVAL},
+		{provider.SendWR{Opcode: provider.WRBindMW}, "work request 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRSend, Flags: 1 << 4}, "unknown send flags 0x10", unix.EINVAL},
+		{provider.SendWR{Opcode: 10}, "unknown opcode 10", unix.EINVAL},
 	} {
 		n, err := q.PostSend([]provider.SendWR{good, good, c.bad, good})
-		if n != 2 || !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was posted") {
+		var we *provider.WRError
+		if n != 2 || !errors.Is(err, c.err) || !errors.As(err, &we) || we.Index != 2 || we.Provider != "mlx5" ||
+			!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was posted") {
 			t.Errorf("PostSend = %d, %v; want 2 and %q", n, err, c.want)
 		}
 	}

@@ -143,15 +143,15 @@ func (s *srq) PostRecv(wrs []provider.RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, &wrError{verb: "PostSRQRecv", index: 0, err: provider.ErrClosed}
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSRQRecv", Err: provider.ErrClosed}
 	}
 	for i := range wrs {
-		err := checkRecv(&wrs[i], s.maxSGE)
+		err := provider.CheckRecv(s.maxSGE, &wrs[i])
 		if err == nil && uint32(i) >= s.free {
 			err = fmt.Errorf("%w: the SRQ is full (%d WQEs posted)", errNoMemory, s.cnt-1-s.free+uint32(i))
 		}
 		if err != nil {
-			return i, &wrError{verb: "PostSRQRecv", index: i, err: err}
+			return i, &provider.WRError{Provider: "mlx5", Verb: "PostSRQRecv", Index: i, Err: err}
 		}
 	}
 	size := 1 << s.shift

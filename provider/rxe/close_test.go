@@ -1,6 +1,7 @@
 package rxe
 
 import (
+	"bytes"
 	"errors"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
 )
 
 // TestFastPathAfterClose: Poll, Arm, PostSend, PostRecv and SRQ PostRecv on
@@ -164,5 +166,47 @@ func TestCQResizeRemapFails(t *testing.T) {
 	}
 	if n, err := cq.Poll(wc[:]); n != 1 || err != nil || wc[0].ID != 1 {
 		t.Errorf("after a second resize: %d, %v", n, err)
+	}
+}
+
+// TestPostRecvRefusesBadLists: a receive list with a bad request anywhere
+// (too many SGEs, more than 2^31 bytes, more requests than room) leaves the
+// receive queue and the SRQ exactly as they were, and the error names the
+// request and wraps the errno.
+func TestPostRecvRefusesBadLists(t *testing.T) {
+	good := provider.RecvWR{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	for _, c := range []struct {
+		name  string
+		list  []provider.RecvWR
+		index int
+		errno error
+	}{
+		{"too many SGEs", []provider.RecvWR{good, {SGL: make([]provider.SGE, 3)}}, 1, unix.EINVAL},
+		{"over 2 GiB", []provider.RecvWR{good, good, {SGL: []provider.SGE{{Length: 1 << 31}, {Length: 1}}}, good}, 2, unix.EINVAL},
+		{"longer than the queue", []provider.RecvWR{good, good, good, good, good, good, good, good}, 7, unix.ENOMEM},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk, ctx := testContext(t)
+			qp := testQP(t, fk, ctx, qpSpec{rqSlots: 8, rqLog2: 7, cap: provider.QPCap{MaxSendSGE: 1, MaxRecvSGE: 2, MaxInlineData: 16}})
+			if qp.rq.maxSGE != 2 {
+				t.Fatalf("receive queue takes %d SGEs, want 2", qp.rq.maxSGE)
+			}
+			q := qp.rq.q
+			for i := queueHdrSize; i < len(q.mem); i++ {
+				q.mem[i] = 0x5a
+			}
+			before := append([]byte(nil), q.mem...)
+			n, err := qp.PostRecv(c.list)
+			var we *provider.WRError
+			if !errors.As(err, &we) || n != c.index || we.Index != c.index || we.Verb != "PostRecv" || !errors.Is(err, c.errno) {
+				t.Fatalf("PostRecv = %d, %v; want index %d and %v", n, err, c.index, c.errno)
+			}
+			if !bytes.Equal(before, q.mem) {
+				t.Errorf("the receive queue changed although the list was refused")
+			}
+			if n, err := qp.PostRecv([]provider.RecvWR{good}); n != 1 || err != nil || q.prod.Load() != 1 {
+				t.Errorf("good PostRecv after a refused one = %d, %v (producer %d)", n, err, q.prod.Load())
+			}
+		})
 	}
 }

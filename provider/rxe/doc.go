@@ -30,20 +30,20 @@
 //
 // # Checks
 //
-// PostSend checks every request of the list before it writes any: an opcode
-// the QP type has (UD: SEND and SEND_WITH_IMM; UC: no READ, no atomics),
-// at most the QP's SGEs, inline data within max_inline and only on
-// operations that send data, an atomic with one 8-byte SGE and an 8-byte
-// aligned remote address, an rxe address handle on UD, BIND_MW only on RC
-// and UC and LOCAL_INV only on RC (rxe_opcode.c), neither with an SGL, a
-// bind's access within local write, remote read/write/atomic and
-// zero-based, its new rkey with the window's index (rxe_do_bind_mw keeps
-// the index and takes the key's low byte), room in the queue for
-// the whole list, and a QP in RTS or later (the kernel refuses the doorbell
-// below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and flushes in
-// ERR). A refused list returns a *WRError naming the request and the
-// cause, wrapping the errno librxe or the kernel would give (EINVAL, or
-// ENOMEM for a full queue), and leaves the queue exactly as it was.
+// PostSend checks every request of the list before it writes any: first
+// provider.CheckSend, the rules every provider shares (opcode for the QP
+// type: UD SEND and SEND_WITH_IMM, UC no READ, atomics, SEND_WITH_INV or
+// LOCAL_INV; known flags; SGE count and the 2^31-byte limit; inline only
+// on operations that send data and within max_inline; atomics with one
+// 8-byte SGE and an aligned remote address; LOCAL_INV and BIND_MW without
+// an SGL, a bind's access bits and new rkey; a UD address handle and a
+// 24-bit remote QPN), then an rxe address handle on UD, room in the queue
+// for the whole list, and a QP in RTS or later (the kernel refuses the
+// doorbell below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and
+// flushes in ERR). PostRecv runs provider.CheckRecv. A refused list
+// returns a *provider.WRError (WRError here) naming the request and
+// wrapping the cause (EINVAL, or ENOMEM for a full queue, ErrClosed for a
+// closed one), and leaves the queue exactly as it was.
 //
 // # Concurrency
 //
