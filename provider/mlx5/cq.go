@@ -29,6 +29,7 @@ type cq struct {
 
 	mu     sync.Mutex
 	closed bool   // Close ran: the ring is unmapped, nothing may read it
+	dead   error  // a resize left no ring to read: Poll returns this
 	ci     uint32 // consumer index, free running
 	armSN  uint32 // arm sequence number: events consumed
 	stray  uint64 // CQEs that named no live QP or SRQ (skipped)
@@ -122,6 +123,10 @@ func (q *cq) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 	s := &cqResize{q: q, log: log}
 	req := abi.Mlx5IbResizeCq{CqeSize: uint16(q.cqeSize)}
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return nil, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
+	}
 	cur := q.log
 	req.BufAddr = uint64(q.mem.Addr())
 	q.mu.Unlock()
@@ -156,14 +161,26 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 		return struct{}{}, nil
 	}
 	q := s.q
-	if got+1 != 1<<s.log {
-		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: the kernel made %d entries, the new ring has %d", got+1, 1<<s.log)
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.closed {
+		s.mem.Close()
 		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
 	}
+	if got+1 != 1<<s.log {
+		// The device writes a ring of another size than the one handed
+		// over: nothing can be read from it safely. Poll says so.
+		q.dead = fmt.Errorf("mlx5: CQ %d: the kernel resized it to %d entries, the new ring has %d; close it", q.cqn, got+1, 1<<s.log)
+		if q.mem != q.dbMem {
+			q.mem.Close()
+		}
+		q.mem, q.buf = s.mem, s.mem.Bytes() // released by Close
+		return struct{}{}, q.dead
+	}
+	// The kernel switched the device to the new ring: switch with it
+	// whatever the old one holds (as rdma-core does), so that the CQ keeps
+	// working even if the RESIZE CQE is not where it should be.
+	var err error
 	oldMask, newMask := uint32(1)<<q.log-1, uint32(1)<<s.log-1
 	nb := s.mem.Bytes()
 	i := q.ci
@@ -172,24 +189,25 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 		slot := q.buf[off : off+q.cqeSize]
 		op := slot[q.cqeSize-cqe64Size+cqeOpOwn]
 		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (i>>q.log)&1 || i-q.ci > oldMask {
-			return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: no RESIZE CQE after the %d unpolled CQEs", q.cqn, i-q.ci)
+			err = fmt.Errorf("mlx5: ResizeCQ: CQ %d: no RESIZE CQE after the %d unpolled CQEs (moved to the new ring; completions may be lost)", q.cqn, i-q.ci)
+			break
 		}
 		if op>>4 == cqeResize {
 			break
 		}
+		doorbell.FromDevice()
 		doff := int((i+1)&newMask) * q.cqeSize
 		d := nb[doff : doff+q.cqeSize]
 		copy(d, slot)
 		d[q.cqeSize-cqe64Size+cqeOpOwn] = op&^cqeOwnerMask | byte((i+1)>>s.log)&cqeOwnerMask
 		i++
 	}
-	doorbell.FromDevice()
 	q.ci++
 	if q.mem != q.dbMem {
 		q.mem.Close()
 	}
 	q.mem, q.buf, q.log = s.mem, nb, s.log
-	return struct{}{}, nil
+	return struct{}{}, err
 }
 
 // Close releases the ring and the doorbell record, after the kernel CQ is
@@ -248,9 +266,13 @@ func (q *cq) Event() {
 // goes to the doorbell record once per call.
 func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	q.mu.Lock()
-	if q.closed {
+	if q.closed || q.dead != nil {
+		err := errCQClosed
+		if !q.closed {
+			err = q.dead
+		}
 		q.mu.Unlock()
-		return 0, errCQClosed
+		return 0, err
 	}
 	n := 0
 	var err error

@@ -113,3 +113,50 @@ func TestGoldenSRQWQE(t *testing.T) {
 		t.Errorf("retire: id %d, tail %d", id, s.tail)
 	}
 }
+
+// TestResizeWithoutResizeCQE: the kernel switched the device to the new
+// ring but the old one holds no RESIZE CQE after its unpolled CQEs. The CQ
+// must still move to the new ring (with those CQEs), as rdma-core does,
+// and report the anomaly, rather than keep polling a ring the device no
+// longer writes.
+func TestResizeWithoutResizeCQE(t *testing.T) {
+	old, err := mmap.Anonymous(4*64 + dbRecSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	q := &cq{ctx: &context{}, dbMem: old, mem: old, buf: old.Bytes()[:4*64], cqeSize: 64, log: 2, dbrec: 4 * 64}
+	initCQEs(q.buf, 64)
+	for i := 0; i < 2; i++ { // two CQEs of the first pass (owner bit 0), no RESIZE CQE
+		q.buf[i*64+cqeOpOwn] = cqeReq << 4
+		be.PutUint16(q.buf[i*64+cqeWqeCounter:], uint16(i))
+	}
+	nr, err := mmap.Anonymous(8 * 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initCQEs(nr.Bytes(), 64)
+	s := &cqResize{q: q, mem: nr, log: 3}
+	if _, err := s.Complete(7); err == nil || !strings.Contains(err.Error(), "no RESIZE CQE") {
+		t.Errorf("Complete = %v; want the missing RESIZE CQE reported", err)
+	}
+	if q.mem != nr || q.log != 3 || q.ci != 1 {
+		t.Fatalf("the CQ stayed on the old ring (log %d, ci %d)", q.log, q.ci)
+	}
+	for i := 0; i < 2; i++ {
+		e := nr.Bytes()[(i+1)*64:]
+		if e[cqeOpOwn]>>4 != cqeReq || be.Uint16(e[cqeWqeCounter:]) != uint16(i) {
+			t.Errorf("CQE %d not moved to the new ring: % x", i, e[56:64])
+		}
+	}
+	// A kernel that made another size than the new ring: Poll refuses.
+	s2 := &cqResize{q: q, log: 4}
+	s2.mem, _ = mmap.Anonymous(16 * 64)
+	if _, err := s2.Complete(63); err == nil {
+		t.Errorf("a size mismatch was accepted")
+	}
+	if _, err := q.Poll(make([]provider.WorkCompletion, 1)); err == nil || errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll after a size mismatch: %v; want the mismatch", err)
+	}
+	q.Close()
+}
