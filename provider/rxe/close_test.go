@@ -210,3 +210,32 @@ func TestPostRecvRefusesBadLists(t *testing.T) {
 		})
 	}
 }
+
+// TestDoorbellRawOnlyForSmallLists: a list that sends at most
+// rawDoorbellMax bytes rings the raw doorbell; a larger one (whose
+// requester run on Linux 6.1 happens inside the write) rings a regular
+// write, which lets the GC stop the world meanwhile. One doorbell each.
+func TestDoorbellRawOnlyForSmallLists(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{})
+	sq := qp.sq.q
+	fk.onDoorbell = func(uint32) { sq.cons.Store(sq.prod.Load()) }
+	for _, tc := range []struct {
+		wr  provider.SendWR
+		raw bool
+	}{
+		{provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}, true},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax, LKey: 1}}}, true},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax + 1, LKey: 1}}}, false},
+		{provider.SendWR{Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: 1 << 20, LKey: 1}}}, true},
+	} {
+		db, raw := fk.doorbells.Load(), fk.raw.Load()
+		if _, err := qp.PostSend([]provider.SendWR{tc.wr}); err != nil {
+			t.Fatal(err)
+		}
+		if fk.doorbells.Load() != db+1 || (fk.raw.Load() == raw+1) != tc.raw {
+			t.Errorf("%v of %d bytes: %d doorbells, %d raw; want 1, raw %v", tc.wr.Opcode, tc.wr.SGL[0].Length,
+				fk.doorbells.Load()-db, fk.raw.Load()-raw, tc.raw)
+		}
+	}
+}

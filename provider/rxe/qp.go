@@ -139,15 +139,26 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return int(free), &WRError{Provider: "rxe", Verb: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
 			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
+	var out uint64 // bytes the requester sends for this list
 	for i := range wrs {
-		qp.fillSend(q, prod, &wrs[i])
+		n := qp.fillSend(q, prod, &wrs[i])
+		switch wrs[i].Opcode {
+		case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+			out += uint64(n)
+		}
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
 	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
 
-	if err := qp.c.f.Doorbell(qp.db.cmd[:]); err != nil {
+	var err error
+	if out <= rawDoorbellMax {
+		err = qp.c.f.Doorbell(qp.db.cmd[:])
+	} else {
+		err = qp.c.f.Write(qp.db.cmd[:])
+	}
+	if err != nil {
 		runtime.KeepAlive(qp.db)
 		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
 	}
@@ -171,10 +182,25 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	return nil
 }
 
+// rawDoorbellMax is the most bytes a PostSend list may send for its
+// doorbell to be a raw write (abi.File.Doorbell, RawSyscall). Linux 6.1
+// runs the QP's requester inside the doorbell's write(), one packet after
+// another until the send queue is empty (up to 1024 packets a run), and a
+// raw syscall keeps its P all that time: the GC's stop-the-world waits for
+// it. Below this size the run is a few packets (microseconds natively,
+// tens under TCG) and the raw write saves the P hand-off that sysmon forces
+// on a regular syscall over 20 µs, which made every small send twice as
+// slow under TCG. Above it the doorbell is a regular write (abi.File.Write,
+// Syscall): the P is handed off, and the GC and other goroutines run while
+// the kernel sends. 6.12 runs the requester from a work queue, so there
+// the write is short either way.
+const rawDoorbellMax = 16 << 10
+
 // fillSend writes wr into the send queue slot at index i, as librxe's
 // init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,
-// sends resid bytes and reports length in the sender's completion).
-func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
+// sends resid bytes and reports length in the sender's completion), and
+// returns the request's length.
+func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	sq := &qp.sq
 	w := q.sendWQE(i)
 	*w = abi.RxeSendWqe{}
@@ -243,6 +269,7 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
 	w.Dma.NumSge = n
 	w.Ssn = sq.ssn
 	sq.ssn++
+	return length
 }
 
 // PostRecv checks every request, then copies them into the receive queue and
