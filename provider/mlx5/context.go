@@ -107,6 +107,44 @@ type context struct {
 	// live holds the CQs, QPs and SRQs not closed yet: Close closes them
 	// before it unmaps the doorbell pages their fast paths write to.
 	live map[closer]struct{}
+	// lost is set when the device is gone (DeviceLost): every fast path
+	// then fails with errDeviceLost.
+	lost atomic.Bool
+}
+
+var _ provider.DeviceLoser = (*context)(nil)
+
+// DeviceLost makes every fast-path call of the context fail with an EIO
+// from now on: the device was disassociated, its doorbell pages are
+// revoked and it completes nothing more. Each object's call in progress
+// finishes first (DeviceLost takes each object's lock once), so none writes
+// a doorbell after DeviceLost returned.
+func (c *context) DeviceLost() {
+	c.lost.Store(true)
+	c.mu.Lock()
+	objs := make([]closer, 0, len(c.live))
+	for o := range c.live {
+		objs = append(objs, o)
+	}
+	c.mu.Unlock()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *cq:
+			o.mu.Lock()
+			//lint:ignore SA2001 a barrier: waits for a Poll or Arm in progress
+			o.mu.Unlock()
+		case *qp:
+			o.sqMu.Lock()
+			o.rqMu.Lock()
+			//lint:ignore SA2001 a barrier: waits for a PostSend or PostRecv in progress
+			o.rqMu.Unlock()
+			o.sqMu.Unlock()
+		case *srq:
+			o.mu.Lock()
+			//lint:ignore SA2001 a barrier: waits for a PostRecv in progress
+			o.mu.Unlock()
+		}
+	}
 }
 
 // closer is a CQ, QP or SRQ of the context.

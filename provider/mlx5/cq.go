@@ -234,9 +234,10 @@ func (q *cq) Close() error {
 // one 64-bit store to the CQ doorbell of the context's UAR. No syscall.
 func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
-	if q.closed {
+	if q.closed || q.ctx.lost.Load() {
+		err := q.stopped()
 		q.mu.Unlock()
-		return errCQClosed
+		return err
 	}
 	cmd := uint32(0)
 	if solicitedOnly {
@@ -266,11 +267,8 @@ func (q *cq) Event() {
 // goes to the doorbell record once per call.
 func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	q.mu.Lock()
-	if q.closed || q.dead != nil {
-		err := errCQClosed
-		if !q.closed {
-			err = q.dead
-		}
+	if q.closed || q.dead != nil || q.ctx.lost.Load() {
+		err := q.stopped()
 		q.mu.Unlock()
 		return 0, err
 	}
@@ -379,4 +377,16 @@ func isResponder(op uint8) bool {
 		return true
 	}
 	return false
+}
+
+// stopped is why Poll or Arm cannot run: the CQ is closed, its context's
+// device is gone, or a resize left it without a ring. Called under q.mu.
+func (q *cq) stopped() error {
+	switch {
+	case q.closed:
+		return errCQClosed
+	case q.ctx.lost.Load():
+		return errDeviceLost
+	}
+	return q.dead
 }

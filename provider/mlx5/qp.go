@@ -362,6 +362,9 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	if q.closed.Load() {
 		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: provider.ErrClosed}
 	}
+	if q.ctx.lost.Load() {
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: errDeviceLost}
+	}
 	switch st := provider.QPState(q.state.Load()); st {
 	case provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR:
 		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: invalid("the QP is in state %s; sends need RTS", st)}
@@ -425,6 +428,9 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
 	defer q.rqMu.Unlock()
 	if q.closed.Load() {
 		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: provider.ErrClosed}
+	}
+	if q.ctx.lost.Load() {
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: errDeviceLost}
 	}
 	if st := provider.QPState(q.state.Load()); st == provider.QPStateReset {
 		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: invalid("the QP is in state RESET")}

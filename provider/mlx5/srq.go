@@ -145,6 +145,9 @@ func (s *srq) PostRecv(wrs []provider.RecvWR) (int, error) {
 	if s.closed {
 		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSRQRecv", Err: provider.ErrClosed}
 	}
+	if s.ctx.lost.Load() {
+		return 0, &provider.WRError{Provider: "mlx5", Verb: "PostSRQRecv", Err: errDeviceLost}
+	}
 	for i := range wrs {
 		err := provider.CheckRecv(s.maxSGE, &wrs[i])
 		if err == nil && uint32(i) >= s.free {

@@ -13,6 +13,7 @@ import (
 const (
 	evCQErr           = 0
 	evQPAccessErr     = 3
+	evDeviceFatal     = 8
 	evSRQLimitReached = 15
 )
 

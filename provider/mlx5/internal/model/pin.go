@@ -113,3 +113,14 @@ func (s pinSet) release() {
 		p.release()
 	}
 }
+
+// revoke replaces the pages of r, in place, by fresh zero pages (a revoked
+// mapping of a disassociated device): stores land there, nothing reads
+// them, and r stays valid for Close.
+func revoke(r *mmap.Region) {
+	if r.Len() == 0 {
+		return
+	}
+	unix.Syscall6(unix.SYS_MMAP, r.Addr(), uintptr(r.Len()), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, ^uintptr(0), 0)
+}
