@@ -131,17 +131,17 @@ func (c *context) DeviceLost() {
 		switch o := o.(type) {
 		case *cq:
 			o.mu.Lock()
-			//lint:ignore SA2001 a barrier: waits for a Poll or Arm in progress
+			// a barrier: waits for a Poll or Arm in progress
 			o.mu.Unlock()
 		case *qp:
 			o.sqMu.Lock()
 			o.rqMu.Lock()
-			//lint:ignore SA2001 a barrier: waits for a PostSend or PostRecv in progress
+			// a barrier: waits for a PostSend or PostRecv in progress
 			o.rqMu.Unlock()
 			o.sqMu.Unlock()
 		case *srq:
 			o.mu.Lock()
-			//lint:ignore SA2001 a barrier: waits for a PostRecv in progress
+			// a barrier: waits for a PostRecv in progress
 			o.mu.Unlock()
 		}
 	}
