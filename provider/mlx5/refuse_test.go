@@ -21,7 +21,7 @@ func newRingQP(t *testing.T) *qp {
 	}
 	t.Cleanup(func() { mem.Close() })
 	b := mem.Bytes()
-	q := &qp{typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
+	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
 	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, wrid: make([]uint64, 8), next: make([]uint32, 8),
 		op: make([]provider.WCOpcode, 8), shape: testShape(provider.QPTypeRC, 1, 16, 1)}
@@ -83,7 +83,7 @@ func TestGoldenSRQWQE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	s := &srq{mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2, dbrec: int(cnt << shift),
+	s := &srq{ctx: &context{}, mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2, dbrec: int(cnt << shift),
 		wrid: make([]uint64, cnt), tail: cnt - 1, free: cnt - 1}
 	for i := uint32(0); i < cnt; i++ {
 		be.PutUint16(s.ring[int(i<<shift)+srqNextWqeIndex:], uint16((i+1)&(cnt-1)))
