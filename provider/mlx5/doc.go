@@ -88,7 +88,10 @@
 // one still open before it unmaps the doorbell pages), wait for a fast-path
 // call in progress on that object (each holds the object's mutex) and make
 // every later one return an error wrapping provider.ErrClosed, without
-// touching the released memory.
+// touching the released memory. Once the device is lost (DeviceLost, which
+// uverbs calls on a DEVICE_FATAL async event) every fast-path call fails
+// with an error wrapping unix.EIO, as the kernel's commands then do, and
+// no doorbell is written to the revoked UAR pages.
 //
 // # Tests
 //
