@@ -30,7 +30,7 @@ func checkSend(s *sqShape, wr *provider.SendWR) (sendPlan, error) {
 type sendPlan struct {
 	opcode uint8  // MLX5_OPCODE_*
 	inline bool   // data copied into the WQE
-	bytes  uint32 // message length
+	bytes  uint32 // inline data length
 	ds     uint32 // WQE size in 16-byte units
 	bbs    uint32 // WQE size in WQEBBs
 	ah     *ah    // UD destination
@@ -83,18 +83,16 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 		p.ah = a
 		hdr += avSize
 	}
-	var total uint64
-	for i := range wr.SGL {
-		total += uint64(wr.SGL[i].Length)
-	}
-	p.bytes = uint32(total)
 	data := uint32(0)
 	p.inline = wr.Flags&provider.SendInline != 0
 	switch {
 	case p.opcode == opAtomicCS || p.opcode == opAtomicFA:
 		data = dataSize // the one 8-byte SGE CheckSend requires
 	case p.inline:
-		if total > 0 {
+		for i := range wr.SGL { // at most MaxInline bytes (CheckSend)
+			p.bytes += wr.SGL[i].Length
+		}
+		if p.bytes > 0 {
 			data = (inlHdrSize + p.bytes + segSize - 1) &^ (segSize - 1)
 		}
 	default:
