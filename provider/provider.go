@@ -58,6 +58,17 @@ type Kernel interface {
 	CopyOnFork() bool
 }
 
+// DeviceLoser is implemented by a provider Context whose fast path must
+// fail once its device is gone (disassociated: the kernel answers EIO to
+// every command and revokes the mappings). uverbs calls DeviceLost when it
+// learns of it (an IB_EVENT_DEVICE_FATAL async event); from then on every
+// fast-path call returns an error for which errors.Is(err, unix.EIO) holds,
+// as the slow path's commands do, and touches no device memory. Close
+// still releases everything.
+type DeviceLoser interface {
+	DeviceLost()
+}
+
 // Verb names a command whose driver data has no provider state.
 type Verb uint8
 

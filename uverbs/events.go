@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // EventType is an async event's kind (enum ibv_event_type, the kernel's
@@ -114,6 +115,14 @@ func (c *Context) readAsyncEvents() {
 			a.err = err
 			close(a.done)
 			return
+		}
+		if EventType(desc.EventType) == EventDeviceFatal {
+			// The device is gone: the provider's fast path fails from
+			// now on (and stops writing doorbells) before the program
+			// hears of it.
+			if l, ok := c.prov.(provider.DeviceLoser); ok {
+				l.DeviceLost()
+			}
 		}
 		a.ch <- c.decodeEvent(desc)
 	}

@@ -104,6 +104,71 @@ type context struct {
 	nextUidx uint32   // next user index to try (CQE version 1)
 	closed   bool
 	rsc      rscTable
+	// live holds the CQs, QPs and SRQs not closed yet: Close closes them
+	// before it unmaps the doorbell pages their fast paths write to.
+	live map[closer]struct{}
+	// lost is set when the device is gone (DeviceLost): every fast path
+	// then fails with errDeviceLost.
+	lost atomic.Bool
+}
+
+var _ provider.DeviceLoser = (*context)(nil)
+
+// DeviceLost makes every fast-path call of the context fail with an EIO
+// from now on: the device was disassociated, its doorbell pages are
+// revoked and it completes nothing more. Each object's call in progress
+// finishes first (DeviceLost takes each object's lock once), so none writes
+// a doorbell after DeviceLost returned.
+func (c *context) DeviceLost() {
+	c.lost.Store(true)
+	c.mu.Lock()
+	objs := make([]closer, 0, len(c.live))
+	for o := range c.live {
+		objs = append(objs, o)
+	}
+	c.mu.Unlock()
+	for _, o := range objs {
+		switch o := o.(type) {
+		case *cq:
+			o.mu.Lock()
+			// a barrier: waits for a Poll or Arm in progress
+			o.mu.Unlock()
+		case *qp:
+			o.sqMu.Lock()
+			o.rqMu.Lock()
+			// a barrier: waits for a PostSend or PostRecv in progress
+			o.rqMu.Unlock()
+			o.sqMu.Unlock()
+		case *srq:
+			o.mu.Lock()
+			// a barrier: waits for a PostRecv in progress
+			o.mu.Unlock()
+		}
+	}
+}
+
+// closer is a CQ, QP or SRQ of the context.
+type closer interface{ Close() error }
+
+// track registers a new object; it fails if the context is closed.
+func (c *context) track(o closer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("mlx5: the context is %w", provider.ErrClosed)
+	}
+	if c.live == nil {
+		c.live = map[closer]struct{}{}
+	}
+	c.live[o] = struct{}{}
+	return nil
+}
+
+// forget unregisters an object that is closing.
+func (c *context) forget(o closer) {
+	c.mu.Lock()
+	delete(c.live, o)
+	c.mu.Unlock()
 }
 
 // getContext runs GET_CONTEXT with the ucontext request, retrying as
@@ -162,15 +227,35 @@ func isGone(err error) bool {
 	return errors.Is(err, os.ErrClosed) || errors.Is(err, errNoDevice)
 }
 
-// Close unmaps the UAR pages. The kernel destroys the UAR objects with the
+// Close closes every CQ, QP and SRQ still open (their fast paths then
+// return errors wrapping provider.ErrClosed and touch no memory), then
+// unmaps the UAR pages. The kernel destroys the UAR objects with the
 // context, so none is destroyed here.
 func (c *context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	objs := make([]closer, 0, len(c.live))
+	for o := range c.live {
+		objs = append(objs, o)
+	}
+	c.mu.Unlock()
+	// QPs first: closing one cleans its CQs, which must still be open.
+	for _, o := range objs {
+		if _, ok := o.(*qp); ok {
+			o.Close()
+		}
+	}
+	for _, o := range objs {
+		if _, ok := o.(*qp); !ok {
+			o.Close()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var first error
 	for _, m := range c.maps {
 		if err := c.f.Munmap(m); err != nil && first == nil {

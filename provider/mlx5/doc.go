@@ -39,10 +39,12 @@
 //
 // # Posting
 //
-// PostSend validates every WR (opcode for the QP type, flags, SGE count,
-// inline length, atomic operand size and alignment, UD address handle,
-// queue space) before it writes anything: a refused list leaves the queue as
-// it was and names the WR and the cause. It then writes the WQEs (control
+// PostSend validates every WR (provider.CheckSend, the rules every provider
+// shares, then what only mlx5 refuses: LOCAL_INV and BIND_MW, an address
+// handle of another device, a WQE larger than the queue was sized for, and
+// queue space) before it writes anything: a refused list leaves the queue
+// as it was and returns a *provider.WRError that names the WR and wraps
+// the cause (EINVAL, ENOMEM, ErrNotSupported or ErrClosed). It then writes the WQEs (control
 // segment, UD address vector, remote address, atomic operands, data
 // segments or inline data, wrapping at the ring's end), the send counter to
 // the doorbell record, and rings the doorbell once: a lone WQE of up to 256
@@ -69,9 +71,27 @@
 // # Not implemented
 //
 // LOCAL_INV and BIND_MW work requests, memory windows' fast
-// path, XRC, DC, raw packet QPs, CQE compression, and cleaning a CQ of a
-// reset or destroyed QP's completions (such CQEs are skipped when their
-// user index names no QP).
+// path, XRC, DC, raw packet QPs, CQE compression.
+//
+// # Reset, destroy and close
+//
+// A QP moved to RESET (Modified) or destroyed (Close) has its CQEs not yet
+// polled removed from its send and receive CQs, as rdma-core's
+// __mlx5_cq_clean does: the CQEs that stay keep their order, and a removed
+// receive CQE of a QP fed by an SRQ gives its WQE back to the SRQ. With CQE
+// version 1 a responder CQE names the QP's user index even for a receive
+// through a (basic) SRQ, and the SRQ is the QP's. So a reset QP's old
+// flushes never complete the receives of its next life, and a destroyed
+// QP leaks no SRQ WQE. A CQE that still names no live QP is skipped.
+//
+// Close of a CQ, QP or SRQ, and the context's Close (which closes every
+// one still open before it unmaps the doorbell pages), wait for a fast-path
+// call in progress on that object (each holds the object's mutex) and make
+// every later one return an error wrapping provider.ErrClosed, without
+// touching the released memory. Once the device is lost (DeviceLost, which
+// uverbs calls on a DEVICE_FATAL async event) every fast-path call fails
+// with an error wrapping unix.EIO, as the kernel's commands then do, and
+// no doorbell is written to the revoked UAR pages.
 //
 // # Tests
 //

@@ -80,13 +80,12 @@ func FuzzSendWR(f *testing.F) {
 	a := &ah{}
 	f.Fuzz(func(t *testing.T, op, typ uint8, flags uint32, nsge uint8, length uint32, maxSGE, maxInline uint8, head uint32, raddr uint64) {
 		qt := provider.QPType(2 + typ%3)
-		shape := sqShape{typ: qt, maxSGE: uint32(maxSGE % 8), maxInline: uint32(maxInline)}
 		hdr := sendHeader(qt)
 		inl := uint32(0)
-		if shape.maxInline > 0 {
-			inl = (inlHdrSize + shape.maxInline + 15) &^ 15
+		if maxInline > 0 {
+			inl = (inlHdrSize + uint32(maxInline) + 15) &^ 15
 		}
-		shape.maxBBs = (hdr + max(shape.maxSGE*dataSize, inl) + wqeBB - 1) / wqeBB
+		shape := testShape(qt, uint32(maxSGE%8), uint32(maxInline), (hdr+max(uint32(maxSGE%8)*dataSize, inl)+wqeBB-1)/wqeBB)
 		wr := provider.SendWR{ID: 1, Opcode: provider.WROpcode(op % 12), Flags: provider.SendFlags(flags % 32),
 			RemoteAddr: raddr, RKey: 3, Imm: 4, CompareAdd: 5, Swap: 6,
 			UD: provider.UDDest{AH: testAH{a}, RemoteQPN: head & 0xffffff, QKey: 7}}
@@ -97,7 +96,7 @@ func FuzzSendWR(f *testing.F) {
 			}
 			wr.SGL = append(wr.SGL, provider.SGE{Addr: base + uint64(i)*256, Length: l, LKey: uint32(i)})
 		}
-		p, err := planSend(&shape, &wr)
+		p, err := checkSend(&shape, &wr)
 		if err != nil {
 			return
 		}

@@ -21,10 +21,10 @@ func newRingQP(t *testing.T) *qp {
 	}
 	t.Cleanup(func() { mem.Close() })
 	b := mem.Bytes()
-	q := &qp{typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
+	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
 	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, wrid: make([]uint64, 8), next: make([]uint32, 8),
-		op: make([]provider.WCOpcode, 8), shape: sqShape{typ: provider.QPTypeRC, maxSGE: 1, maxInline: 16, maxBBs: 1}}
+		op: make([]provider.WCOpcode, 8), shape: testShape(provider.QPTypeRC, 1, 16, 1)}
 	q.state.Store(uint32(provider.QPStateRTS))
 	return q
 }
@@ -41,12 +41,16 @@ func TestRefusedListTouchesNothing(t *testing.T) {
 		want string
 		err  error
 	}{
-		{provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, 2)}, "WR 2 (SEND): invalid argument: 2 SGEs", unix.EINVAL},
-		{provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline}, "WR 2 (RDMA_READ)", unix.EINVAL},
-		{provider.SendWR{Opcode: provider.WRBindMW}, "WR 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, 2)}, "work request 2 (SEND): invalid argument: 2 SGEs", unix.EINVAL},
+		{provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline}, "work request 2 (RDMA_READ)", unix.EINVAL},
+		{provider.SendWR{Opcode: provider.WRBindMW}, "work request 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRSend, Flags: 1 << 4}, "unknown send flags 0x10", unix.EINVAL},
+		{provider.SendWR{Opcode: 10}, "unknown opcode 10", unix.EINVAL},
 	} {
 		n, err := q.PostSend([]provider.SendWR{good, good, c.bad, good})
-		if n != 2 || !errors.Is(err, c.err) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was posted") {
+		var we *provider.WRError
+		if n != 2 || !errors.Is(err, c.err) || !errors.As(err, &we) || we.Index != 2 || we.Provider != "mlx5" ||
+			!strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nothing was posted") {
 			t.Errorf("PostSend = %d, %v; want 2 and %q", n, err, c.want)
 		}
 	}
@@ -79,7 +83,7 @@ func TestGoldenSRQWQE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	s := &srq{mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2, dbrec: int(cnt << shift),
+	s := &srq{ctx: &context{}, mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2, dbrec: int(cnt << shift),
 		wrid: make([]uint64, cnt), tail: cnt - 1, free: cnt - 1}
 	for i := uint32(0); i < cnt; i++ {
 		be.PutUint16(s.ring[int(i<<shift)+srqNextWqeIndex:], uint16((i+1)&(cnt-1)))
@@ -108,4 +112,51 @@ func TestGoldenSRQWQE(t *testing.T) {
 	if id := s.retire(0); id != 7 || s.tail != 0 || be.Uint16(s.ring[int((cnt-1)<<shift)+srqNextWqeIndex:]) != 0 {
 		t.Errorf("retire: id %d, tail %d", id, s.tail)
 	}
+}
+
+// TestResizeWithoutResizeCQE: the kernel switched the device to the new
+// ring but the old one holds no RESIZE CQE after its unpolled CQEs. The CQ
+// must still move to the new ring (with those CQEs), as rdma-core does,
+// and report the anomaly, rather than keep polling a ring the device no
+// longer writes.
+func TestResizeWithoutResizeCQE(t *testing.T) {
+	old, err := mmap.Anonymous(4*64 + dbRecSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	q := &cq{ctx: &context{}, dbMem: old, mem: old, buf: old.Bytes()[:4*64], cqeSize: 64, log: 2, dbrec: 4 * 64}
+	initCQEs(q.buf, 64)
+	for i := 0; i < 2; i++ { // two CQEs of the first pass (owner bit 0), no RESIZE CQE
+		q.buf[i*64+cqeOpOwn] = cqeReq << 4
+		be.PutUint16(q.buf[i*64+cqeWqeCounter:], uint16(i))
+	}
+	nr, err := mmap.Anonymous(8 * 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initCQEs(nr.Bytes(), 64)
+	s := &cqResize{q: q, mem: nr, log: 3}
+	if _, err := s.Complete(7); err == nil || !strings.Contains(err.Error(), "no RESIZE CQE") {
+		t.Errorf("Complete = %v; want the missing RESIZE CQE reported", err)
+	}
+	if q.mem != nr || q.log != 3 || q.ci != 1 {
+		t.Fatalf("the CQ stayed on the old ring (log %d, ci %d)", q.log, q.ci)
+	}
+	for i := 0; i < 2; i++ {
+		e := nr.Bytes()[(i+1)*64:]
+		if e[cqeOpOwn]>>4 != cqeReq || be.Uint16(e[cqeWqeCounter:]) != uint16(i) {
+			t.Errorf("CQE %d not moved to the new ring: % x", i, e[56:64])
+		}
+	}
+	// A kernel that made another size than the new ring: Poll refuses.
+	s2 := &cqResize{q: q, log: 4}
+	s2.mem, _ = mmap.Anonymous(16 * 64)
+	if _, err := s2.Complete(63); err == nil {
+		t.Errorf("a size mismatch was accepted")
+	}
+	if _, err := q.Poll(make([]provider.WorkCompletion, 1)); err == nil || errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll after a size mismatch: %v; want the mismatch", err)
+	}
+	q.Close()
 }

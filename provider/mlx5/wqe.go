@@ -10,16 +10,19 @@ import (
 
 var be = binary.BigEndian
 
-// maxMessage is the largest message a WR may describe (2^31 bytes, the
-// InfiniBand limit; a data segment's byte_count of 0 would mean 2^31).
-const maxMessage = 1 << 31
-
 // sqShape is what validating a send WR needs to know about its queue.
 type sqShape struct {
-	typ       provider.QPType
-	maxSGE    uint32 // as created (QPCap.MaxSendSGE)
-	maxInline uint32 // as created (QPCap.MaxInlineData)
-	maxBBs    uint32 // the largest WQE the queue was sized for, in WQEBBs
+	caps   provider.SendQueueCaps // as created: type, MaxSendSGE, MaxInlineData
+	typ    provider.QPType
+	maxBBs uint32 // the largest WQE the queue was sized for, in WQEBBs
+}
+
+// checkSend runs the common checks, then plans the WQE.
+func checkSend(s *sqShape, wr *provider.SendWR) (sendPlan, error) {
+	if err := provider.CheckSend(&s.caps, wr); err != nil {
+		return sendPlan{}, err
+	}
+	return planSend(s, wr)
 }
 
 // sendPlan is what validation found out about one send WR: everything the
@@ -27,29 +30,11 @@ type sqShape struct {
 type sendPlan struct {
 	opcode uint8  // MLX5_OPCODE_*
 	inline bool   // data copied into the WQE
-	bytes  uint32 // message length
+	bytes  uint32 // inline data length
 	ds     uint32 // WQE size in 16-byte units
 	bbs    uint32 // WQE size in WQEBBs
 	ah     *ah    // UD destination
 }
-
-// wrError is a send or receive WR refused before anything touched the
-// queue: it names the WR by index and says why.
-type wrError struct {
-	verb  string
-	index int
-	op    string
-	err   error
-}
-
-func (e *wrError) Error() string {
-	if e.op != "" {
-		return fmt.Sprintf("mlx5: %s: WR %d (%s): %v; nothing was posted", e.verb, e.index, e.op, e.err)
-	}
-	return fmt.Sprintf("mlx5: %s: WR %d: %v; nothing was posted", e.verb, e.index, e.err)
-}
-
-func (e *wrError) Unwrap() error { return e.err }
 
 // invalid is an EINVAL with a reason.
 func invalid(format string, args ...any) error {
@@ -61,109 +46,59 @@ func notSupported(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", provider.ErrNotSupported, fmt.Sprintf(format, args...))
 }
 
-// planSend validates wr for a queue of shape s and works out its WQE. It
-// reads only the WR (not the memory its SGEs point to) and allocates nothing
-// unless it fails.
+// planSend works out the WQE of wr, which provider.CheckSend accepted for
+// a queue of shape s, and refuses what only mlx5 cannot carry (LOCAL_INV and
+// BIND_MW, an address handle of another provider, a WQE larger than the
+// queue was sized for). It reads only the WR (not the memory its SGEs point
+// to) and allocates nothing unless it fails.
 func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	hdr := uint32(ctrlSize)
-	rc, ud := s.typ == provider.QPTypeRC, s.typ == provider.QPTypeUD
 	switch wr.Opcode {
 	case provider.WRSend:
 		p.opcode = opSend
 	case provider.WRSendWithImm:
 		p.opcode = opSendImm
 	case provider.WRSendWithInv:
-		if !rc {
-			return p, invalid("SEND_WITH_INV needs an RC QP, this one is %s", s.typ)
-		}
 		p.opcode = opSendInval
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
-		if ud {
-			return p, invalid("%s needs a connected QP, this one is UD", wr.Opcode)
-		}
-		p.opcode = opRDMAWrite
-		if wr.Opcode == provider.WRRDMAWriteWithImm {
-			p.opcode = opRDMAWriteIm
-		}
-		hdr += raddrSize
-	case provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
-		if !rc {
-			return p, invalid("%s needs an RC QP, this one is %s", wr.Opcode, s.typ)
-		}
-		hdr += raddrSize
-		switch wr.Opcode {
-		case provider.WRRDMARead:
-			p.opcode = opRDMARead
-		case provider.WRAtomicCmpAndSwp:
-			p.opcode, hdr = opAtomicCS, hdr+atomicSize
-		default:
-			p.opcode, hdr = opAtomicFA, hdr+atomicSize
-		}
+	case provider.WRRDMAWrite:
+		p.opcode, hdr = opRDMAWrite, hdr+raddrSize
+	case provider.WRRDMAWriteWithImm:
+		p.opcode, hdr = opRDMAWriteIm, hdr+raddrSize
+	case provider.WRRDMARead:
+		p.opcode, hdr = opRDMARead, hdr+raddrSize
+	case provider.WRAtomicCmpAndSwp:
+		p.opcode, hdr = opAtomicCS, hdr+raddrSize+atomicSize
+	case provider.WRAtomicFetchAndAdd:
+		p.opcode, hdr = opAtomicFA, hdr+raddrSize+atomicSize
 	case provider.WRLocalInv, provider.WRBindMW:
 		return p, notSupported("%s is not implemented by the mlx5 provider", wr.Opcode)
 	default:
 		return p, invalid("unknown opcode %d", uint8(wr.Opcode))
 	}
-	if wr.Flags&^(provider.SendFence|provider.SendSignaled|provider.SendSolicited|provider.SendInline) != 0 {
-		return p, invalid("unknown send flags %#x", uint32(wr.Flags))
-	}
-	if ud {
-		if wr.UD.AH == nil {
-			return p, invalid("a UD send needs an address handle (UD.AH)")
-		}
+	if s.typ == provider.QPTypeUD {
 		a, ok := wr.UD.AH.ProviderAH().(*ah)
 		if !ok || a == nil {
 			return p, invalid("the address handle was not created on an mlx5 device")
 		}
-		if wr.UD.RemoteQPN > 0xffffff {
-			return p, invalid("remote QPN %#x does not fit in 24 bits", wr.UD.RemoteQPN)
-		}
 		p.ah = a
 		hdr += avSize
 	}
-	var total uint64
-	for i := range wr.SGL {
-		total += uint64(wr.SGL[i].Length)
-	}
-	if total > maxMessage {
-		return p, invalid("the SGL describes %d bytes, more than the 2^31 a message may carry", total)
-	}
-	p.bytes = uint32(total)
 	data := uint32(0)
 	p.inline = wr.Flags&provider.SendInline != 0
-	switch p.opcode {
-	case opAtomicCS, opAtomicFA:
-		if p.inline {
-			return p, invalid("atomic operations cannot be inline")
+	switch {
+	case p.opcode == opAtomicCS || p.opcode == opAtomicFA:
+		data = dataSize // the one 8-byte SGE CheckSend requires
+	case p.inline:
+		for i := range wr.SGL { // at most MaxInline bytes (CheckSend)
+			p.bytes += wr.SGL[i].Length
 		}
-		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
-			return p, invalid("an atomic operation needs exactly one 8-byte SGE for the original value")
+		if p.bytes > 0 {
+			data = (inlHdrSize + p.bytes + segSize - 1) &^ (segSize - 1)
 		}
-		if wr.RemoteAddr%8 != 0 {
-			return p, invalid("atomic remote address %#x is not 8-byte aligned", wr.RemoteAddr)
-		}
-		data = dataSize
-	case opRDMARead:
-		if p.inline {
-			return p, invalid("RDMA_READ cannot be inline (it writes into the SGL)")
-		}
-	}
-	if data == 0 {
-		if p.inline {
-			if total > uint64(s.maxInline) {
-				return p, invalid("%d bytes inline, the QP was created for at most %d", total, s.maxInline)
-			}
-			if total > 0 {
-				data = (inlHdrSize + p.bytes + segSize - 1) &^ (segSize - 1)
-			}
-		} else {
-			if uint32(len(wr.SGL)) > s.maxSGE {
-				return p, invalid("%d SGEs, the QP was created for at most %d", len(wr.SGL), s.maxSGE)
-			}
-			for i := range wr.SGL {
-				if wr.SGL[i].Length != 0 { // a zero byte_count would mean 2 GiB to the device
-					data += dataSize
-				}
+	default:
+		for i := range wr.SGL {
+			if wr.SGL[i].Length != 0 { // a zero byte_count would mean 2 GiB to the device
+				data += dataSize
 			}
 		}
 	}
@@ -299,22 +234,6 @@ func writeInline(ring []byte, pos int, sgl []provider.SGE, total uint32) {
 			off = 0
 		}
 	}
-}
-
-// checkRecv validates a receive WR for a queue whose WQEs hold maxSGE data
-// segments.
-func checkRecv(wr *provider.RecvWR, maxSGE uint32) error {
-	if uint32(len(wr.SGL)) > maxSGE {
-		return invalid("%d SGEs, the queue was created for at most %d", len(wr.SGL), maxSGE)
-	}
-	var total uint64
-	for i := range wr.SGL {
-		total += uint64(wr.SGL[i].Length)
-	}
-	if total > maxMessage {
-		return invalid("the SGL describes %d bytes, more than the 2^31 a message may carry", total)
-	}
-	return nil
 }
 
 // buildRecv writes the scatter list of a receive WQE into w, which holds

@@ -170,8 +170,8 @@ func TestGoldenSendWQEs(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ring := make([]byte, c.ring*wqeBB)
-			shape := sqShape{typ: c.typ, maxSGE: 8, maxInline: 128, maxBBs: 4}
-			p, err := planSend(&shape, &c.wr)
+			shape := testShape(c.typ, 8, 128, 4)
+			p, err := checkSend(&shape, &c.wr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,9 +247,9 @@ func TestGoldenRecvWQEs(t *testing.T) {
 }
 
 func TestSendValidation(t *testing.T) {
-	rc := sqShape{typ: provider.QPTypeRC, maxSGE: 2, maxInline: 16, maxBBs: 1}
-	ud := sqShape{typ: provider.QPTypeUD, maxSGE: 1, maxInline: 0, maxBBs: 2}
-	uc := sqShape{typ: provider.QPTypeUC, maxSGE: 2, maxBBs: 1}
+	rc := testShape(provider.QPTypeRC, 2, 16, 1)
+	ud := testShape(provider.QPTypeUD, 1, 0, 2)
+	uc := testShape(provider.QPTypeUC, 2, 0, 1)
 	one := []provider.SGE{{Addr: 1, Length: 8, LKey: 1}}
 	for _, c := range []struct {
 		name  string
@@ -272,15 +272,21 @@ func TestSendValidation(t *testing.T) {
 		{"2 GiB + 1", rc, provider.SendWR{Opcode: provider.WRRDMARead, SGL: []provider.SGE{{Length: 1 << 31}, {Length: 1}}}, unix.EINVAL},
 		{"send with inv on UC", uc, provider.SendWR{Opcode: provider.WRSendWithInv, SGL: one}, unix.EINVAL},
 	} {
-		_, err := planSend(&c.shape, &c.wr)
+		_, err := checkSend(&c.shape, &c.wr)
 		if !errors.Is(err, c.err) {
 			t.Errorf("%s: err = %v, want %v", c.name, err, c.err)
 		}
 	}
-	if _, err := planSend(&rc, &provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Length: 16}}}); err != nil {
+	if _, err := checkSend(&rc, &provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Length: 16}}}); err != nil {
 		t.Errorf("16 bytes inline on a 16-byte QP: %v", err)
 	}
-	if _, err := planSend(&rc, &provider.SendWR{Opcode: provider.WRSend}); err != nil {
+	if _, err := checkSend(&rc, &provider.SendWR{Opcode: provider.WRSend}); err != nil {
 		t.Errorf("zero-length send: %v", err)
 	}
+}
+
+// testShape is the shape of a send queue of type typ, created for maxSGE
+// SGEs and maxInline bytes inline, whose WQEs take at most maxBBs WQEBBs.
+func testShape(typ provider.QPType, maxSGE, maxInline, maxBBs uint32) sqShape {
+	return sqShape{caps: provider.SendQueueCaps{Type: typ, MaxSGE: maxSGE, MaxInline: maxInline}, typ: typ, maxBBs: maxBBs}
 }

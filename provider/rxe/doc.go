@@ -25,33 +25,43 @@
 // PostSend makes exactly one syscall per call, whatever the list's length:
 // the doorbell, a 32-byte write() of an empty POST_SEND command, on which
 // the kernel runs the QP's requester (synchronously on 6.1, from a work
-// queue on 6.12). PostRecv, SRQ PostRecv and Poll make none. None of them
+// queue on 6.12). A list that sends at most 16 KiB rings it as a raw
+// syscall (no P hand-off: small-message latency); a larger one as a
+// regular syscall, so that the GC's stop-the-world and other goroutines do
+// not wait for the kernel to send it all (see rawDoorbellMax). PostRecv, SRQ PostRecv and Poll make none. None of them
 // allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
 //
 // # Checks
 //
-// PostSend checks every request of the list before it writes any: an opcode
-// the QP type has (UD: SEND and SEND_WITH_IMM; UC: no READ, no atomics),
-// at most the QP's SGEs, inline data within max_inline and only on
-// operations that send data, an atomic with one 8-byte SGE and an 8-byte
-// aligned remote address, an rxe address handle on UD, BIND_MW only on RC
-// and UC and LOCAL_INV only on RC (rxe_opcode.c), neither with an SGL, a
-// bind's access within local write, remote read/write/atomic and
-// zero-based, its new rkey with the window's index (rxe_do_bind_mw keeps
-// the index and takes the key's low byte), room in the queue for
-// the whole list, and a QP in RTS or later (the kernel refuses the doorbell
-// below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and flushes in
-// ERR). A refused list returns a *WRError naming the request and the
-// cause, wrapping the errno librxe or the kernel would give (EINVAL, or
-// ENOMEM for a full queue), and leaves the queue exactly as it was.
+// PostSend checks every request of the list before it writes any: first
+// provider.CheckSend, the rules every provider shares (opcode for the QP
+// type: UD SEND and SEND_WITH_IMM, UC no READ, atomics, SEND_WITH_INV or
+// LOCAL_INV; known flags; SGE count and the 2^31-byte limit; inline only
+// on operations that send data and within max_inline; atomics with one
+// 8-byte SGE and an aligned remote address; LOCAL_INV and BIND_MW without
+// an SGL, a bind's access bits and new rkey; a UD address handle and a
+// 24-bit remote QPN), then an rxe address handle on UD, room in the queue
+// for the whole list, and a QP in RTS or later (the kernel refuses the
+// doorbell below RTS with EINVAL; in SQD, SQE and ERR it accepts it, and
+// flushes in ERR). PostRecv runs provider.CheckRecv. A refused list
+// returns a *provider.WRError (WRError here) naming the request and
+// wrapping the cause (EINVAL, or ENOMEM for a full queue, ErrClosed for a
+// closed one), and leaves the queue exactly as it was.
 //
 // # Concurrency
 //
 // PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for
 // concurrent use: each queue has a mutex, held while the list is checked
 // and copied into the queue (not across the doorbell write). One goroutine
-// polls a CQ at a time; Poll must not run concurrently with the CQ's Resize
-// or Close.
+// polls a CQ at a time; Poll takes no lock and may run concurrently with the
+// CQ's Resize and Close: they replace the CQ's state atomically and retire
+// the old queue by moving a private copy of it over its mapping (mremap),
+// so a Poll in flight reads real entries, never unmapped memory, and
+// publishes nothing if its state was replaced; the copy is unmapped once no
+// Poll can hold it (runtime.AddCleanup). Every fast-path method of a closed
+// object returns an error wrapping provider.ErrClosed. A resize whose new
+// queue cannot be mapped leaves Poll returning that error until another
+// resize succeeds.
 //
 // # What the kernel reads, and differences from librxe
 //

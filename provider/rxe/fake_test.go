@@ -27,6 +27,7 @@ type fakeRXE struct {
 	mapped  map[int64]bool
 
 	doorbells atomic.Int64
+	raw       atomic.Int64 // of which came as raw doorbells (abi.File.Doorbell)
 	lastDB    [postSendCmdSize]byte
 	// onDoorbell runs on every POST_SEND write (with the QP handle);
 	// it must not allocate (the allocation tests ring doorbells).
@@ -89,8 +90,11 @@ func (fk *fakeRXE) queueAt(mi abi.Mminfo) *queue {
 
 func (fk *fakeRXE) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
 
-// Doorbell is a write to the fake.
-func (fk *fakeRXE) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
+// Doorbell is a write to the fake, counted as raw.
+func (fk *fakeRXE) Doorbell(fd int, p []byte) (int, error) {
+	fk.raw.Add(1)
+	return fk.Write(fd, p)
+}
 
 func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
 	ne := binary.NativeEndian

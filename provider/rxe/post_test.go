@@ -133,10 +133,10 @@ func TestPostSendMWWQEs(t *testing.T) {
 		wrs := []provider.SendWR{
 			{ID: 0x5151, Opcode: provider.WRBindMW, Flags: provider.SendSignaled, Bind: provider.MWBind{
 				MWRKey: 0x12345600, NewRKey: 0x123456ff, MRLKey: 0xabcd01, Addr: 0x7f0000002000, Length: 0x1000, Access: 0x2 | 0x4}},
-			{ID: 0x5252, Opcode: provider.WRSendWithInv, InvalidateRKey: 0x123456ff, SGL: []provider.SGE{{Addr: 0xA000, Length: 8, LKey: 1}}},
 		}
-		if typ == provider.QPTypeRC {
-			wrs = append(wrs, provider.SendWR{ID: 0x5353, Opcode: provider.WRLocalInv, Flags: provider.SendSignaled, InvalidateRKey: 0x99887766})
+		if typ == provider.QPTypeRC { // UC has neither (provider.CheckSend)
+			wrs = append(wrs, provider.SendWR{ID: 0x5252, Opcode: provider.WRSendWithInv, InvalidateRKey: 0x123456ff, SGL: []provider.SGE{{Addr: 0xA000, Length: 8, LKey: 1}}},
+				provider.SendWR{ID: 0x5353, Opcode: provider.WRLocalInv, Flags: provider.SendSignaled, InvalidateRKey: 0x99887766})
 		}
 		if n, err := qp.PostSend(wrs); err != nil || n != len(wrs) {
 			t.Fatalf("%v: PostSend = %d, %v", typ, n, err)
@@ -150,11 +150,11 @@ func TestPostSendMWWQEs(t *testing.T) {
 			u64(w, 152) != 0x7f0000002000 || u32(w, 184) != 0 || u32(w, 196) != 0 {
 			t.Errorf("%v BIND_MW WQE: % x", typ, w[:200])
 		}
-		w = slotBytes(q, 1)
-		if u32(w, 12) != 9 || u32(w, 20) != 0x123456ff || u32(w, 184) != 8 || u32(w, 196) != 1 {
-			t.Errorf("%v SEND_WITH_INV WQE: % x", typ, w[:200])
-		}
 		if typ == provider.QPTypeRC {
+			w = slotBytes(q, 1)
+			if u32(w, 12) != 9 || u32(w, 20) != 0x123456ff || u32(w, 184) != 8 || u32(w, 196) != 1 {
+				t.Errorf("%v SEND_WITH_INV WQE: % x", typ, w[:200])
+			}
 			w = slotBytes(q, 2)
 			if u32(w, 12) != 7 || u32(w, 16) != 2 || u32(w, 20) != 0x99887766 || u32(w, 184) != 0 || u32(w, 196) != 0 {
 				t.Errorf("LOCAL_INV WQE: % x", w[:200])
@@ -249,6 +249,14 @@ func TestPostSendRefusesBadLists(t *testing.T) {
 		{"atomic on UC", provider.QPTypeUC, []provider.SendWR{atomicWR}, 0, unix.EINVAL},
 		{"WRITE on UD", provider.QPTypeUD, []provider.SendWR{write}, 0, unix.EINVAL},
 		{"UD send without AH", provider.QPTypeUD, []provider.SendWR{good}, 0, unix.EINVAL},
+		{"UD remote QPN over 24 bits", provider.QPTypeUD, []provider.SendWR{mod(good, func(w *provider.SendWR) {
+			w.UD = provider.UDDest{AH: ahHolder{&AH{}}, RemoteQPN: 1 << 24}
+		})}, 0, unix.EINVAL},
+		{"SEND_WITH_INV on UC", provider.QPTypeUC, []provider.SendWR{good, mod(good, func(w *provider.SendWR) { w.Opcode = provider.WRSendWithInv })}, 1, unix.EINVAL},
+		{"unknown send flag", provider.QPTypeRC, []provider.SendWR{good, mod(good, func(w *provider.SendWR) { w.Flags = 1 << 4 })}, 1, unix.EINVAL},
+		{"SGL over 2 GiB", provider.QPTypeRC, []provider.SendWR{mod(good, func(w *provider.SendWR) {
+			w.SGL = []provider.SGE{{Length: 1 << 31}, {Length: 1}}
+		})}, 0, unix.EINVAL},
 		{"list longer than the queue", provider.QPTypeRC, []provider.SendWR{good, good, good, good, good, good, good, good}, 7, unix.ENOMEM},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -262,8 +270,8 @@ func TestPostSendRefusesBadLists(t *testing.T) {
 			}
 			before := append([]byte(nil), q.mem...)
 			n, err := qp.PostSend(c.list)
-			var we *WRError
-			if !errors.As(err, &we) || n != c.index || we.Index != c.index || !errors.Is(err, c.errno) {
+			var we *provider.WRError
+			if !errors.As(err, &we) || n != c.index || we.Index != c.index || we.Provider != "rxe" || !errors.Is(err, c.errno) {
 				t.Fatalf("PostSend = %d, %v; want index %d and %v", n, err, c.index, c.errno)
 			}
 			t.Logf("%v", err)

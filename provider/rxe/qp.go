@@ -45,10 +45,10 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 	}
 	room := uint32(sq.slotSize() - sendWQESize)
 	qp.sq = sendQueue{
-		q:         sq,
-		prod:      sq.prod.Load() & sq.mask,
-		maxSGE:    min(cr.Cap.MaxSendSGE, room/uint32(sgeSize)),
-		maxInline: min(cr.Cap.MaxInlineData, room),
+		q:    sq,
+		prod: sq.prod.Load() & sq.mask,
+		caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: min(cr.Cap.MaxSendSGE, room/uint32(sgeSize)),
+			MaxInline: min(cr.Cap.MaxInlineData, room)},
 	}
 	if a.SRQ == nil {
 		rq, err := mapQueue(c.f, "receive", resp.RqMi, recvWQESize+sgeSize)
@@ -84,12 +84,11 @@ type QP struct {
 var _ provider.QP = (*QP)(nil)
 
 type sendQueue struct {
-	mu        sync.Mutex
-	q         *queue
-	prod      uint32 // producer index (masked); we are the only producer
-	ssn       uint32 // send sequence number, as librxe numbers WQEs
-	maxSGE    uint32
-	maxInline uint32
+	mu   sync.Mutex
+	q    *queue
+	prod uint32 // producer index (masked); we are the only producer
+	ssn  uint32 // send sequence number, as librxe numbers WQEs
+	caps provider.SendQueueCaps
 }
 
 // State is the QP state the provider last heard of through Modified.
@@ -104,7 +103,7 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 	if qp.rq != nil {
 		maxRecvSGE = qp.rq.maxSGE
 	}
-	return qp.sq.maxSGE, qp.sq.maxInline, maxRecvSGE
+	return qp.sq.caps.MaxSGE, qp.sq.caps.MaxInline, maxRecvSGE
 }
 
 // PostSend checks every request, then copies them all into the send queue,
@@ -115,17 +114,17 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	if st := qp.State(); st < provider.QPStateRTS {
-		return 0, &WRError{Op: "PostSend", Index: 0, Opcode: wrs[0].Opcode,
-			Cause: fmt.Sprintf("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st),
-			Err:   unix.EINVAL}
-	}
 	sq := &qp.sq
 	sq.mu.Lock()
 	q := sq.q
 	if q == nil || q.mem == nil {
 		sq.mu.Unlock()
-		return 0, &WRError{Op: "PostSend", Opcode: wrs[0].Opcode, Cause: "the QP is closed", Err: unix.EINVAL}
+		return 0, &WRError{Provider: "rxe", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
+	}
+	if st := qp.State(); st < provider.QPStateRTS {
+		sq.mu.Unlock()
+		return 0, &WRError{Provider: "rxe", Verb: "PostSend", Opcode: wrs[0].Opcode,
+			Err: provider.Invalid("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st)}
 	}
 	for i := range wrs {
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
@@ -137,19 +136,29 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	used := (prod - q.cons.Load()) & q.mask // acquire: the kernel is done with slots before cons
 	if free := q.mask - used; uint32(len(wrs)) > free {
 		sq.mu.Unlock()
-		return int(free), &WRError{Op: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
-			Cause: fmt.Sprintf("the send queue is full (%d of %d slots in use, %d requests in the list)", used, q.mask, len(wrs)),
-			Err:   unix.ENOMEM}
+		return int(free), &WRError{Provider: "rxe", Verb: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
+			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
+	var out uint64 // bytes the requester sends for this list
 	for i := range wrs {
-		qp.fillSend(q, prod, &wrs[i])
+		n := qp.fillSend(q, prod, &wrs[i])
+		switch wrs[i].Opcode {
+		case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+			out += uint64(n)
+		}
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
 	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
 
-	if err := qp.c.f.Doorbell(qp.db.cmd[:]); err != nil {
+	var err error
+	if out <= rawDoorbellMax {
+		err = qp.c.f.Doorbell(qp.db.cmd[:])
+	} else {
+		err = qp.c.f.Write(qp.db.cmd[:])
+	}
+	if err != nil {
 		runtime.KeepAlive(qp.db)
 		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
 	}
@@ -158,128 +167,40 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 }
 
 // checkSend refuses what the kernel would fail or what librxe refuses, so a
-// bad list never reaches the queue.
+// bad list never reaches the queue: the checks every provider shares
+// (provider.CheckSend), then an rxe address handle on UD.
 func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
-	bad := func(err error, format string, args ...any) error {
-		return &WRError{Op: "PostSend", Index: i, Opcode: wr.Opcode, Cause: fmt.Sprintf(format, args...), Err: err}
-	}
-	op := wr.Opcode
-	ok := false
-	switch qp.typ {
-	case provider.QPTypeRC:
-		switch op {
-		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm,
-			provider.WRRDMARead, provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd,
-			provider.WRLocalInv, provider.WRSendWithInv, provider.WRBindMW:
-			ok = true
-		}
-	case provider.QPTypeUC:
-		switch op {
-		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv,
-			provider.WRBindMW:
-			ok = true
-		}
-	case provider.QPTypeUD:
-		ok = op == provider.WRSend || op == provider.WRSendWithImm
-	}
-	if !ok {
-		switch op {
-		case provider.WRBindMW:
-			// rxe_opcode.c: IB_WR_BIND_MW has a mask for RC and UC only.
-			return bad(unix.EINVAL, "memory window binds are valid on RC and UC QPs only, not %v", qp.typ)
-		case provider.WRLocalInv:
-			// rxe_opcode.c: IB_WR_LOCAL_INV has a mask for RC only.
-			return bad(unix.EINVAL, "rxe executes LOCAL_INV on RC QPs only, not %v", qp.typ)
-		}
-		return bad(unix.EINVAL, "opcode not valid on %v QPs", qp.typ)
-	}
-	switch op {
-	case provider.WRBindMW, provider.WRLocalInv:
-		if len(wr.SGL) != 0 {
-			return bad(unix.EINVAL, "%v is a local operation and carries no SGL (%d SGEs given)", op, len(wr.SGL))
-		}
-		if op == provider.WRBindMW {
-			if err := checkBind(&wr.Bind); err != "" {
-				return bad(unix.EINVAL, "%s", err)
-			}
-		}
-	}
-	sq := &qp.sq
-	if uint32(len(wr.SGL)) > sq.maxSGE {
-		return bad(unix.EINVAL, "%d SGEs, the QP takes at most %d", len(wr.SGL), sq.maxSGE)
-	}
-	var length uint64
-	for _, s := range wr.SGL {
-		length += uint64(s.Length)
-	}
-	if length > 1<<31 {
-		return bad(unix.EINVAL, "%d bytes in the SGL, over 2 GiB", length)
-	}
-	if wr.Flags&provider.SendInline != 0 {
-		switch op {
-		case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv:
-		default:
-			return bad(unix.EINVAL, "inline data on an operation that sends none")
-		}
-		if length > uint64(sq.maxInline) {
-			return bad(unix.EINVAL, "%d bytes inline, the QP takes at most %d", length, sq.maxInline)
-		}
-	}
-	switch op {
-	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
-		if len(wr.SGL) != 1 || wr.SGL[0].Length != 8 {
-			return bad(unix.EINVAL, "an atomic operation needs one SGE of 8 bytes for the original value")
-		}
-		if wr.RemoteAddr&7 != 0 {
-			return bad(unix.EINVAL, "atomic remote address %#x is not 8-byte aligned", wr.RemoteAddr)
-		}
-	}
-	if qp.typ == provider.QPTypeUD {
-		if wr.UD.AH == nil {
-			return bad(unix.EINVAL, "a UD send needs an address handle")
-		}
+	err := provider.CheckSend(&qp.sq.caps, wr)
+	if err == nil && qp.typ == provider.QPTypeUD {
 		if _, ok := wr.UD.AH.ProviderAH().(*AH); !ok {
-			return bad(unix.EINVAL, "the address handle does not belong to an rxe device")
+			err = provider.Invalid("the address handle does not belong to an rxe device")
 		}
+	}
+	if err != nil {
+		return &WRError{Provider: "rxe", Verb: "PostSend", Index: i, Opcode: wr.Opcode, Err: err}
 	}
 	return nil
 }
 
-// IB access bits a window may be bound with (IB_ACCESS_*, which are also
-// the IBV_ACCESS_* values).
-const (
-	accessLocalWrite   = 1 << 0
-	accessRemoteWrite  = 1 << 1
-	accessRemoteRead   = 1 << 2
-	accessRemoteAtomic = 1 << 3
-	accessZeroBased    = 1 << 5
-	mwAccess           = accessLocalWrite | accessRemoteWrite | accessRemoteRead | accessRemoteAtomic | accessZeroBased
-)
-
-// checkBind refuses a bind the kernel would never accept whatever the
-// window's type, or would accept with another meaning than the caller's;
-// it returns the reason, or "". What depends on the window and the MR
-// (their state, type, PD and access; the range inside the MR) only the
-// kernel knows: a bind it refuses completes with WCMWBindErr.
-func checkBind(b *provider.MWBind) string {
-	if b.Access&^mwAccess != 0 {
-		return fmt.Sprintf("window access %#x has bits other than local write, remote read/write/atomic and zero-based", b.Access)
-	}
-	if b.NewRKey>>8 != b.MWRKey>>8 {
-		// rxe_do_bind_mw keeps the window's index and takes only the low
-		// byte of the new key: any other index would be silently wrong.
-		return fmt.Sprintf("new rkey %#x has another index than the window's rkey %#x (only the low 8 bits may change)", b.NewRKey, b.MWRKey)
-	}
-	if b.Addr+b.Length < b.Addr {
-		return fmt.Sprintf("window [%#x, +%#x) wraps around the address space", b.Addr, b.Length)
-	}
-	return ""
-}
+// rawDoorbellMax is the most bytes a PostSend list may send for its
+// doorbell to be a raw write (abi.File.Doorbell, RawSyscall). Linux 6.1
+// runs the QP's requester inside the doorbell's write(), one packet after
+// another until the send queue is empty (up to 1024 packets a run), and a
+// raw syscall keeps its P all that time: the GC's stop-the-world waits for
+// it. Below this size the run is a few packets (microseconds natively,
+// tens under TCG) and the raw write saves the P hand-off that sysmon forces
+// on a regular syscall over 20 µs, which made every small send twice as
+// slow under TCG. Above it the doorbell is a regular write (abi.File.Write,
+// Syscall): the P is handed off, and the GC and other goroutines run while
+// the kernel sends. 6.12 runs the requester from a work queue, so there
+// the write is short either way.
+const rawDoorbellMax = 16 << 10
 
 // fillSend writes wr into the send queue slot at index i, as librxe's
 // init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,
-// sends resid bytes and reports length in the sender's completion).
-func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
+// sends resid bytes and reports length in the sender's completion), and
+// returns the request's length.
+func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	sq := &qp.sq
 	w := q.sendWQE(i)
 	*w = abi.RxeSendWqe{}
@@ -348,6 +269,7 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) {
 	w.Dma.NumSge = n
 	w.Ssn = sq.ssn
 	sq.ssn++
+	return length
 }
 
 // PostRecv checks every request, then copies them into the receive queue and
@@ -358,7 +280,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		if len(wrs) == 0 {
 			return 0, nil
 		}
-		return 0, &WRError{Op: "PostRecv", Recv: true, Cause: "the QP receives through an SRQ; post to the SRQ", Err: unix.EINVAL}
+		return 0, &WRError{Provider: "rxe", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
 	}
 	n, err := qp.rq.post("PostRecv", wrs)
 	if err == nil && n > 0 && qp.State() == provider.QPStateErr {
@@ -409,19 +331,18 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	defer rq.mu.Unlock()
 	q := rq.q
 	if q == nil || q.mem == nil {
-		return 0, &WRError{Op: op, Recv: true, Cause: "the queue is closed", Err: unix.EINVAL}
+		return 0, &WRError{Provider: "rxe", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
 	}
 	for i := range wrs {
-		if n := uint32(len(wrs[i].SGL)); n > rq.maxSGE {
-			return i, &WRError{Op: op, Index: i, Recv: true, Cause: fmt.Sprintf("%d SGEs, the queue takes at most %d", n, rq.maxSGE), Err: unix.EINVAL}
+		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {
+			return i, &WRError{Provider: "rxe", Verb: op, Index: i, Err: err}
 		}
 	}
 	prod := rq.prod
 	used := (prod - q.cons.Load()) & q.mask
 	if free := q.mask - used; uint32(len(wrs)) > free {
-		return int(free), &WRError{Op: op, Index: int(free), Recv: true,
-			Cause: fmt.Sprintf("the receive queue is full (%d of %d slots in use, %d requests in the list)", used, q.mask, len(wrs)),
-			Err:   unix.ENOMEM}
+		return int(free), &WRError{Provider: "rxe", Verb: op, Index: int(free),
+			Err: fmt.Errorf("%w: the receive queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
 	for i := range wrs {
 		wr := &wrs[i]

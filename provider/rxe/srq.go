@@ -39,7 +39,7 @@ func (s *SRQ) Num() uint32 { return s.num }
 // PostRecv checks every request, then copies them into the queue and
 // publishes the producer index once. No syscall.
 func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
-	return s.rq.post("SRQ PostRecv", wrs)
+	return s.rq.post("PostSRQRecv", wrs)
 }
 
 // Close unmaps the queue, after the kernel SRQ is destroyed.

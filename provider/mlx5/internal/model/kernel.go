@@ -53,6 +53,9 @@ func (k fakeKernel) file(fd int) (*ufile, error) {
 	if !ok {
 		return nil, unix.EBADF
 	}
+	if k.d.lost {
+		return nil, unix.EIO // disassociated
+	}
 	return u, nil
 }
 
@@ -356,9 +359,9 @@ func (k fakeKernel) Close(fd int) error {
 	d := k.d
 	d.f.mu.Lock()
 	defer d.f.mu.Unlock()
-	u, err := k.file(fd)
-	if err != nil {
-		return err
+	u, ok := d.files[fd] // closing works on a disassociated device too
+	if !ok {
+		return unix.EBADF
 	}
 	u.release()
 	delete(d.files, fd)

@@ -129,6 +129,7 @@ type Device struct {
 	stats      Stats
 	violations []string
 	paused     bool
+	lost       bool // disassociated: every command fails with EIO
 }
 
 // Add models a new device on the fabric and registers its character
@@ -248,6 +249,37 @@ func (d *Device) Resume() {
 	d.f.mu.Unlock()
 }
 
+// Disassociate models the device going away under open contexts (a
+// firmware fatal error, a PCI removal), as the kernel's
+// ib_uverbs_disassociate_ucontext handles it: the hardware stops, every
+// context gets an IB_EVENT_DEVICE_FATAL async event, every command (write
+// or ioctl) and mmap fails with EIO from then on, and the UAR pages
+// mapped into the process are revoked: their pages are replaced by zero
+// pages that take stores and that the device no longer reads (the
+// kernel's rdma_umap_fault gives such pages to a revoked mapping), so a
+// provider's doorbell store after it does not fault. Closing the files
+// still releases everything.
+func (d *Device) Disassociate() {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	if d.lost {
+		return
+	}
+	d.lost = true
+	for _, u := range d.files {
+		if u.ctx == nil {
+			continue
+		}
+		d.asyncEvent(u.ctx, 0, evDeviceFatal)
+		for _, p := range u.ctx.pages() {
+			revoke(p.mem)
+		}
+	}
+	for _, p := range d.orphans {
+		revoke(p.mem)
+	}
+}
+
 // ContextInfo is what one open context negotiated, as the kernel saw it.
 type ContextInfo struct {
 	RequestLen  int  // bytes of the ucontext request taken
@@ -325,7 +357,7 @@ func (d *Device) run() {
 		default:
 		}
 		d.f.mu.Lock()
-		busy := !d.paused && d.step()
+		busy := !d.paused && !d.lost && d.step()
 		d.f.mu.Unlock()
 		if busy {
 			idle = 0

@@ -1,0 +1,241 @@
+package rxe
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// TestFastPathAfterClose: Poll, Arm, PostSend, PostRecv and SRQ PostRecv on
+// closed objects return errors wrapping provider.ErrClosed, and a second
+// Close is a no-op.
+func TestFastPathAfterClose(t *testing.T) {
+	fk, c := testContext(t)
+	cq, _ := testCQ(t, fk, c, 8, 7)
+	qp := testQP(t, fk, c, qpSpec{})
+	if err := cq.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Close(); err != nil {
+		t.Errorf("second CQ Close: %v", err)
+	}
+	var wc [2]provider.WorkCompletion
+	if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll after Close: %v", err)
+	}
+	if err := cq.Arm(false); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Arm after Close: %v", err)
+	}
+	if len(fk.notifies) != 0 {
+		t.Errorf("Arm after Close reached the kernel: %v", fk.notifies)
+	}
+	if err := qp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("PostSend after Close: %v", err)
+	}
+	if _, err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("PostRecv after Close: %v", err)
+	}
+	qp.Modified(provider.QPStateInit)
+	if _, err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("PostSend after Close, QP state INIT: %v", err)
+	}
+	st, err := c.CreateSRQ(provider.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	putMI(out, fk.addQueue(8, 6))
+	ps, err := st.Complete(provider.SRQCreated{MaxWR: 7, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps.Close()
+	if _, err := ps.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("SRQ PostRecv after Close: %v", err)
+	}
+}
+
+// TestPollRacesClose polls a CQ the fake keeps filling while another
+// goroutine closes it, many times (run with -race): Poll never faults,
+// never returns a completion that was not written, and returns ErrClosed
+// once Close returned.
+func TestPollRacesClose(t *testing.T) {
+	fk, c := testContext(t)
+	for round := 0; round < 200; round++ {
+		cq, kq := testCQ(t, fk, c, 64, 7)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { // the kernel: completions with IDs 1, 2, 3...
+			defer wg.Done()
+			id := uint64(1)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if (kq.prod.Load()+1)&kq.mask != kq.cons.Load() {
+					putWC(kq, abi.IbUverbsWc{WrId: id})
+					id++
+				}
+			}
+		}()
+		polled := make(chan struct{})
+		go func() { // the poller
+			defer close(polled)
+			var wc [8]provider.WorkCompletion
+			next := uint64(1)
+			for {
+				n, err := cq.Poll(wc[:])
+				if err != nil {
+					if !errors.Is(err, provider.ErrClosed) {
+						t.Errorf("Poll: %v", err)
+					}
+					return
+				}
+				for _, w := range wc[:n] {
+					if w.ID != next {
+						t.Errorf("completion %d, want %d", w.ID, next)
+						return
+					}
+					next++
+				}
+			}
+		}()
+		time.Sleep(time.Duration(round%7) * 50 * time.Microsecond)
+		if err := cq.Close(); err != nil {
+			t.Fatal(err)
+		}
+		<-polled // the poller saw ErrClosed
+		close(stop)
+		wg.Wait()
+		var wc [1]provider.WorkCompletion
+		if _, err := cq.Poll(wc[:]); !errors.Is(err, provider.ErrClosed) {
+			t.Fatalf("Poll after Close: %v", err)
+		}
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestCQResizeRemapFails: the kernel switched the CQ to a new queue that
+// cannot be mapped. Poll must then say so (not ErrClosed, not a nil
+// dereference, not silence), and a later successful resize recovers.
+func TestCQResizeRemapFails(t *testing.T) {
+	fk, c := testContext(t)
+	cq, kq := testCQ(t, fk, c, 4, 7)
+	putWC(kq, abi.IbUverbsWc{WrId: 1})
+	st, err := cq.Resize(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	putMI(out, abi.Mminfo{Offset: 0x7fff0000, Size: 4096}) // nothing the fake can map
+	if _, err := st.Complete(31); err == nil {
+		t.Fatal("Complete mapped a queue that does not exist")
+	}
+	var wc [8]provider.WorkCompletion
+	n, err := cq.Poll(wc[:])
+	if n != 0 || err == nil || errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll after a failed remap = %d, %v; want the remap error", n, err)
+	}
+	if err := cq.Arm(false); err == nil {
+		t.Errorf("Arm after a failed remap succeeded")
+	}
+	st, err = cq.Resize(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out = st.Udata()
+	mi := fk.addQueue(32, 7)
+	putMI(out, mi)
+	putWC(fk.queueAt(mi), abi.IbUverbsWc{WrId: 1})
+	if _, err := st.Complete(31); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := cq.Poll(wc[:]); n != 1 || err != nil || wc[0].ID != 1 {
+		t.Errorf("after a second resize: %d, %v", n, err)
+	}
+}
+
+// TestPostRecvRefusesBadLists: a receive list with a bad request anywhere
+// (too many SGEs, more than 2^31 bytes, more requests than room) leaves the
+// receive queue and the SRQ exactly as they were, and the error names the
+// request and wraps the errno.
+func TestPostRecvRefusesBadLists(t *testing.T) {
+	good := provider.RecvWR{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}
+	for _, c := range []struct {
+		name  string
+		list  []provider.RecvWR
+		index int
+		errno error
+	}{
+		{"too many SGEs", []provider.RecvWR{good, {SGL: make([]provider.SGE, 3)}}, 1, unix.EINVAL},
+		{"over 2 GiB", []provider.RecvWR{good, good, {SGL: []provider.SGE{{Length: 1 << 31}, {Length: 1}}}, good}, 2, unix.EINVAL},
+		{"longer than the queue", []provider.RecvWR{good, good, good, good, good, good, good, good}, 7, unix.ENOMEM},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			fk, ctx := testContext(t)
+			qp := testQP(t, fk, ctx, qpSpec{rqSlots: 8, rqLog2: 7, cap: provider.QPCap{MaxSendSGE: 1, MaxRecvSGE: 2, MaxInlineData: 16}})
+			if qp.rq.maxSGE != 2 {
+				t.Fatalf("receive queue takes %d SGEs, want 2", qp.rq.maxSGE)
+			}
+			q := qp.rq.q
+			for i := queueHdrSize; i < len(q.mem); i++ {
+				q.mem[i] = 0x5a
+			}
+			before := append([]byte(nil), q.mem...)
+			n, err := qp.PostRecv(c.list)
+			var we *provider.WRError
+			if !errors.As(err, &we) || n != c.index || we.Index != c.index || we.Verb != "PostRecv" || !errors.Is(err, c.errno) {
+				t.Fatalf("PostRecv = %d, %v; want index %d and %v", n, err, c.index, c.errno)
+			}
+			if !bytes.Equal(before, q.mem) {
+				t.Errorf("the receive queue changed although the list was refused")
+			}
+			if n, err := qp.PostRecv([]provider.RecvWR{good}); n != 1 || err != nil || q.prod.Load() != 1 {
+				t.Errorf("good PostRecv after a refused one = %d, %v (producer %d)", n, err, q.prod.Load())
+			}
+		})
+	}
+}
+
+// TestDoorbellRawOnlyForSmallLists: a list that sends at most
+// rawDoorbellMax bytes rings the raw doorbell; a larger one (whose
+// requester run on Linux 6.1 happens inside the write) rings a regular
+// write, which lets the GC stop the world meanwhile. One doorbell each.
+func TestDoorbellRawOnlyForSmallLists(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{})
+	sq := qp.sq.q
+	fk.onDoorbell = func(uint32) { sq.cons.Store(sq.prod.Load()) }
+	for _, tc := range []struct {
+		wr  provider.SendWR
+		raw bool
+	}{
+		{provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}, true},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax, LKey: 1}}}, true},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax + 1, LKey: 1}}}, false},
+		{provider.SendWR{Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: 1 << 20, LKey: 1}}}, true},
+	} {
+		db, raw := fk.doorbells.Load(), fk.raw.Load()
+		if _, err := qp.PostSend([]provider.SendWR{tc.wr}); err != nil {
+			t.Fatal(err)
+		}
+		if fk.doorbells.Load() != db+1 || (fk.raw.Load() == raw+1) != tc.raw {
+			t.Errorf("%v of %d bytes: %d doorbells, %d raw; want 1, raw %v", tc.wr.Opcode, tc.wr.SGL[0].Length,
+				fk.doorbells.Load()-db, fk.raw.Load()-raw, tc.raw)
+		}
+	}
+}
