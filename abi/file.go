@@ -49,6 +49,11 @@ const (
 	PolicyWrite
 )
 
+// ErrClosed is returned by every File method that would make a syscall on
+// the file's descriptor after Close. provider.ErrClosed and
+// uverbs.ErrClosed are this value.
+var ErrClosed = errors.New("object closed")
+
 // ErrNoIoctl reports that a command has no ioctl form on this kernel, or
 // that ioctl was switched off by the policy.
 var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
@@ -57,9 +62,17 @@ var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
 // syscall chokepoint of goverbs. Every command, doorbell write and queue
 // mapping goes through its methods, which count the syscalls they make.
 //
-// A File is safe for concurrent use.
+// A File is safe for concurrent use. It owns its descriptor the way Go's
+// internal/poll.FD does: every method that makes a syscall on the
+// descriptor holds a reference for the syscall's duration, Close marks the
+// file closed (new calls fail with ErrClosed at once) and the close(2)
+// runs only once the last reference is dropped. So no syscall ever runs on
+// a descriptor number after Close, whatever the kernel has given that
+// number to since.
 type File struct {
 	fd       int
+	state    atomic.Uint64 // fdClosed | number of syscalls in flight
+	drained  chan struct{} // closed by the last release after Close
 	k        kernel.Kernel
 	path     string
 	driverID uint32
@@ -70,8 +83,34 @@ type File struct {
 
 	syscalls atomic.Uint64
 	mappings atomic.Uint64 // the mmap and munmap calls among syscalls
-	closed   atomic.Bool
 }
+
+// fdClosed is File.state's closed bit; the bits below count references.
+const fdClosed = 1 << 63
+
+// acquire takes a reference for one syscall on f.fd; it fails once Close
+// has begun. Every successful acquire is paired with a release.
+func (f *File) acquire() bool {
+	for {
+		s := f.state.Load()
+		if s&fdClosed != 0 {
+			return false
+		}
+		if f.state.CompareAndSwap(s, s+1) {
+			return true
+		}
+	}
+}
+
+// release drops a reference; the last one after Close lets Close go on.
+func (f *File) release() {
+	if f.state.Add(^uint64(0)) == fdClosed {
+		close(f.drained)
+	}
+}
+
+// Closed reports whether Close has been called.
+func (f *File) Closed() bool { return f.state.Load()&fdClosed != 0 }
 
 type ioctlKey uint32
 
@@ -81,7 +120,7 @@ func keyOf(object, method uint16) ioctlKey { return ioctlKey(object)<<16 | ioctl
 // RDMA driver id (from netlink); every ioctl header carries it, and the
 // kernel rejects a wrong one with EINVAL.
 func Open(path string, driverID uint32) (*File, error) {
-	f := &File{path: path, driverID: driverID}
+	f := &File{path: path, driverID: driverID, drained: make(chan struct{})}
 	if open, ok := kernel.LookupFake(path); ok {
 		fd, k, err := open()
 		if err != nil {
@@ -104,7 +143,8 @@ func (f *File) Path() string { return f.path }
 // DriverID is the driver id carried in every ioctl header.
 func (f *File) DriverID() uint32 { return f.driverID }
 
-// Fd is the file descriptor number (for diagnostics; do not close it).
+// Fd is the file descriptor number, for diagnostics only: do not close it
+// or make syscalls on it (after Close the number may name another file).
 func (f *File) Fd() int { return f.fd }
 
 // Syscalls is the number of syscalls made through this file so far.
@@ -156,8 +196,12 @@ func (f *File) noteIoctlError(object, method uint16, err error) bool {
 // Write issues one write() of p on the command file: the form of every
 // legacy command. It allocates nothing.
 func (f *File) Write(p []byte) error {
+	if !f.acquire() {
+		return ErrClosed
+	}
 	f.syscalls.Add(1)
 	n, err := f.k.Write(f.fd, p)
+	f.release()
 	if err != nil {
 		return err
 	}
@@ -172,8 +216,12 @@ func (f *File) Write(p []byte) error {
 // nothing. Commands use Write or Invoke, which let the scheduler run other
 // goroutines while the kernel works.
 func (f *File) Doorbell(p []byte) error {
+	if !f.acquire() {
+		return ErrClosed
+	}
 	f.syscalls.Add(1)
 	n, err := f.k.Doorbell(f.fd, p)
+	f.release()
 	if err != nil {
 		return err
 	}
@@ -186,25 +234,41 @@ func (f *File) Doorbell(p []byte) error {
 // Mmap maps length bytes of the command file at offset (rxe queues, mlx5
 // UAR pages). The caller owns the mapping and releases it with Munmap.
 func (f *File) Mmap(offset int64, length int) ([]byte, error) {
+	if !f.acquire() {
+		return nil, ErrClosed
+	}
+	defer f.release()
 	f.syscalls.Add(1)
 	f.mappings.Add(1)
 	return f.k.Mmap(f.fd, offset, length)
 }
 
-// Munmap releases a mapping made by Mmap.
+// Munmap releases a mapping made by Mmap. It names no descriptor, so it
+// works after Close too: a mapping outlives the file it was made from
+// (and keeps the kernel's file open until it is released).
 func (f *File) Munmap(b []byte) error {
 	f.syscalls.Add(1)
 	f.mappings.Add(1)
 	return f.k.Munmap(b)
 }
 
-// Close closes the command file. It is idempotent.
+// Close closes the command file. Calls that have not started fail with
+// ErrClosed from now on; Close waits for the syscalls in flight to return,
+// then closes the descriptor. It is idempotent.
 func (f *File) Close() error {
-	if f.closed.Swap(true) {
-		return nil
+	for {
+		s := f.state.Load()
+		if s&fdClosed != 0 {
+			return nil
+		}
+		if f.state.CompareAndSwap(s, s|fdClosed) {
+			if s != 0 {
+				<-f.drained
+			}
+			f.syscalls.Add(1)
+			return f.k.Close(f.fd)
+		}
 	}
-	f.syscalls.Add(1)
-	return f.k.Close(f.fd)
 }
 
 // kernelBuf returns n zeroed bytes on the heap. Any buffer whose address is

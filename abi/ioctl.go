@@ -248,8 +248,12 @@ func (f *File) Ioctl(b *Ioctl) error {
 		return ErrNoIoctl
 	}
 	buf := b.encode(f.driverID)
+	if !f.acquire() {
+		return ErrClosed
+	}
 	f.syscalls.Add(1)
 	err := f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
+	f.release()
 	b.buf = buf
 	if err != nil {
 		if f.noteIoctlError(b.object, b.method, err) {
