@@ -27,6 +27,15 @@ type OpenOptions struct {
 // Context is an open device: the uverbs command file, the kernel's user
 // context, the provider's state and the async event file. Every object is
 // created from a Context, and all of them die with it.
+//
+// A Context and every object made from it are safe for concurrent use,
+// except where a type's documentation says otherwise (the fast path:
+// one goroutine polls a CQ at a time; PostSend/PostRecv per the provider).
+// Close waits for the commands in flight, destroys everything, and wakes
+// every goroutine parked in NextAsyncEvent, CompChannel.Wait or CQ.Wait:
+// they, and every verb on the Context or its objects after Close, return an
+// error for which errors.Is(err, ErrClosed) holds. Objects' Close after it
+// returns nil.
 type Context struct {
 	dev   Device
 	file  *abi.File
@@ -41,7 +50,9 @@ type Context struct {
 	cqs        sync.Map // user_handle → *CQ, for completion and async events
 	qps        sync.Map // user_handle → *QP, for async events
 	srqs       sync.Map // user_handle → *SRQ, for async events
+	channels   sync.Map // *CompChannel → struct{}, closed with the context
 	events     asyncEvents
+	dead       chan struct{} // closed by Close: waiters select on it
 	netdevMu   sync.Mutex
 	netdevs    netdevNames // interface index → name, for GID entries
 	closed     atomic.Bool
@@ -62,7 +73,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
 	f.SetPolicy(o.Transport)
-	c := &Context{dev: d, file: f}
+	c := &Context{dev: d, file: f, dead: make(chan struct{})}
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()
@@ -210,6 +221,7 @@ func (c *Context) Close() (err error) {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	close(c.dead)
 	sp := c.begin("CloseContext")
 	defer func() { sp.end(err) }()
 	var first error
@@ -230,8 +242,16 @@ func (c *Context) Close() (err error) {
 	release(&c.qps)
 	release(&c.srqs)
 	release(&c.cqs)
+	c.channels.Range(func(k, _ any) bool {
+		if err := k.(*CompChannel).Close(); err != nil && first == nil {
+			first = err
+		}
+		return true
+	})
 	if c.async != nil {
-		first = c.async.Close()
+		if err := c.async.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	if err := c.file.Close(); err != nil && first == nil {
 		first = err

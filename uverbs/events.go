@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/goverbs/goverbs/abi"
+	"golang.org/x/sys/unix"
 )
 
 // EventType is an async event's kind (enum ibv_event_type, the kernel's
@@ -79,8 +80,15 @@ type asyncEvents struct {
 
 // NextAsyncEvent returns the next async event, waiting until one comes or
 // ctx is done. Events are typed: port events carry Port, object events the
-// *CQ, *QP or *SRQ they are about.
+// *CQ, *QP or *SRQ they are about. It may be called from any number of
+// goroutines; each event goes to one of them. Events not yet read stay
+// queued (in the reader's channel, then in the kernel) until the Context
+// closes. Close wakes every caller, which then returns an error for which
+// errors.Is(err, ErrClosed) holds, as does every call after Close.
 func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	if c.closed.Load() {
+		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
+	}
 	a := &c.events
 	a.start.Do(func() {
 		a.ch = make(chan AsyncEvent, 64)
@@ -97,6 +105,8 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		default:
 		}
 		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
+	case <-c.dead:
+		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
 	case <-ctx.Done():
 		return AsyncEvent{}, ctx.Err()
 	}
@@ -108,14 +118,20 @@ func (c *Context) readAsyncEvents() {
 	buf := abi.Bytes(&desc)
 	for {
 		if _, err := io.ReadFull(c.async, buf); err != nil {
-			if errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && c.closed.Load()) {
 				err = ErrClosed
 			}
 			a.err = err
 			close(a.done)
 			return
 		}
-		a.ch <- c.decodeEvent(desc)
+		select {
+		case a.ch <- c.decodeEvent(desc):
+		case <-c.dead: // nobody reads any more: never block past Close
+			a.err = ErrClosed
+			close(a.done)
+			return
+		}
 	}
 }
 
