@@ -56,6 +56,7 @@ type Context struct {
 	netdevMu   sync.Mutex
 	netdevs    netdevNames // interface index → name, for GID entries
 	closed     atomic.Bool
+	teardown   atomic.Bool // Close is destroying the objects left open
 	rec        atomic.Pointer[Recorder]
 }
 
@@ -225,9 +226,12 @@ func (c *Context) Close() (err error) {
 	sp := c.begin("CloseContext")
 	defer func() { sp.end(err) }()
 	var first error
-	// The kernel destroys every object left open when the file closes,
-	// but a provider's mappings of the file would outlive it (and keep
-	// the kernel's file alive): release them for objects still open.
+	// The kernel would destroy every object left open when the file
+	// closes, but only once the provider's mappings of the file are gone
+	// too, and the device must stop using the objects' memory before it
+	// is freed: so destroy what is left, QPs before the SRQs and CQs they
+	// use, then release each one's memory.
+	c.teardown.Store(true)
 	release := func(m *sync.Map) {
 		m.Range(func(k, v any) bool {
 			if o, ok := v.(interface{ releaseProvider() error }); ok {
@@ -242,6 +246,7 @@ func (c *Context) Close() (err error) {
 	release(&c.qps)
 	release(&c.srqs)
 	release(&c.cqs)
+	c.teardown.Store(false)
 	c.channels.Range(func(k, _ any) bool {
 		if err := k.(*CompChannel).Close(); err != nil && first == nil {
 			first = err

@@ -302,10 +302,12 @@ func (cq *CQ) forget() {
 	}
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (cq *CQ) releaseProvider() error {
 	return cq.close(func() error {
+		cq.destroyKernel()
 		cq.forget()
 		return cq.prov.Close()
 	})

@@ -145,6 +145,16 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 	if len(resp) > 0 {
 		b.PtrOut(respAttr, resp)
 	}
+	if c.teardown.Load() {
+		// Context.Close destroys what is left before it frees the
+		// objects' memory: straight to the file, which is still open.
+		err := c.file.Ioctl(b)
+		if abi.IsNoIoctl(err) {
+			_, err = c.file.Invoke(write)
+			copy(resp, write.Out)
+		}
+		return err
+	}
 	_, err := c.ioctl(verb, b, func() error {
 		err := c.fallback(verb, write)
 		copy(resp, write.Out)

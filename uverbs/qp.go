@@ -282,10 +282,15 @@ func (qp *QP) Close() error {
 	})
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (qp *QP) releaseProvider() error {
-	return qp.close(func() error { return qp.prov.Close() })
+	return qp.close(func() error {
+		qp.destroyKernel()
+		qp.pd.ctx.qps.Delete(qp.tag)
+		return qp.prov.Close()
+	})
 }
 
 // srqLifetime is srq's lifetime, or nil for no SRQ.

@@ -165,8 +165,13 @@ func (srq *SRQ) Close() error {
 	})
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (srq *SRQ) releaseProvider() error {
-	return srq.close(func() error { return srq.prov.Close() })
+	return srq.close(func() error {
+		srq.destroyKernel()
+		srq.pd.ctx.srqs.Delete(srq.tag)
+		return srq.prov.Close()
+	})
 }
