@@ -50,6 +50,7 @@ type Context struct {
 	cqs        sync.Map // user_handle → *CQ, for completion and async events
 	qps        sync.Map // user_handle → *QP, for async events
 	srqs       sync.Map // user_handle → *SRQ, for async events
+	mrs        sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
 	channels   sync.Map // *CompChannel → struct{}, closed with the context
 	events     asyncEvents
 	dead       chan struct{} // closed by Close: waiters select on it
@@ -246,6 +247,7 @@ func (c *Context) Close() (err error) {
 	release(&c.qps)
 	release(&c.srqs)
 	release(&c.cqs)
+	release(&c.mrs)
 	c.teardown.Store(false)
 	c.channels.Range(func(k, _ any) bool {
 		if err := k.(*CompChannel).Close(); err != nil && first == nil {

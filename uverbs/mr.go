@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -72,22 +73,44 @@ type MR struct {
 	length int
 	iova   uint64
 	access Access
+	pin    *runtime.Pinner // RegMR's pin of Go memory (guarded by mu), or nil
 	lifetime
 }
 
-// RegMR registers buf (memory from package mmap, or any other mapping; it
-// must stay mapped while the MR is open) with the given access rights. The
-// I/O virtual address is buf's address, or 0 with AccessZeroBased.
+// RegMR registers buf with the given access rights. The I/O virtual
+// address is buf's address, or 0 with AccessZeroBased.
+//
+// The documented way is memory from package mmap (mmap.Anonymous, an
+// mmap.Region): it is outside the Go heap and stays where it is until
+// unmapped, which must not happen while the MR is open. A slice from the
+// Go heap (make) works too: RegMR pins it (runtime.Pinner), so it is
+// neither freed nor moved until the MR is closed (or its Context is), and
+// the compiler puts a slice passed here on the heap, never on a goroutine
+// stack. Prefer mmap memory for large or long-lived buffers: it is
+// page-aligned, and pinned heap memory cannot be reused by the Go heap.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, argError("RegMR", pd.ctx.dev.Name, "empty buffer")
 	}
+	pin := new(runtime.Pinner)
+	pinSlice(pin, buf)
 	addr := sliceAddr(buf)
 	iova := addr
 	if access&AccessZeroBased != 0 {
 		iova = 0
 	}
-	return pd.RegMRAddr(addr, len(buf), iova, access&^AccessZeroBased)
+	mr, err := pd.RegMRAddr(addr, len(buf), iova, access&^AccessZeroBased)
+	if err != nil {
+		pin.Unpin()
+		return nil, err
+	}
+	mr.pin = pin
+	c := pd.ctx
+	c.mrs.Store(mr, struct{}{})
+	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
+		mr.releaseProvider()
+	}
+	return mr, nil
 }
 
 // RegMRAddr registers length bytes at user address addr, seen by the
@@ -219,6 +242,7 @@ func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
 	if flags&ReregTranslation != 0 {
 		mr.addr, mr.length, mr.iova = addr, length, addr
+		mr.unpin() // the old range is no longer registered
 	}
 	if flags&ReregPD != 0 {
 		mr.pd = pd
@@ -240,8 +264,60 @@ func (mr *MR) Close() error {
 		ctx := mr.ctx()
 		sp := ctx.begin("DeregMR")
 		defer func() { sp.end(err) }()
-		req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
-		return ctx.destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+		if err := mr.destroyKernel(); err != nil {
+			return err
+		}
+		mr.forget()
+		return nil
+	})
+}
+
+func (mr *MR) destroyKernel() error {
+	req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
+	return mr.ctx().destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+}
+
+// forget unpins the deregistered MR's memory and drops it from its
+// context's table.
+func (mr *MR) forget() {
+	mr.mu.Lock()
+	mr.unpin()
+	mr.mu.Unlock()
+	mr.ctx().mrs.Delete(mr)
+}
+
+// unpin releases RegMR's pin (mr.mu held).
+func (mr *MR) unpin() {
+	if mr.pin != nil {
+		mr.pin.Unpin()
+		mr.pin = nil
+	}
+}
+
+// leakedPins keeps the pins of MRs whose deregistration failed at
+// Context.Close: the device may still write their memory, so it must stay
+// pinned (and a collected Pinner with pins would crash the program).
+var leakedPins struct {
+	sync.Mutex
+	pins []*runtime.Pinner
+}
+
+// releaseProvider deregisters a pinned MR left open at Context.Close and
+// unpins its memory.
+func (mr *MR) releaseProvider() error {
+	return mr.close(func() error {
+		if mr.destroyKernel() != nil {
+			mr.mu.Lock()
+			if mr.pin != nil {
+				leakedPins.Lock()
+				leakedPins.pins = append(leakedPins.pins, mr.pin)
+				leakedPins.Unlock()
+				mr.pin = nil
+			}
+			mr.mu.Unlock()
+		}
+		mr.forget()
+		return nil
 	})
 }
