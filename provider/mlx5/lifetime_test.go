@@ -2,6 +2,8 @@ package mlx5_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"errors"
 	"runtime"
 	"sync/atomic"
@@ -130,5 +132,162 @@ func TestCloseAfterContextClose(t *testing.T) {
 	}
 	if _, err := pd.AllocMW(uverbs.MWType2); !errors.Is(err, uverbs.ErrClosed) {
 		t.Errorf("AllocMW after Context.Close = %v", err)
+	}
+}
+
+// TestCloseWakesWaiters parks goroutines in CQ.Wait, CompChannel.Wait and
+// NextAsyncEvent, closes the CQ, the channel or the context, and checks
+// the waiters it concerns return ErrClosed promptly (and the others do when
+// the context closes).
+func TestCloseWakesWaiters(t *testing.T) {
+	for _, what := range []string{"CQ", "CompChannel", "Context"} {
+		t.Run(what, func(t *testing.T) {
+			_, dev := newModel(t, nil, model.Options{})
+			c, err := uverbs.Open(dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ch, err := c.CreateCompChannel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			cq, err := c.CreateCQ(16, uverbs.CQOptions{Channel: ch})
+			if err != nil {
+				t.Fatal(err)
+			}
+			type result struct {
+				who string
+				err error
+			}
+			res := make(chan result, 3)
+			go func() {
+				_, err := cq.Wait(context.Background(), make([]uverbs.WorkCompletion, 1))
+				res <- result{"CQ.Wait", err}
+			}()
+			go func() {
+				got, err := ch.Wait(context.Background())
+				if got != nil {
+					err = fmt.Errorf("returned CQ %v with %v", got.Handle(), err)
+				}
+				res <- result{"CompChannel.Wait", err}
+			}()
+			go func() {
+				ev, err := c.NextAsyncEvent(context.Background())
+				if err == nil {
+					err = fmt.Errorf("returned event %+v", ev)
+				}
+				res <- result{"NextAsyncEvent", err}
+			}()
+			time.Sleep(50 * time.Millisecond) // let them park
+			want := map[string]bool{}
+			switch what {
+			case "CQ":
+				err = cq.Close()
+				want["CQ.Wait"] = true
+			case "CompChannel":
+				err = ch.Close()
+				want["CQ.Wait"], want["CompChannel.Wait"] = true, true
+			case "Context":
+				err = c.Close()
+				want["CQ.Wait"], want["CompChannel.Wait"], want["NextAsyncEvent"] = true, true, true
+			}
+			if err != nil {
+				t.Fatalf("%s.Close: %v", what, err)
+			}
+			collect := func(n int) {
+				for i := 0; i < n; i++ {
+					select {
+					case r := <-res:
+						if !want[r.who] {
+							t.Errorf("%s returned (%v) though only the %s closed", r.who, r.err, what)
+						}
+						delete(want, r.who)
+						if !errors.Is(r.err, uverbs.ErrClosed) {
+							t.Errorf("%s after %s.Close = %v, want ErrClosed", r.who, what, r.err)
+						}
+					case <-time.After(5 * time.Second):
+						t.Fatalf("still parked 5s after %s.Close: %v", what, want)
+					}
+				}
+			}
+			collect(len(want))
+			if what != "Context" {
+				n := 3 - map[string]int{"CQ": 1, "CompChannel": 2}[what]
+				for _, w := range []string{"CQ.Wait", "CompChannel.Wait", "NextAsyncEvent"} {
+					want[w] = true
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				collect(n)
+			}
+			if err := cq.Close(); err != nil {
+				t.Errorf("CQ.Close after everything: %v", err)
+			}
+			if err := ch.Close(); err != nil {
+				t.Errorf("CompChannel.Close after everything: %v", err)
+			}
+		})
+	}
+}
+
+// TestOneConsumerPerEvent: an event consumed by CQ.Wait is not returned by
+// CompChannel.Wait; an event queued for CompChannel.Wait is not returned
+// after the channel closed.
+func TestOneConsumerPerEvent(t *testing.T) {
+	d, dev := newModel(t, nil, model.Options{})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	ch, err := n.ctx.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq := n.cq(32, ch)
+	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+	connect(t, a, b.QPN(), grhTo(d))
+	connect(t, b, a.QPN(), grhTo(d))
+	write := func(id uint64) {
+		t.Helper()
+		if _, err := a.PostSend([]uverbs.SendWR{{ID: id, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: n.addr(8192), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// CQ.Wait parks (armed), the write's event goes to it.
+	done := make(chan error, 1)
+	go func() {
+		wc := make([]uverbs.WorkCompletion, 1)
+		m, err := cq.Wait(context.Background(), wc)
+		if err == nil && (m != 1 || wc[0].ID != 1) {
+			err = fmt.Errorf("CQ.Wait got %d: %+v", m, wc[0])
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	write(1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if got, err := ch.Wait(wctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("CompChannel.Wait after CQ.Wait consumed the event: %v, %v; want a timeout", got, err)
+	}
+	// Now an event for CompChannel.Wait, left unread, then the channel closes.
+	if err := cq.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	write(2)
+	poll(t, cq, 1)
+	for deadline := time.Now().Add(5 * time.Second); cq.Events() < 2; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the second event never arrived (%d events)", cq.Events())
+		}
+	}
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := ch.Wait(context.Background()); got != nil || !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("CompChannel.Wait after Close = %v, %v; want ErrClosed", got, err)
 	}
 }
