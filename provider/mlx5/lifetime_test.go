@@ -3,8 +3,8 @@ package mlx5_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
