@@ -73,7 +73,10 @@ func (ch *CompChannel) Fd() int { return ch.fd }
 // Wait returns the next CQ that had a completion event, waiting until one
 // comes or ctx is done. The event is acknowledged; arm the CQ again
 // (ReqNotify) before polling it empty, or use CQ.Wait, which does it all.
+//
+// If the device is removed, Wait returns an error wrapping ENODEV.
 func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+	ch.ctx.watchDevice()
 	ch.start.Do(func() { go ch.dispatch() })
 	for {
 		if err := ch.waitClosed(); err != nil {
@@ -94,6 +97,8 @@ func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
 		case <-ch.sig:
 		case <-ch.closed():
 		case <-ch.ctx.dead:
+		case <-ch.ctx.lostCh:
+			return nil, ch.ctx.lostError("CompChannel.Wait")
 		case <-ch.stopped:
 			if err := ch.waitClosed(); err != nil {
 				return nil, err

@@ -54,11 +54,19 @@ type Context struct {
 	channels   sync.Map // *CompChannel → struct{}, closed with the context
 	events     asyncEvents
 	dead       chan struct{} // closed by Close: waiters select on it
-	netdevMu   sync.Mutex
-	netdevs    netdevNames // interface index → name, for GID entries
-	closed     atomic.Bool
-	teardown   atomic.Bool // Close is destroying the objects left open
-	rec        atomic.Pointer[Recorder]
+
+	watchMu      sync.Mutex // guards watch
+	watchStarted atomic.Bool
+	watch        *os.File      // inotify on the device node's directory
+	lost         atomic.Bool   // the device node was deleted
+	lostOnce     sync.Once     // closes lostCh
+	lostCh       chan struct{} // closed when the device is lost
+	fatalSent    atomic.Bool   // NextAsyncEvent returned EventDeviceFatal
+	netdevMu     sync.Mutex
+	netdevs      netdevNames // interface index → name, for GID entries
+	closed       atomic.Bool
+	teardown     atomic.Bool // Close is destroying the objects left open
+	rec          atomic.Pointer[Recorder]
 }
 
 // Open opens d: GET_CONTEXT with its provider's driver data, then the
@@ -75,7 +83,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
 	f.SetPolicy(o.Transport)
-	c := &Context{dev: d, file: f, dead: make(chan struct{})}
+	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{})}
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()
@@ -259,6 +267,9 @@ func (c *Context) Close() (err error) {
 		if err := c.async.Close(); err != nil && first == nil {
 			first = err
 		}
+	}
+	if err := c.stopWatch(); err != nil && first == nil {
+		first = err
 	}
 	if err := c.file.Close(); err != nil && first == nil {
 		first = err

@@ -172,7 +172,8 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // CompChannel.Wait does not return the CQ for them, and an event already
 // queued for CompChannel.Wait is taken over by Wait. Close of the CQ, of
 // its channel or of the Context wakes Wait, which then returns an error
-// for which errors.Is(err, ErrClosed) holds.
+// for which errors.Is(err, ErrClosed) holds. If the device is removed, Wait
+// returns the completions still there, then an error wrapping ENODEV.
 func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	ch := cq.channel
 	if ch == nil {
@@ -180,6 +181,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	}
 	cq.waiters.Add(1)
 	defer cq.waiters.Add(-1)
+	cq.ctx.watchDevice()
 	ch.start.Do(func() { go ch.dispatch() })
 	if ch.unqueue(cq) {
 		cq.armed.Store(false) // the queued event is ours: the CQ is disarmed
@@ -210,6 +212,11 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 			}
 			return 0, opError("CQ.Wait", cq.ctx.dev.Name, abi.TransportNone, ch.err)
 		case <-cq.ctx.dead:
+		case <-cq.ctx.lostCh:
+			if n, err := cq.Poll(wc); n > 0 || err != nil {
+				return n, err
+			}
+			return 0, cq.ctx.lostError("CQ.Wait")
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}

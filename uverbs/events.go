@@ -85,16 +85,24 @@ type asyncEvents struct {
 // queued (in the reader's channel, then in the kernel) until the Context
 // closes. Close wakes every caller, which then returns an error for which
 // errors.Is(err, ErrClosed) holds, as does every call after Close.
+//
+// When the device is removed, every caller waiting then, and the first
+// caller after, gets an EventDeviceFatal event (from the kernel, or
+// made by goverbs for drivers whose removal is silent: rxe, siw; see
+// devwatch.go); later calls return an error wrapping ENODEV. Close the
+// Context then: the device's removal waits for it.
 func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if c.closed.Load() {
 		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
 	}
+	c.watchDevice()
 	a := &c.events
 	a.start.Do(func() {
 		a.ch = make(chan AsyncEvent, 64)
 		a.done = make(chan struct{})
 		go c.readAsyncEvents()
 	})
+	parked := !c.lost.Load() // a caller waiting when the device goes gets the event
 	select {
 	case ev := <-a.ch:
 		return ev, nil
@@ -107,6 +115,16 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
 	case <-c.dead:
 		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
+	case <-c.lostCh:
+		select {
+		case ev := <-a.ch: // what the kernel said before comes first
+			return ev, nil
+		default:
+		}
+		if c.fatalSent.Swap(true) && !parked {
+			return AsyncEvent{}, c.lostError("NextAsyncEvent")
+		}
+		return AsyncEvent{Type: EventDeviceFatal}, nil
 	case <-ctx.Done():
 		return AsyncEvent{}, ctx.Err()
 	}
