@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/kernel"
 	"golang.org/x/sys/unix"
@@ -71,8 +72,7 @@ var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
 // number to since.
 type File struct {
 	fd       int
-	state    atomic.Uint64 // fdClosed | number of syscalls in flight
-	drained  chan struct{} // closed by the last release after Close
+	state    atomic.Uint64 // fdClosed | syscalls made through a reference | references held
 	k        kernel.Kernel
 	path     string
 	driverID uint32
@@ -81,33 +81,35 @@ type File struct {
 	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
 	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
-	syscalls atomic.Uint64
+	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)
 	mappings atomic.Uint64 // the mmap and munmap calls among syscalls
 }
 
-// fdClosed is File.state's closed bit; the bits below count references.
-const fdClosed = 1 << 63
+// File.state: bit 63 is the closed bit, bits 20-62 count the syscalls
+// made with a reference, bits 0-19 count the references held (one per
+// syscall in flight). One atomic add takes a reference and counts the
+// syscall, one drops it: the doorbell's whole bookkeeping.
+const (
+	fdClosed  = 1 << 63
+	refBits   = 20
+	refMask   = 1<<refBits - 1
+	oneCall   = 1 << refBits
+	callsMask = fdClosed - 1 - refMask
+)
 
-// acquire takes a reference for one syscall on f.fd; it fails once Close
-// has begun. Every successful acquire is paired with a release.
+// acquire takes a reference for one syscall on f.fd and counts the
+// syscall; it fails once Close has begun. Every successful acquire is
+// paired with a release.
 func (f *File) acquire() bool {
-	for {
-		s := f.state.Load()
-		if s&fdClosed != 0 {
-			return false
-		}
-		if f.state.CompareAndSwap(s, s+1) {
-			return true
-		}
+	if f.state.Add(oneCall+1)&fdClosed != 0 {
+		f.state.Add(^uint64(oneCall)) // undo both: -(oneCall+1)
+		return false
 	}
+	return true
 }
 
-// release drops a reference; the last one after Close lets Close go on.
-func (f *File) release() {
-	if f.state.Add(^uint64(0)) == fdClosed {
-		close(f.drained)
-	}
-}
+// release drops a reference.
+func (f *File) release() { f.state.Add(^uint64(0)) }
 
 // Closed reports whether Close has been called.
 func (f *File) Closed() bool { return f.state.Load()&fdClosed != 0 }
@@ -120,7 +122,7 @@ func keyOf(object, method uint16) ioctlKey { return ioctlKey(object)<<16 | ioctl
 // RDMA driver id (from netlink); every ioctl header carries it, and the
 // kernel rejects a wrong one with EINVAL.
 func Open(path string, driverID uint32) (*File, error) {
-	f := &File{path: path, driverID: driverID, drained: make(chan struct{})}
+	f := &File{path: path, driverID: driverID}
 	if open, ok := kernel.LookupFake(path); ok {
 		fd, k, err := open()
 		if err != nil {
@@ -148,7 +150,9 @@ func (f *File) DriverID() uint32 { return f.driverID }
 func (f *File) Fd() int { return f.fd }
 
 // Syscalls is the number of syscalls made through this file so far.
-func (f *File) Syscalls() uint64 { return f.syscalls.Load() }
+func (f *File) Syscalls() uint64 {
+	return (f.state.Load()&callsMask)>>refBits + f.syscalls.Load()
+}
 
 // Mappings is how many of Syscalls were mmap or munmap calls (queue and
 // doorbell-page mappings); the rest are commands and doorbell writes.
@@ -199,7 +203,6 @@ func (f *File) Write(p []byte) error {
 	if !f.acquire() {
 		return ErrClosed
 	}
-	f.syscalls.Add(1)
 	n, err := f.k.Write(f.fd, p)
 	f.release()
 	if err != nil {
@@ -219,7 +222,6 @@ func (f *File) Doorbell(p []byte) error {
 	if !f.acquire() {
 		return ErrClosed
 	}
-	f.syscalls.Add(1)
 	n, err := f.k.Doorbell(f.fd, p)
 	f.release()
 	if err != nil {
@@ -238,7 +240,6 @@ func (f *File) Mmap(offset int64, length int) ([]byte, error) {
 		return nil, ErrClosed
 	}
 	defer f.release()
-	f.syscalls.Add(1)
 	f.mappings.Add(1)
 	return f.k.Mmap(f.fd, offset, length)
 }
@@ -256,19 +257,15 @@ func (f *File) Munmap(b []byte) error {
 // ErrClosed from now on; Close waits for the syscalls in flight to return,
 // then closes the descriptor. It is idempotent.
 func (f *File) Close() error {
-	for {
-		s := f.state.Load()
-		if s&fdClosed != 0 {
-			return nil
-		}
-		if f.state.CompareAndSwap(s, s|fdClosed) {
-			if s != 0 {
-				<-f.drained
-			}
-			f.syscalls.Add(1)
-			return f.k.Close(f.fd)
-		}
+	if f.state.Or(fdClosed)&fdClosed != 0 {
+		return nil
 	}
+	// Wait for the syscalls in flight (a doorbell, a command: short).
+	for f.state.Load()&refMask != 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
+	f.syscalls.Add(1)
+	return f.k.Close(f.fd)
 }
 
 // kernelBuf returns n zeroed bytes on the heap. Any buffer whose address is

@@ -251,7 +251,6 @@ func (f *File) Ioctl(b *Ioctl) error {
 	if !f.acquire() {
 		return ErrClosed
 	}
-	f.syscalls.Add(1)
 	err := f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
 	f.release()
 	b.buf = buf
