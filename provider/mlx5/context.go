@@ -104,6 +104,33 @@ type context struct {
 	nextUidx uint32   // next user index to try (CQE version 1)
 	closed   bool
 	rsc      rscTable
+	// live holds the CQs, QPs and SRQs not closed yet: Close closes them
+	// before it unmaps the doorbell pages their fast paths write to.
+	live map[closer]struct{}
+}
+
+// closer is a CQ, QP or SRQ of the context.
+type closer interface{ Close() error }
+
+// track registers a new object; it fails if the context is closed.
+func (c *context) track(o closer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("mlx5: the context is %w", provider.ErrClosed)
+	}
+	if c.live == nil {
+		c.live = map[closer]struct{}{}
+	}
+	c.live[o] = struct{}{}
+	return nil
+}
+
+// forget unregisters an object that is closing.
+func (c *context) forget(o closer) {
+	c.mu.Lock()
+	delete(c.live, o)
+	c.mu.Unlock()
 }
 
 // getContext runs GET_CONTEXT with the ucontext request, retrying as
@@ -162,15 +189,35 @@ func isGone(err error) bool {
 	return errors.Is(err, os.ErrClosed) || errors.Is(err, errNoDevice)
 }
 
-// Close unmaps the UAR pages. The kernel destroys the UAR objects with the
+// Close closes every CQ, QP and SRQ still open (their fast paths then
+// return errors wrapping provider.ErrClosed and touch no memory), then
+// unmaps the UAR pages. The kernel destroys the UAR objects with the
 // context, so none is destroyed here.
 func (c *context) Close() error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	c.closed = true
+	objs := make([]closer, 0, len(c.live))
+	for o := range c.live {
+		objs = append(objs, o)
+	}
+	c.mu.Unlock()
+	// QPs first: closing one cleans its CQs, which must still be open.
+	for _, o := range objs {
+		if _, ok := o.(*qp); ok {
+			o.Close()
+		}
+	}
+	for _, o := range objs {
+		if _, ok := o.(*qp); !ok {
+			o.Close()
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var first error
 	for _, m := range c.maps {
 		if err := c.f.Munmap(m); err != nil && first == nil {

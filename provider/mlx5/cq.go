@@ -27,10 +27,11 @@ type cq struct {
 	dbrec   int    // offset of the doorbell record in mem
 	cqn     uint32
 
-	mu    sync.Mutex
-	ci    uint32 // consumer index, free running
-	armSN uint32 // arm sequence number: events consumed
-	stray uint64 // CQEs that named no live QP or SRQ (skipped)
+	mu     sync.Mutex
+	closed bool   // Close ran: the ring is unmapped, nothing may read it
+	ci     uint32 // consumer index, free running
+	armSN  uint32 // arm sequence number: events consumed
+	stray  uint64 // CQEs that named no live QP or SRQ (skipped)
 }
 
 // cqSetup is a CREATE_CQ in progress.
@@ -91,6 +92,10 @@ func (s *cqSetup) Complete(c provider.CQCreated) (provider.CQ, error) {
 		return nil, fmt.Errorf("mlx5: CreateCQ: the kernel made %d entries, the ring has %d", c.CQE+1, 1<<q.log)
 	}
 	q.cqn = s.out.Cqn
+	if err := q.ctx.track(q); err != nil {
+		q.mem.Close()
+		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
+	}
 	return q, nil
 }
 
@@ -156,6 +161,9 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
+	}
 	oldMask, newMask := uint32(1)<<q.log-1, uint32(1)<<s.log-1
 	nb := s.mem.Bytes()
 	i := q.ci
@@ -189,6 +197,11 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 func (q *cq) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return nil
+	}
+	q.closed = true
+	q.ctx.forget(q)
 	err := q.mem.Close()
 	if q.dbMem != q.mem {
 		if e := q.dbMem.Close(); err == nil {
@@ -203,6 +216,10 @@ func (q *cq) Close() error {
 // one 64-bit store to the CQ doorbell of the context's UAR. No syscall.
 func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return errCQClosed
+	}
 	cmd := uint32(0)
 	if solicitedOnly {
 		cmd = cqArmSol
@@ -231,6 +248,10 @@ func (q *cq) Event() {
 // goes to the doorbell record once per call.
 func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return 0, errCQClosed
+	}
 	n := 0
 	var err error
 	start := q.ci
@@ -261,4 +282,79 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	}
 	q.mu.Unlock()
 	return n, err
+}
+
+// clean removes from the CQ every CQE not yet polled whose key (user index
+// with CQE version 1, QP number with version 0) is key: the CQEs of a QP
+// that was reset or destroyed, which must not complete the WQEs of its next
+// life or be reported after its end. The CQEs that stay move up over the
+// removed ones, keeping their order and the owner bits of the slots they
+// land in, and the consumer index moves past the freed slots. A removed
+// receive CQE of a QP fed by s gives its WQE back to s's free list.
+// The device writes no more CQEs for the QP (it is in RESET, or gone), so
+// only CQEs already written are looked at; new ones of other QPs may land
+// beyond them meanwhile. This is what rdma-core's __mlx5_cq_clean does.
+func (q *cq) clean(key uint32, s *srq) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		return
+	}
+	n := uint32(1) << q.log
+	mask := n - 1
+	slot := func(i uint32) []byte {
+		off := int(i&mask) * q.cqeSize
+		return q.buf[off : off+q.cqeSize : off+q.cqeSize]
+	}
+	end := q.ci
+	for end-q.ci < n {
+		op := slot(end)[q.cqeSize-cqe64Size+cqeOpOwn]
+		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (end>>q.log)&1 || op>>4 == cqeResize {
+			break
+		}
+		end++
+	}
+	if end == q.ci {
+		return
+	}
+	doorbell.FromDevice()
+	v1 := q.ctx.cqeVersion == 1
+	freed := uint32(0)
+	for i := end; i != q.ci; {
+		i--
+		src := slot(i)
+		e := src[q.cqeSize-cqe64Size:]
+		k := be.Uint32(e[cqeSopDropQpn:]) & 0xffffff
+		if v1 {
+			k = be.Uint32(e[cqeSrqnUidx:]) & 0xffffff
+		}
+		if k == key {
+			if s != nil && isResponder(e[cqeOpOwn]>>4) {
+				s.retire(be.Uint16(e[cqeWqeCounter:]))
+			}
+			freed++
+			continue
+		}
+		if freed > 0 {
+			dst := slot(i + freed)
+			own := dst[q.cqeSize-cqe64Size+cqeOpOwn] & cqeOwnerMask
+			copy(dst, src)
+			dst[q.cqeSize-cqe64Size+cqeOpOwn] = dst[q.cqeSize-cqe64Size+cqeOpOwn]&^cqeOwnerMask | own
+		}
+	}
+	if freed == 0 {
+		return
+	}
+	q.ci += freed
+	doorbell.ToDevice()
+	doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+}
+
+// isResponder reports whether a CQE opcode is a receive's.
+func isResponder(op uint8) bool {
+	switch op {
+	case cqeRespWrImm, cqeRespSend, cqeRespSendIm, cqeRespSendIv, cqeRespErr:
+		return true
+	}
+	return false
 }

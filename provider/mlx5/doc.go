@@ -69,9 +69,24 @@
 // # Not implemented
 //
 // LOCAL_INV and BIND_MW work requests, memory windows' fast
-// path, XRC, DC, raw packet QPs, CQE compression, and cleaning a CQ of a
-// reset or destroyed QP's completions (such CQEs are skipped when their
-// user index names no QP).
+// path, XRC, DC, raw packet QPs, CQE compression.
+//
+// # Reset, destroy and close
+//
+// A QP moved to RESET (Modified) or destroyed (Close) has its CQEs not yet
+// polled removed from its send and receive CQs, as rdma-core's
+// __mlx5_cq_clean does: the CQEs that stay keep their order, and a removed
+// receive CQE of a QP fed by an SRQ gives its WQE back to the SRQ. With CQE
+// version 1 a responder CQE names the QP's user index even for a receive
+// through a (basic) SRQ, and the SRQ is the QP's. So a reset QP's old
+// flushes never complete the receives of its next life, and a destroyed
+// QP leaks no SRQ WQE. A CQE that still names no live QP is skipped.
+//
+// Close of a CQ, QP or SRQ, and the context's Close (which closes every
+// one still open before it unmaps the doorbell pages), wait for a fast-path
+// call in progress on that object (each holds the object's mutex) and make
+// every later one return an error wrapping provider.ErrClosed, without
+// touching the released memory.
 //
 // # Tests
 //

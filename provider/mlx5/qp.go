@@ -10,7 +10,6 @@ import (
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
-	"golang.org/x/sys/unix"
 )
 
 // maxWQEBytes is the largest send WQE the DS field (6 bits of 16-byte
@@ -48,8 +47,9 @@ func (s *sendQueue) retire(counter uint16) (uint64, provider.WCOpcode, bool) {
 		return 0, 0, false
 	}
 	i := uint32(counter) & (s.cnt - 1)
-	s.tail.Store(s.next[i])
-	return s.wrid[i], s.op[i], true
+	id, op := s.wrid[i], s.op[i]
+	s.tail.Store(s.next[i]) // after the reads: PostSend may reuse the slot from here on
+	return id, op, true
 }
 
 // recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
@@ -74,8 +74,9 @@ func (r *recvQueue) retire() (uint64, bool) {
 	if t == head {
 		return 0, false
 	}
-	r.tail.Store(t + 1)
-	return r.wrid[t&(r.cnt-1)], true
+	id := r.wrid[t&(r.cnt-1)]
+	r.tail.Store(t + 1) // after the read: PostRecv may reuse the slot from here on
+	return id, true
 }
 
 // qp is a queue pair: one buffer holding the receive ring then the send
@@ -90,6 +91,8 @@ type qp struct {
 	key   uint32 // the resource table key: uidx, or qpn with CQE version 0
 	bf    *bfreg
 	srq   *srq
+	scq   *cq // the CQs whose CQEs name this QP: cleaned on RESET and Close
+	rcq   *cq
 	state atomic.Uint32 // provider.QPState
 
 	sqMu     sync.Mutex
@@ -145,11 +148,12 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		}
 		q.srq = s
 	}
-	for _, pc := range []provider.CQ{a.SendCQ, a.RecvCQ} {
-		if _, ok := pc.(*cq); !ok {
-			return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the CQs must be mlx5 CQs"))
-		}
+	scq, ok1 := a.SendCQ.(*cq)
+	rcq, ok2 := a.RecvCQ.(*cq)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the CQs must be mlx5 CQs"))
 	}
+	q.scq, q.rcq = scq, rcq
 
 	// Send ring.
 	limit := uint32(maxWQEBytes)
@@ -262,6 +266,10 @@ func (s *qpSetup) Complete(c provider.QPCreated) (provider.QP, error) {
 		q.key = q.qpn
 		q.ctx.rsc.set(q.key, &rsc{qp: q})
 	}
+	if err := q.ctx.track(q); err != nil {
+		s.Abort()
+		return nil, err
+	}
 	return q, nil
 }
 
@@ -280,7 +288,11 @@ func (q *qp) release() {
 	q.mem.Close()
 }
 
-// Close releases the QP's memory, after the kernel QP is destroyed.
+// Close releases the QP's memory, after the kernel QP is destroyed: its
+// CQEs not yet polled are removed from its CQs (receive CQEs through an SRQ
+// give their WQEs back to it), then its user index, doorbell register and
+// rings are released. PostSend and PostRecv after Close return an error
+// wrapping provider.ErrClosed.
 func (q *qp) Close() error {
 	q.sqMu.Lock()
 	q.rqMu.Lock()
@@ -289,16 +301,37 @@ func (q *qp) Close() error {
 	if q.closed.Swap(true) {
 		return nil
 	}
+	q.cleanCQs()
+	q.ctx.forget(q)
 	q.release()
 	return nil
 }
 
+// cleanCQs removes the QP's CQEs from its receive CQ (returning the SRQ
+// WQEs they hold) and from its send CQ, as rdma-core does on RESET and
+// destroy. A QP without a key (never completed) has none.
+func (q *qp) cleanCQs() {
+	if q.key == 0 {
+		return
+	}
+	if q.rcq != nil {
+		q.rcq.clean(q.key, q.srq)
+	}
+	if q.scq != nil && q.scq != q.rcq {
+		q.scq.clean(q.key, nil)
+	}
+}
+
 // Modified records the QP's state after MODIFY_QP. A QP moved to RESET
-// starts over with empty rings, as the device's does.
+// starts over with empty rings, as the device's does, and its CQEs still
+// in its CQs are removed (they belong to its previous life).
 func (q *qp) Modified(st provider.QPState) {
 	if st == provider.QPStateReset {
 		q.sqMu.Lock()
 		q.rqMu.Lock()
+		if !q.closed.Load() {
+			q.cleanCQs()
+		}
 		q.sq.head = 0
 		q.sq.pub.Store(0)
 		q.sq.tail.Store(0)
@@ -326,7 +359,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	q.sqMu.Lock()
 	defer q.sqMu.Unlock()
 	if q.closed.Load() {
-		return 0, &wrError{verb: "PostSend", index: 0, err: unix.EBADF}
+		return 0, &wrError{verb: "PostSend", index: 0, err: provider.ErrClosed}
 	}
 	switch st := provider.QPState(q.state.Load()); st {
 	case provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR:
@@ -390,7 +423,7 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
 	q.rqMu.Lock()
 	defer q.rqMu.Unlock()
 	if q.closed.Load() {
-		return 0, &wrError{verb: "PostRecv", index: 0, err: unix.EBADF}
+		return 0, &wrError{verb: "PostRecv", index: 0, err: provider.ErrClosed}
 	}
 	if st := provider.QPState(q.state.Load()); st == provider.QPStateReset {
 		return 0, &wrError{verb: "PostRecv", index: 0, err: invalid("the QP is in state RESET")}

@@ -9,7 +9,6 @@ import (
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
-	"golang.org/x/sys/unix"
 )
 
 // srq is a shared receive queue: WQEs linked into a free list through their
@@ -90,6 +89,10 @@ func (st *srqSetup) Udata() (in, out []byte) { return st.ib, st.ob }
 func (st *srqSetup) Complete(c provider.SRQCreated) (provider.SRQ, error) {
 	copy(abi.Bytes(&st.out), st.ob)
 	st.s.srqn = st.out.Srqn
+	if err := st.s.ctx.track(st.s); err != nil {
+		st.s.release()
+		return nil, fmt.Errorf("mlx5: CreateSRQ: %w", err)
+	}
 	return st.s, nil
 }
 
@@ -111,6 +114,7 @@ func (s *srq) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.ctx.forget(s)
 	s.release()
 	return nil
 }
@@ -139,7 +143,7 @@ func (s *srq) PostRecv(wrs []provider.RecvWR) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return 0, &wrError{verb: "PostSRQRecv", index: 0, err: unix.EBADF}
+		return 0, &wrError{verb: "PostSRQRecv", index: 0, err: provider.ErrClosed}
 	}
 	for i := range wrs {
 		err := checkRecv(&wrs[i], s.maxSGE)

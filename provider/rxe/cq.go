@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
@@ -34,7 +36,9 @@ func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 			if err != nil {
 				return nil, err
 			}
-			return &CQ{c: c, handle: cr.Handle, q: q, head: q.cons.Load() & q.mask}, nil
+			cq := &CQ{c: c, handle: cr.Handle}
+			cq.st.Store(newCQState(q))
+			return cq, nil
 		},
 	}, nil
 }
@@ -43,32 +47,48 @@ func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 // (at the start of each slot, whose size the queue header gives: 128 bytes
 // on 6.1) and user space consumes them.
 //
-// Poll has a single caller at a time (one poller per CQ) and must not run
-// concurrently with Resize or Close; Arm may run from any goroutine.
+// Poll has a single caller at a time (one poller per CQ). It may run
+// concurrently with Close and Resize, from any goroutine: it never reads
+// memory they released (see retire), and after Close it returns an error
+// wrapping provider.ErrClosed. Arm may run from any goroutine.
 type CQ struct {
 	c      *Context
 	handle uint32
-	q      *queue
-	head   uint32 // consumer index (masked), owned by the poller
+	st     atomic.Pointer[cqState] // the current queue, or why there is none
 
 	mu sync.Mutex // serializes Resize and Close
 }
 
+// cqState is what Poll works on: the mapped queue and its consumer index,
+// or (q nil) the error every Poll returns.
+type cqState struct {
+	q    *queue
+	head uint32 // consumer index (masked), owned by the poller
+	err  error
+}
+
 var _ provider.CQ = (*CQ)(nil)
 
-// errCQClosed reports a poll of a closed or failed-resize CQ.
-var errCQClosed = errors.New("rxe: completion queue is not mapped (closed, or a resize failed to remap it)")
+// errCQClosed reports a poll of a closed CQ.
+var errCQClosed = fmt.Errorf("rxe: completion queue: %w", provider.ErrClosed)
+
+func newCQState(q *queue) *cqState { return &cqState{q: q, head: q.cons.Load() & q.mask} }
 
 // Poll copies up to len(wc) completions out of the queue: one load-acquire
 // of the producer index, the entries, one store-release of the consumer
-// index. It allocates nothing and makes no syscall.
+// index. It allocates nothing, makes no syscall and takes no lock: a
+// concurrent Close or Resize swaps the state and retires the old queue's
+// mapping (replaced by a copy, unmapped once no Poll can hold it), so the
+// entries read are real ones; Poll publishes them only if its state is
+// still current.
 func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
-	q := cq.q
-	if q == nil || q.mem == nil {
-		return 0, errCQClosed
+	s := cq.st.Load()
+	q := s.q
+	if q == nil {
+		return 0, s.err
 	}
 	prod := q.prod.Load() & q.mask // acquire: the entries before prod are complete
-	head := cq.head
+	head := s.head
 	n := 0
 	for n < len(wc) && head != prod {
 		toWC(&wc[n], q.wc(head))
@@ -76,9 +96,19 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		n++
 	}
 	if n > 0 {
-		cq.head = head
+		if cq.st.Load() != s {
+			// Closed, or resized: the kernel moved the unpolled
+			// entries to the new queue; read them there next time.
+			runtime.KeepAlive(q)
+			if cur := cq.st.Load(); cur.q == nil {
+				return 0, cur.err
+			}
+			return 0, nil
+		}
+		s.head = head
 		q.cons.Store(head) // release: the kernel may reuse the slots
 	}
+	runtime.KeepAlive(q) // q's mapping stays until q is unreachable (retire)
 	return n, nil
 }
 
@@ -122,6 +152,9 @@ func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 // Arm asks the kernel (REQ_NOTIFY_CQ) for one completion event on the next
 // completion, or the next solicited one.
 func (cq *CQ) Arm(solicitedOnly bool) error {
+	if s := cq.st.Load(); s.q == nil {
+		return s.err
+	}
 	return cq.c.k.ReqNotifyCQ(cq.handle, solicitedOnly)
 }
 
@@ -130,8 +163,10 @@ func (cq *CQ) Event() {}
 
 // Resize prepares RESIZE_CQ: the kernel copies the unpolled entries into a
 // new queue and answers with its mmap info (struct rxe_resize_cq_resp);
-// Complete unmaps the old queue and maps the new one. It must not run
-// concurrently with Poll.
+// Complete maps the new queue, makes it current and retires the old one.
+// If the new queue cannot be mapped, the kernel has switched to it all the
+// same: Poll then returns that error (the CQ is not silently dead) until a
+// later Resize maps a queue again.
 func (cq *CQ) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 	if cqe <= 0 {
 		return nil, fmt.Errorf("rxe: resize CQ to %d entries: %w", cqe, errInvalid)
@@ -143,28 +178,41 @@ func (cq *CQ) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 			copy(abi.Bytes(&resp), out)
 			cq.mu.Lock()
 			defer cq.mu.Unlock()
-			// The old mapping keeps the old buffer alive in the kernel
-			// until it is unmapped; nothing reads it any more.
-			old := cq.q
-			cq.q = nil
-			if err := old.close(); err != nil {
-				return struct{}{}, err
+			old := cq.st.Load()
+			if old.q == nil && errors.Is(old.err, provider.ErrClosed) {
+				return struct{}{}, errCQClosed
 			}
 			q, err := mapQueue(cq.c.f, "completion", resp.Mi, wcSize)
 			if err != nil {
-				return struct{}{}, err
+				err = fmt.Errorf("rxe: CQ resized by the kernel, but its new queue cannot be mapped (resize again, or close it): %w", err)
+				cq.st.Store(&cqState{err: err})
+			} else {
+				cq.st.Store(newCQState(q))
 			}
-			cq.q, cq.head = q, q.cons.Load()&q.mask
-			return struct{}{}, nil
+			// The old mapping keeps the old buffer alive in the kernel
+			// until it is unmapped; nothing reads it any more but a Poll
+			// already running, which sees its state replaced.
+			if old.q != nil {
+				old.q.retire()
+			}
+			return struct{}{}, err
 		},
 	}, nil
 }
 
-// Close unmaps the queue; uverbs calls it after the kernel CQ is destroyed.
+// Close retires the queue; uverbs calls it after the kernel CQ is
+// destroyed. A Poll running meanwhile finishes on a copy of the queue and
+// returns ErrClosed; every later Poll and Arm returns ErrClosed.
 func (cq *CQ) Close() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
-	q := cq.q
-	cq.q = nil
-	return q.close()
+	old := cq.st.Load()
+	if old.q == nil && errors.Is(old.err, provider.ErrClosed) {
+		return nil
+	}
+	cq.st.Store(&cqState{err: errCQClosed})
+	if old.q != nil {
+		return old.q.retire()
+	}
+	return nil
 }

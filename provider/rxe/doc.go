@@ -50,8 +50,15 @@
 // PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for
 // concurrent use: each queue has a mutex, held while the list is checked
 // and copied into the queue (not across the doorbell write). One goroutine
-// polls a CQ at a time; Poll must not run concurrently with the CQ's Resize
-// or Close.
+// polls a CQ at a time; Poll takes no lock and may run concurrently with the
+// CQ's Resize and Close: they replace the CQ's state atomically and retire
+// the old queue by moving a private copy of it over its mapping (mremap),
+// so a Poll in flight reads real entries, never unmapped memory, and
+// publishes nothing if its state was replaced; the copy is unmapped once no
+// Poll can hold it (runtime.AddCleanup). Every fast-path method of a closed
+// object returns an error wrapping provider.ErrClosed. A resize whose new
+// queue cannot be mapped leaves Poll returning that error until another
+// resize succeeds.
 //
 // # What the kernel reads, and differences from librxe
 //

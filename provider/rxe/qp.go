@@ -115,17 +115,18 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	if st := qp.State(); st < provider.QPStateRTS {
-		return 0, &WRError{Op: "PostSend", Index: 0, Opcode: wrs[0].Opcode,
-			Cause: fmt.Sprintf("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st),
-			Err:   unix.EINVAL}
-	}
 	sq := &qp.sq
 	sq.mu.Lock()
 	q := sq.q
 	if q == nil || q.mem == nil {
 		sq.mu.Unlock()
-		return 0, &WRError{Op: "PostSend", Opcode: wrs[0].Opcode, Cause: "the QP is closed", Err: unix.EINVAL}
+		return 0, &WRError{Op: "PostSend", Opcode: wrs[0].Opcode, Cause: "the QP is closed", Err: provider.ErrClosed}
+	}
+	if st := qp.State(); st < provider.QPStateRTS {
+		sq.mu.Unlock()
+		return 0, &WRError{Op: "PostSend", Index: 0, Opcode: wrs[0].Opcode,
+			Cause: fmt.Sprintf("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st),
+			Err:   unix.EINVAL}
 	}
 	for i := range wrs {
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
@@ -409,7 +410,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	defer rq.mu.Unlock()
 	q := rq.q
 	if q == nil || q.mem == nil {
-		return 0, &WRError{Op: op, Recv: true, Cause: "the queue is closed", Err: unix.EINVAL}
+		return 0, &WRError{Op: op, Recv: true, Cause: "the queue is closed", Err: provider.ErrClosed}
 	}
 	for i := range wrs {
 		if n := uint32(len(wrs[i].SGL)); n > rq.maxSGE {

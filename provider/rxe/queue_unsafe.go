@@ -2,10 +2,12 @@ package rxe
 
 import (
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
+	"golang.org/x/sys/unix"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -144,6 +146,47 @@ func (q *queue) close() error {
 		return fmt.Errorf("rxe: unmapping a queue of %d bytes: %w", len(mem), err)
 	}
 	return nil
+}
+
+// retire releases a mapped queue that a lock-free reader (CQ.Poll) may
+// still be reading: the mapping of the command file is replaced, in place
+// and atomically (mremap of an anonymous copy over it), by private memory
+// holding the same bytes, so the kernel's file and queue are released now,
+// a reader in flight reads what it would have read, and nothing faults. The
+// copy is unmapped once q is unreachable (runtime.AddCleanup): a reader
+// keeps q alive (runtime.KeepAlive) for as long as it reads. If the copy
+// cannot be made, the file mapping itself stays until then.
+func (q *queue) retire() error {
+	if q == nil || q.mem == nil {
+		return nil
+	}
+	mem := q.mem
+	n := uintptr(len(mem))
+	dst := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
+	tmp, _, e := unix.Syscall6(unix.SYS_MMAP, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
+	var err error
+	if e == 0 {
+		p := *(*unsafe.Pointer)(unsafe.Pointer(&tmp)) // memory outside the Go heap, as in userBytes
+		copy(unsafe.Slice((*byte)(p), len(mem)), mem)
+		if _, _, e = unix.Syscall6(unix.SYS_MREMAP, tmp, n, n, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED, dst, 0); e != 0 {
+			unix.Syscall(unix.SYS_MUNMAP, tmp, n, 0)
+		}
+	}
+	if e != 0 {
+		err = fmt.Errorf("rxe: replacing a retired queue's mapping by a copy: %w (the mapping stays until the queue is collected)", e)
+	}
+	if q.f != nil {
+		runtime.AddCleanup(q, func(r retired) { r.f.Munmap(r.mem) }, retired{q.f, mem})
+	}
+	return err
+}
+
+// retired is what the cleanup of a retired queue unmaps: the private copy,
+// through the command file for a file mapping left in place (and for the
+// tests' fakes, which own the memory and unmap nothing themselves).
+type retired struct {
+	f   *abi.File
+	mem []byte
 }
 
 // userBytes views n bytes of this process at addr: the bytes an inline send's

@@ -202,10 +202,15 @@ type recvSlot struct {
 	srq     *msrq
 }
 
+// respKey is what a responder CQE carries in srqn_uidx, as ConnectX writes
+// it: with CQE version 1 the user index of the QP that received, whether
+// the WQE came from its own receive queue or from a (basic) SRQ — only XRC
+// SRQs have a user index of their own in a CQE, and the model has none;
+// with version 0 the SRQ number for a receive through an SRQ, else 0.
+// (rdma-core's get_resp_ctx_v1 looks the user index up as a QP and takes
+// the SRQ from the QP; __mlx5_cq_clean matches a QP's CQEs by it.)
 func respKey(q *mqp, r *recvSlot) uint32 {
 	switch {
-	case q.ctx.cqeVersion == 1 && r.srq != nil:
-		return r.srq.uidx
 	case q.ctx.cqeVersion == 1:
 		return q.uidx
 	case r.srq != nil:

@@ -103,6 +103,7 @@ type mcq struct {
 	pi         uint32
 	uar        *uarPage
 	users      int
+	pins       pinSet // the ring(s) and doorbell record
 
 	lastArm  uint32 // the arm word last seen in the doorbell record
 	armed    bool
@@ -161,6 +162,7 @@ type mqp struct {
 	sqCnt   uint32
 	uidx    uint32
 	bfregs  []bfreg
+	pins    pinSet // the rings and doorbell record
 
 	state       uint8
 	port        uint8
@@ -207,6 +209,7 @@ type msrq struct {
 	armed      bool
 	users      int
 	events     uint32
+	pins       pinSet // the ring and doorbell record
 }
 
 // eventSock is a descriptor pair for completion or async events: the
@@ -252,10 +255,13 @@ func (u *ufile) release() {
 		switch o := o.(type) {
 		case *mqp:
 			delete(d.qps, o.qpn)
+			o.pins.release()
 		case *mcq:
 			delete(d.cqs, o.cqn)
+			o.pins.release()
 		case *msrq:
 			delete(d.srqs, o.srqn)
+			o.pins.release()
 		case *mmr:
 			delete(d.mrs, o.key)
 		}

@@ -4,7 +4,6 @@ import (
 	"math/bits"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
 	"golang.org/x/sys/unix"
 )
@@ -594,8 +593,11 @@ func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []by
 	}
 	n := pow2(cqe + 1)
 	q := &mcq{ctx: ctx, userHandle: userHandle, ch: ch, cqeSize: int(req.CqeSize), log: uint32(bits.TrailingZeros32(n)), uar: p}
-	q.buf = kernel.UserMemory(req.BufAddr, int(n)*q.cqeSize)
-	q.db = kernel.UserMemory(req.DbAddr, 8)
+	pins, v, err := pinRanges([2]uint64{req.BufAddr, uint64(n) * uint64(q.cqeSize)}, [2]uint64{req.DbAddr, 8})
+	if err != nil {
+		return nil, err
+	}
+	q.pins, q.buf, q.db = pins, v[0], v[1]
 	for i := 0; i < int(n); i++ {
 		if q.buf[i*q.cqeSize+q.cqeSize-cqe64+cOpOwn]>>4 != cqeInvalid {
 			d.violation("CQ created with CQE %d not marked INVALID (op_own %#x)", i, q.buf[i*q.cqeSize+q.cqeSize-cqe64+cOpOwn])
@@ -676,7 +678,12 @@ func (u *ufile) cmdResizeCQ(in, out, din, dout []byte) error {
 	q.armed = armed
 	q.cqeSize = int(dr.CqeSize)
 	q.log = uint32(bits.TrailingZeros32(n))
-	q.buf = kernel.UserMemory(dr.BufAddr, int(n)*q.cqeSize)
+	pins, v, err := pinRanges([2]uint64{dr.BufAddr, uint64(n) * uint64(dr.CqeSize)})
+	if err != nil {
+		return err
+	}
+	q.pins = append(q.pins, pins...)
+	q.buf = v[0]
 	for i := 0; i < int(n); i++ {
 		if q.buf[i*q.cqeSize+q.cqeSize-cqe64+cOpOwn]>>4 != cqeInvalid {
 			d.violation("CQ %d resized to a ring whose CQE %d is not marked INVALID", q.cqn, i)
@@ -697,6 +704,7 @@ func (u *ufile) destroyCQ(h uint32, r *abi.IbUverbsDestroyCqResp) error {
 	}
 	delete(u.ctx.objs, h)
 	delete(u.d.cqs, q.cqn)
+	q.pins.release()
 	r.CompEventsReported = q.events
 	return nil
 }
@@ -813,13 +821,15 @@ func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 		resp.BfregIndex = uint32(idx)
 	}
 	rqBytes := int(rq << shift)
-	q.rq = kernel.UserMemory(req.BufAddr, rqBytes)
-	if sqb := req.SqBufAddr(); sqb != 0 {
-		q.sq = kernel.UserMemory(sqb, int(sq)*bb)
-	} else {
-		q.sq = kernel.UserMemory(req.BufAddr+uint64(rqBytes), int(sq)*bb)
+	sqb := req.BufAddr + uint64(rqBytes)
+	if b := req.SqBufAddr(); b != 0 {
+		sqb = b
 	}
-	q.db = kernel.UserMemory(req.DbAddr, 8)
+	pins, v, err := pinRanges([2]uint64{req.BufAddr, uint64(rqBytes)}, [2]uint64{sqb, uint64(sq) * bb}, [2]uint64{req.DbAddr, 8})
+	if err != nil {
+		return nil, err
+	}
+	q.pins, q.rq, q.sq, q.db = pins, v[0], v[1], v[2]
 	q.qpn = d.nextQPN
 	d.nextQPN++
 	q.handle = ctx.add(q)
@@ -880,6 +890,7 @@ func (u *ufile) destroyQP(h uint32, r *abi.IbUverbsDestroyQpResp) error {
 	}
 	delete(u.ctx.objs, h)
 	delete(u.d.qps, q.qpn)
+	q.pins.release()
 	q.pd.users--
 	q.scq.users--
 	q.rcq.users--
@@ -1124,8 +1135,11 @@ func (u *ufile) cmdCreateSRQ(in, out, din, dout []byte) error {
 	cnt, shift := srqGeometry(req.MaxWr, req.MaxSge)
 	s := &msrq{ctx: ctx, pd: p, userHandle: req.UserHandle, cnt: cnt, shift: shift, maxWR: cnt - 1, maxSGE: req.MaxSge,
 		uidx: dr.Uidx, limit: req.SrqLimit, armed: req.SrqLimit > 0}
-	s.buf = kernel.UserMemory(dr.BufAddr, int(cnt<<shift))
-	s.db = kernel.UserMemory(dr.DbAddr, 8)
+	pins, v, err := pinRanges([2]uint64{dr.BufAddr, uint64(cnt << shift)}, [2]uint64{dr.DbAddr, 8})
+	if err != nil {
+		return err
+	}
+	s.pins, s.buf, s.db = pins, v[0], v[1]
 	s.srqn = d.nextSRQN
 	d.nextSRQN++
 	s.handle = ctx.add(s)
@@ -1183,6 +1197,7 @@ func (u *ufile) destroySRQ(h uint32, r *abi.IbUverbsDestroySrqResp) error {
 	}
 	delete(u.ctx.objs, h)
 	delete(u.d.srqs, s.srqn)
+	s.pins.release()
 	s.pd.users--
 	r.EventsReported = s.events
 	return nil
