@@ -291,3 +291,18 @@ func TestOneConsumerPerEvent(t *testing.T) {
 		t.Errorf("CompChannel.Wait after Close = %v, %v; want ErrClosed", got, err)
 	}
 }
+
+// TestStress: 16 QPs with posters and waiters, torn down at random
+// moments (go test -race; -short runs fewer rounds). One CQ: the model
+// reads the UAR's CQ-arm register by polling it, so two CQs armed at once
+// through one UAR page overwrite each other's doorbell there (hardware
+// receives both writes); the rig runs the test with 4 CQs on rxe.
+func TestStress(t *testing.T) {
+	d, dev := newModel(t, nil, model.Options{})
+	rounds := 40
+	if testing.Short() {
+		rounds = 5
+	}
+	lifetest.Stress(t, dev, lifetest.StressOptions{AH: grhTo(d), QPs: 16, CQs: 1, Rounds: rounds, MaxDelay: 20 * time.Millisecond,
+		KeptFDsPerRound: 1})
+}
