@@ -1,7 +1,9 @@
 package uverbs_test
 
 import (
+	"flag"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/lifetest"
 	"github.com/goverbs/goverbs/internal/rigtest"
@@ -40,4 +42,25 @@ func TestHandleReuseRig(t *testing.T) {
 	t.Run("siw0", func(t *testing.T) {
 		lifetest.HandleReuse(t, lifeDevice(t, "siw0"), lifetest.Options{WantReuse: true})
 	})
+}
+
+var stressRounds = flag.Int("stress.rounds", 30, "teardown rounds in TestStressRig")
+
+// TestStressRig: 16 RC QPs on rxe0 in loopback pairs over 4 CQs, posters
+// and waiters on every queue, torn down at random moments (build with
+// -race to run it under the race detector).
+func TestStressRig(t *testing.T) {
+	rigtest.Require(t)
+	d := lifeDevice(t, "rxe0")
+	c, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := c.QueryGID(1, 1)
+	c.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	av := uverbs.AHAttr{PortNum: 1, GRH: &uverbs.GlobalRoute{DGID: g.GID, SGIDIndex: 1, HopLimit: 64}}
+	lifetest.Stress(t, d, lifetest.StressOptions{AH: av, QPs: 16, CQs: 4, Rounds: *stressRounds, MaxDelay: 50 * time.Millisecond})
 }
