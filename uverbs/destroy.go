@@ -33,7 +33,7 @@ type lifetime struct {
 	refs    int
 	drained chan struct{} // Close waits on it while refs > 0
 	dead    chan struct{} // closed once the object is closed for good
-	gone    atomic.Bool   // state != lifeOpen, for the fast path's check
+	gone    atomic.Bool   // state == lifeClosed, for the fast path's check
 }
 
 const (
@@ -86,7 +86,6 @@ func (l *lifetime) close(destroy func() error) error {
 		return nil
 	}
 	l.state = lifeClosing
-	l.gone.Store(true)
 	var wait chan struct{}
 	if l.refs > 0 {
 		wait = make(chan struct{})
@@ -100,9 +99,9 @@ func (l *lifetime) close(destroy func() error) error {
 	l.mu.Lock()
 	if err != nil {
 		l.state = lifeOpen
-		l.gone.Store(false)
 	} else {
 		l.state = lifeClosed
+		l.gone.Store(true)
 		if l.dead == nil {
 			l.dead = make(chan struct{})
 		}
@@ -112,12 +111,9 @@ func (l *lifetime) close(destroy func() error) error {
 	return err
 }
 
-// isClosed reports whether the object is closed (or a Close is under way).
-func (l *lifetime) isClosed() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state != lifeOpen
-}
+// isClosed reports whether the object is closed for good (a Close under
+// way may still fail and leave it open).
+func (l *lifetime) isClosed() bool { return l.gone.Load() }
 
 // closed returns a channel that is closed once the object is closed for
 // good: waiters select on it.
