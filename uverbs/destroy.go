@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 )
@@ -34,7 +35,25 @@ type lifetime struct {
 	drained chan struct{} // Close waits on it while refs > 0
 	dead    chan struct{} // closed once the object is closed for good
 	gone    atomic.Bool   // state == lifeClosed, for the fast path's check
+	// fast counts fast-path calls in flight that reach the kernel with the
+	// object's handle (rxe's PostSend doorbell is a POST_SEND command
+	// naming the QP); fastClosing is set while Close runs.
+	fast atomic.Uint64
 }
+
+const fastClosing = 1 << 63
+
+// fastAcquire takes a fast-path reference: false once Close has begun.
+func (l *lifetime) fastAcquire() bool {
+	if l.fast.Add(1)&fastClosing != 0 {
+		l.fast.Add(^uint64(0))
+		return false
+	}
+	return true
+}
+
+// fastRelease drops a fast-path reference.
+func (l *lifetime) fastRelease() { l.fast.Add(^uint64(0)) }
 
 const (
 	lifeOpen uint8 = iota
@@ -95,10 +114,19 @@ func (l *lifetime) close(destroy func() error) error {
 	if wait != nil {
 		<-wait
 	}
+	// New fast-path calls are refused from here on, and the destroy waits
+	// for those in flight: the kernel refuses to destroy an object a
+	// command is using (EBUSY), and a doorbell after the destroy would
+	// name a freed handle, or the next object's.
+	l.fast.Or(fastClosing)
+	for l.fast.Load()&^fastClosing != 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
 	err := destroy()
 	l.mu.Lock()
 	if err != nil {
 		l.state = lifeOpen
+		l.fast.And(^uint64(fastClosing))
 	} else {
 		l.state = lifeClosed
 		l.gone.Store(true)

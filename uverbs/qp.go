@@ -225,11 +225,20 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 
 // PostSend posts send work requests; see provider.QP for the contract:
 // every request is validated before any is posted.
+//
+// Where the provider's doorbell is a command that names the QP (rxe), each
+// call holds a reference that Close waits for, so no doorbell reaches the
+// kernel after the QP is destroyed (its handle may name another QP by then).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
-	if qp.gone.Load() {
+	c := qp.pd.ctx
+	if c.postNamesQP {
+		if !qp.fastAcquire() {
+			return 0, errPostSendClosed
+		}
+		defer qp.fastRelease()
+	} else if qp.gone.Load() {
 		return 0, errPostSendClosed
 	}
-	c := qp.pd.ctx
 	if c.rec.Load() == nil {
 		return qp.prov.PostSend(wrs)
 	}
