@@ -6,6 +6,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/kernel"
 	"golang.org/x/sys/unix"
@@ -49,6 +50,11 @@ const (
 	PolicyWrite
 )
 
+// ErrClosed is returned by every File method that would make a syscall on
+// the file's descriptor after Close. provider.ErrClosed and
+// uverbs.ErrClosed are this value.
+var ErrClosed = errors.New("object closed")
+
 // ErrNoIoctl reports that a command has no ioctl form on this kernel, or
 // that ioctl was switched off by the policy.
 var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
@@ -57,9 +63,16 @@ var ErrNoIoctl = errors.New("abi: no ioctl method for this command")
 // syscall chokepoint of goverbs. Every command, doorbell write and queue
 // mapping goes through its methods, which count the syscalls they make.
 //
-// A File is safe for concurrent use.
+// A File is safe for concurrent use. It owns its descriptor the way Go's
+// internal/poll.FD does: every method that makes a syscall on the
+// descriptor holds a reference for the syscall's duration, Close marks the
+// file closed (new calls fail with ErrClosed at once) and the close(2)
+// runs only once the last reference is dropped. So no syscall ever runs on
+// a descriptor number after Close, whatever the kernel has given that
+// number to since.
 type File struct {
 	fd       int
+	state    atomic.Uint64 // fdClosed | syscalls made through a reference | references held
 	k        kernel.Kernel
 	path     string
 	driverID uint32
@@ -68,10 +81,38 @@ type File struct {
 	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
 	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
-	syscalls atomic.Uint64
+	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)
 	mappings atomic.Uint64 // the mmap and munmap calls among syscalls
-	closed   atomic.Bool
 }
+
+// File.state: bit 63 is the closed bit, bits 20-62 count the syscalls
+// made with a reference, bits 0-19 count the references held (one per
+// syscall in flight). One atomic add takes a reference and counts the
+// syscall, one drops it: the doorbell's whole bookkeeping.
+const (
+	fdClosed  = 1 << 63
+	refBits   = 20
+	refMask   = 1<<refBits - 1
+	oneCall   = 1 << refBits
+	callsMask = fdClosed - 1 - refMask
+)
+
+// acquire takes a reference for one syscall on f.fd and counts the
+// syscall; it fails once Close has begun. Every successful acquire is
+// paired with a release.
+func (f *File) acquire() bool {
+	if f.state.Add(oneCall+1)&fdClosed != 0 {
+		f.state.Add(^uint64(oneCall)) // undo both: -(oneCall+1)
+		return false
+	}
+	return true
+}
+
+// release drops a reference.
+func (f *File) release() { f.state.Add(^uint64(0)) }
+
+// Closed reports whether Close has been called.
+func (f *File) Closed() bool { return f.state.Load()&fdClosed != 0 }
 
 type ioctlKey uint32
 
@@ -104,11 +145,14 @@ func (f *File) Path() string { return f.path }
 // DriverID is the driver id carried in every ioctl header.
 func (f *File) DriverID() uint32 { return f.driverID }
 
-// Fd is the file descriptor number (for diagnostics; do not close it).
+// Fd is the file descriptor number, for diagnostics only: do not close it
+// or make syscalls on it (after Close the number may name another file).
 func (f *File) Fd() int { return f.fd }
 
 // Syscalls is the number of syscalls made through this file so far.
-func (f *File) Syscalls() uint64 { return f.syscalls.Load() }
+func (f *File) Syscalls() uint64 {
+	return (f.state.Load()&callsMask)>>refBits + f.syscalls.Load()
+}
 
 // Mappings is how many of Syscalls were mmap or munmap calls (queue and
 // doorbell-page mappings); the rest are commands and doorbell writes.
@@ -156,8 +200,11 @@ func (f *File) noteIoctlError(object, method uint16, err error) bool {
 // Write issues one write() of p on the command file: the form of every
 // legacy command. It allocates nothing.
 func (f *File) Write(p []byte) error {
-	f.syscalls.Add(1)
+	if !f.acquire() {
+		return ErrClosed
+	}
 	n, err := f.k.Write(f.fd, p)
+	f.release()
 	if err != nil {
 		return err
 	}
@@ -172,8 +219,11 @@ func (f *File) Write(p []byte) error {
 // nothing. Commands use Write or Invoke, which let the scheduler run other
 // goroutines while the kernel works.
 func (f *File) Doorbell(p []byte) error {
-	f.syscalls.Add(1)
+	if !f.acquire() {
+		return ErrClosed
+	}
 	n, err := f.k.Doorbell(f.fd, p)
+	f.release()
 	if err != nil {
 		return err
 	}
@@ -186,22 +236,33 @@ func (f *File) Doorbell(p []byte) error {
 // Mmap maps length bytes of the command file at offset (rxe queues, mlx5
 // UAR pages). The caller owns the mapping and releases it with Munmap.
 func (f *File) Mmap(offset int64, length int) ([]byte, error) {
-	f.syscalls.Add(1)
+	if !f.acquire() {
+		return nil, ErrClosed
+	}
+	defer f.release()
 	f.mappings.Add(1)
 	return f.k.Mmap(f.fd, offset, length)
 }
 
-// Munmap releases a mapping made by Mmap.
+// Munmap releases a mapping made by Mmap. It names no descriptor, so it
+// works after Close too: a mapping outlives the file it was made from
+// (and keeps the kernel's file open until it is released).
 func (f *File) Munmap(b []byte) error {
 	f.syscalls.Add(1)
 	f.mappings.Add(1)
 	return f.k.Munmap(b)
 }
 
-// Close closes the command file. It is idempotent.
+// Close closes the command file. Calls that have not started fail with
+// ErrClosed from now on; Close waits for the syscalls in flight to return,
+// then closes the descriptor. It is idempotent.
 func (f *File) Close() error {
-	if f.closed.Swap(true) {
+	if f.state.Or(fdClosed)&fdClosed != 0 {
 		return nil
+	}
+	// Wait for the syscalls in flight (a doorbell, a command: short).
+	for f.state.Load()&refMask != 0 {
+		time.Sleep(10 * time.Microsecond)
 	}
 	f.syscalls.Add(1)
 	return f.k.Close(f.fd)

@@ -248,8 +248,11 @@ func (f *File) Ioctl(b *Ioctl) error {
 		return ErrNoIoctl
 	}
 	buf := b.encode(f.driverID)
-	f.syscalls.Add(1)
+	if !f.acquire() {
+		return ErrClosed
+	}
 	err := f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
+	f.release()
 	b.buf = buf
 	if err != nil {
 		if f.noteIoctlError(b.object, b.method, err) {

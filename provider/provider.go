@@ -25,10 +25,11 @@ import (
 var ErrNotSupported = errors.New("not supported")
 
 // ErrClosed is returned by a fast-path operation on a queue, CQ or context
-// that was closed. It is the same value as uverbs.ErrClosed, so
+// that was closed. It is the same value as uverbs.ErrClosed and
+// abi.ErrClosed (a doorbell on a closed command file), so
 // errors.Is(err, uverbs.ErrClosed) holds for slow-path and fast-path errors
 // alike.
-var ErrClosed = errors.New("object closed")
+var ErrClosed = abi.ErrClosed
 
 // Driver opens provider contexts for one device family.
 type Driver interface {

@@ -1,7 +1,9 @@
 package uverbs
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"runtime"
@@ -80,6 +82,8 @@ func TestMemlockAdviceRig(t *testing.T) {
 // waits for open contexts before finishing (core/uverbs_main.c
 // ib_uverbs_remove_one): a new Open fails with the device-gone advice, the
 // open context keeps working, and closing it lets the removal finish.
+// The removal is not silent: goroutines parked in NextAsyncEvent, CQ.Wait
+// and CompChannel.Wait are woken (DEVICE_FATAL, ENODEV).
 func TestDeviceGoneRig(t *testing.T) {
 	rigtest.Require(t)
 	run := func(args ...string) {
@@ -96,6 +100,44 @@ func TestDeviceGoneRig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(8, CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq2, err := c.CreateCQ(8, CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cq2.ReqNotify(false); err != nil {
+		t.Fatal(err)
+	}
+	woken := make(chan string, 3)
+	go func() {
+		ev, err := c.NextAsyncEvent(context.Background())
+		woken <- fmt.Sprintf("NextAsyncEvent: %v %v", ev.Type, err)
+		if err != nil || ev.Type != EventDeviceFatal {
+			t.Errorf("NextAsyncEvent after removal = %+v, %v; want DEVICE_FATAL", ev, err)
+		}
+	}()
+	go func() {
+		_, err := cq.Wait(context.Background(), make([]WorkCompletion, 1))
+		woken <- fmt.Sprintf("CQ.Wait: %v", err)
+		if !errors.Is(err, unix.ENODEV) {
+			t.Errorf("CQ.Wait after removal = %v, want ENODEV", err)
+		}
+	}()
+	go func() {
+		got, err := ch.Wait(context.Background())
+		woken <- fmt.Sprintf("CompChannel.Wait: %v", err)
+		if got != nil || !errors.Is(err, unix.ENODEV) {
+			t.Errorf("CompChannel.Wait after removal = %v, %v; want ENODEV", got, err)
+		}
+	}()
+	time.Sleep(100 * time.Millisecond) // let them park
 	removal := exec.Command("rdma", "link", "delete", "rxegone")
 	if err := removal.Start(); err != nil {
 		t.Fatal(err)
@@ -111,6 +153,14 @@ func TestDeviceGoneRig(t *testing.T) {
 			t.Fatalf("%s still exists 10 s after rdma link delete", d.CharDev)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	for i := 0; i < 3; i++ {
+		select {
+		case s := <-woken:
+			t.Logf("woken by the removal: %s", s)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d of 3 waiters still parked 10 s after the device node went", 3-i)
+		}
 	}
 	_, err = Open(d)
 	var e *OpError
@@ -128,6 +178,10 @@ func TestDeviceGoneRig(t *testing.T) {
 		t.Fatalf("rdma link delete finished (%v) while a context was open", err)
 	default:
 	}
+	// The program closes everything on the signal.
+	cq.Close()
+	cq2.Close()
+	ch.Close()
 	c.Close()
 	select {
 	case err := <-done:

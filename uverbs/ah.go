@@ -5,13 +5,15 @@ import (
 	"github.com/goverbs/goverbs/provider"
 )
 
-// AH is an address handle: a destination for UD sends.
+// AH is an address handle: a destination for UD sends. It is safe for
+// concurrent use; Close is idempotent and returns nil after the Context
+// closed. Do not close an AH while UD sends naming it are outstanding.
 type AH struct {
 	pd     *PD
 	prov   provider.AH
 	handle uint32
 	attr   AHAttr
-	destroyer
+	lifetime
 }
 
 // CreateAH creates an address handle (CREATE_AH: one syscall).
@@ -31,6 +33,10 @@ func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
 		wire.IsGlobal = 1
 		wire.Grh = abi.IbUverbsGlobalRoute{Dgid: g.DGID, FlowLabel: g.FlowLabel, SgidIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
 	}
+	if err := pd.use("CreateAH", dev); err != nil {
+		return nil, err
+	}
+	defer pd.done()
 	setup, err := c.prov.CreateAH(pa)
 	if err != nil {
 		return nil, opError("CreateAH", dev, abi.TransportNone, err)

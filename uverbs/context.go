@@ -27,6 +27,15 @@ type OpenOptions struct {
 // Context is an open device: the uverbs command file, the kernel's user
 // context, the provider's state and the async event file. Every object is
 // created from a Context, and all of them die with it.
+//
+// A Context and every object made from it are safe for concurrent use,
+// except where a type's documentation says otherwise (the fast path:
+// one goroutine polls a CQ at a time; PostSend/PostRecv per the provider).
+// Close waits for the commands in flight, destroys everything, and wakes
+// every goroutine parked in NextAsyncEvent, CompChannel.Wait or CQ.Wait:
+// they, and every verb on the Context or its objects after Close, return an
+// error for which errors.Is(err, ErrClosed) holds. Objects' Close after it
+// returns nil.
 type Context struct {
 	dev   Device
 	file  *abi.File
@@ -34,6 +43,7 @@ type Context struct {
 	async *os.File // async event fd, non-blocking, on the runtime poller
 
 	numCompVectors int
+	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe)
 	coreSupport    uint64
 
 	transports sync.Map // verb name → abi.Transport of its last call
@@ -41,11 +51,23 @@ type Context struct {
 	cqs        sync.Map // user_handle → *CQ, for completion and async events
 	qps        sync.Map // user_handle → *QP, for async events
 	srqs       sync.Map // user_handle → *SRQ, for async events
+	mrs        sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
+	channels   sync.Map // *CompChannel → struct{}, closed with the context
 	events     asyncEvents
-	netdevMu   sync.Mutex
-	netdevs    netdevNames // interface index → name, for GID entries
-	closed     atomic.Bool
-	rec        atomic.Pointer[Recorder]
+	dead       chan struct{} // closed by Close: waiters select on it
+
+	watchMu      sync.Mutex // guards watch
+	watchStarted atomic.Bool
+	watch        *os.File      // inotify on the device node's directory
+	lost         atomic.Bool   // the device node was deleted
+	lostOnce     sync.Once     // closes lostCh
+	lostCh       chan struct{} // closed when the device is lost
+	fatalSent    atomic.Bool   // NextAsyncEvent returned EventDeviceFatal
+	netdevMu     sync.Mutex
+	netdevs      netdevNames // interface index → name, for GID entries
+	closed       atomic.Bool
+	teardown     atomic.Bool // Close is destroying the objects left open
+	rec          atomic.Pointer[Recorder]
 }
 
 // Open opens d: GET_CONTEXT with its provider's driver data, then the
@@ -62,7 +84,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
 	f.SetPolicy(o.Transport)
-	c := &Context{dev: d, file: f}
+	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE}
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()
@@ -210,12 +232,16 @@ func (c *Context) Close() (err error) {
 	if c.closed.Swap(true) {
 		return nil
 	}
+	close(c.dead)
 	sp := c.begin("CloseContext")
 	defer func() { sp.end(err) }()
 	var first error
-	// The kernel destroys every object left open when the file closes,
-	// but a provider's mappings of the file would outlive it (and keep
-	// the kernel's file alive): release them for objects still open.
+	// The kernel would destroy every object left open when the file
+	// closes, but only once the provider's mappings of the file are gone
+	// too, and the device must stop using the objects' memory before it
+	// is freed: so destroy what is left, QPs before the SRQs and CQs they
+	// use, then release each one's memory.
+	c.teardown.Store(true)
 	release := func(m *sync.Map) {
 		m.Range(func(k, v any) bool {
 			if o, ok := v.(interface{ releaseProvider() error }); ok {
@@ -230,8 +256,21 @@ func (c *Context) Close() (err error) {
 	release(&c.qps)
 	release(&c.srqs)
 	release(&c.cqs)
+	release(&c.mrs)
+	c.teardown.Store(false)
+	c.channels.Range(func(k, _ any) bool {
+		if err := k.(*CompChannel).Close(); err != nil && first == nil {
+			first = err
+		}
+		return true
+	})
 	if c.async != nil {
-		first = c.async.Close()
+		if err := c.async.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	if err := c.stopWatch(); err != nil && first == nil {
+		first = err
 	}
 	if err := c.file.Close(); err != nil && first == nil {
 		first = err

@@ -2,6 +2,8 @@ package uverbs
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
@@ -17,21 +19,35 @@ type CQOptions struct {
 }
 
 // CQ is a completion queue. Poll is the provider's fast path: no syscall,
-// no allocation. One goroutine polls a CQ at a time.
+// no allocation. One goroutine polls a CQ at a time (Poll and Wait both
+// poll).
+//
+// ReqNotify, Resize and the getters are safe for concurrent use. Close
+// waits for the slow verbs in flight, destroys the CQ and wakes every
+// goroutine parked in its Wait, which returns an error for which
+// errors.Is(err, ErrClosed) holds; so does every verb after Close or after
+// the Context closed (Poll too), and the CQ's handle never reaches the
+// kernel again. Close is idempotent.
 type CQ struct {
 	ctx     *Context
 	prov    provider.CQ
 	handle  uint32
-	cqe     int
-	tag     uint64 // user_handle: the key events carry
+	cqe     atomic.Int64 // as the kernel sized it; Resize changes it
+	resize  sync.Mutex   // one Resize at a time
+	tag     uint64       // user_handle: the key events carry
 	channel *CompChannel
 
-	wake   chan struct{} // capacity 1: a completion event arrived
-	queued bool          // in channel.ready (guarded by channel.mu)
-	armed  bool          // armed and no event seen since (Wait's state)
-	events atomic.Uint32 // completion events consumed
-	destroyer
+	wake    chan struct{} // capacity 1: a completion event arrived for Wait
+	queued  bool          // in channel.ready (guarded by channel.mu)
+	waiters atomic.Int32  // goroutines in Wait: events go to them, not to CompChannel.Wait
+	armed   atomic.Bool   // armed and no event seen since (Wait's state)
+	events  atomic.Uint32 // completion events consumed
+	lifetime
 }
+
+// errPollClosed is Poll's error on a closed CQ (preallocated: the fast
+// path allocates nothing).
+var errPollClosed error = &OpError{Verb: "PollCQ", Err: ErrClosed}
 
 // CreateCQ creates a completion queue for at least cqe completions (the
 // ioctl CQ_CREATE method, or the CREATE_CQ write command: one syscall).
@@ -45,8 +61,15 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	if o.Vector < 0 || (c.numCompVectors > 0 && o.Vector >= c.numCompVectors) {
 		return nil, argError("CreateCQ", dev, "completion vector %d of %d", o.Vector, c.numCompVectors)
 	}
-	if o.Channel != nil && o.Channel.isClosed() {
-		return nil, argError("CreateCQ", dev, "completion channel is closed")
+	if o.Channel != nil {
+		if o.Channel.ctx != c {
+			return nil, argError("CreateCQ", dev, "the completion channel belongs to another context")
+		}
+		// The channel stays open while its descriptor is in the command.
+		if err := o.Channel.use("CreateCQ", dev); err != nil {
+			return nil, &OpError{Verb: "CreateCQ", Device: dev, Err: fmt.Errorf("the completion channel: %w", ErrClosed)}
+		}
+		defer o.Channel.done()
 	}
 	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe})
 	if err != nil {
@@ -56,7 +79,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	in, out := setup.Udata()
 	channel := -1
 	if o.Channel != nil {
-		channel = int(o.Channel.file.Fd())
+		channel = o.Channel.fd
 	}
 	var handle, got uint32
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
@@ -87,7 +110,8 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	if tr == abi.TransportIoctl {
 		handle, got = uint32(b.Result(h)), ne.Uint32(respCQE[:])
 	}
-	cq := &CQ{ctx: c, handle: handle, cqe: int(got), tag: tag, channel: o.Channel, wake: make(chan struct{}, 1)}
+	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1)}
+	cq.cqe.Store(int64(got))
 	prov, err := setup.Complete(provider.CQCreated{Handle: handle, CQE: got})
 	if err != nil {
 		cq.destroyKernel()
@@ -102,7 +126,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 func (cq *CQ) Handle() uint32 { return cq.handle }
 
 // CQE is the number of completions the CQ holds, as the kernel sized it.
-func (cq *CQ) CQE() int { return cq.cqe }
+func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 
 // Channel is the completion channel the CQ reports events to, or nil.
 func (cq *CQ) Channel() *CompChannel { return cq.channel }
@@ -110,6 +134,9 @@ func (cq *CQ) Channel() *CompChannel { return cq.channel }
 // Poll fills wc with up to len(wc) completions and returns how many. It
 // makes no syscall and allocates nothing.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq.gone.Load() {
+		return 0, errPollClosed
+	}
 	if cq.ctx.rec.Load() == nil {
 		return cq.prov.Poll(wc)
 	}
@@ -125,6 +152,10 @@ func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
 func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 	sp := cq.ctx.begin("ReqNotifyCQ")
 	defer func() { sp.end(err) }()
+	if err := cq.use("ReqNotifyCQ", cq.ctx.dev.Name); err != nil {
+		return err
+	}
+	defer cq.done()
 	if err := cq.prov.Arm(solicitedOnly); err != nil {
 		return opError("ReqNotifyCQ", cq.ctx.dev.Name, abi.TransportNone, err)
 	}
@@ -136,32 +167,77 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // may have slipped in before the arm), and only then parks on the channel
 // until an event comes or ctx is done. No completion is ever missed, and a
 // waiting goroutine holds no OS thread. The CQ needs a channel.
+//
+// While a goroutine is in Wait, the CQ's completion events are its own:
+// CompChannel.Wait does not return the CQ for them, and an event already
+// queued for CompChannel.Wait is taken over by Wait. Close of the CQ, of
+// its channel or of the Context wakes Wait, which then returns an error
+// for which errors.Is(err, ErrClosed) holds. If the device is removed, Wait
+// returns the completions still there, then an error wrapping ENODEV.
 func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
-	if cq.channel == nil {
+	ch := cq.channel
+	if ch == nil {
 		return 0, argError("CQ.Wait", cq.ctx.dev.Name, "the CQ has no completion channel")
 	}
-	cq.channel.start.Do(func() { go cq.channel.dispatch() })
+	cq.waiters.Add(1)
+	defer cq.waiters.Add(-1)
+	cq.ctx.watchDevice()
+	ch.start.Do(func() { go ch.dispatch() })
+	if ch.unqueue(cq) {
+		cq.armed.Store(false) // the queued event is ours: the CQ is disarmed
+	}
 	for {
+		if err := cq.waitClosed(); err != nil {
+			return 0, err
+		}
 		n, err := cq.Poll(wc)
 		if n > 0 || err != nil {
 			return n, err
 		}
-		if !cq.armed {
+		if !cq.armed.Load() {
 			if err := cq.ReqNotify(false); err != nil {
 				return 0, err
 			}
-			cq.armed = true
+			cq.armed.Store(true)
 			continue
 		}
 		select {
 		case <-cq.wake:
-			cq.armed = false
-		case <-cq.channel.done:
-			return 0, opError("CQ.Wait", cq.ctx.dev.Name, abi.TransportNone, cq.channel.err)
+			cq.armed.Store(false)
+		case <-cq.closed():
+		case <-ch.closed():
+		case <-ch.stopped:
+			if err := cq.waitClosed(); err != nil {
+				return 0, err
+			}
+			return 0, opError("CQ.Wait", cq.ctx.dev.Name, abi.TransportNone, ch.err)
+		case <-cq.ctx.dead:
+		case <-cq.ctx.lostCh:
+			if n, err := cq.Poll(wc); n > 0 || err != nil {
+				return n, err
+			}
+			return 0, cq.ctx.lostError("CQ.Wait")
 		case <-ctx.Done():
 			return 0, ctx.Err()
 		}
 	}
+}
+
+// waitClosed is Wait's error when the CQ, its channel or its context is
+// closed.
+func (cq *CQ) waitClosed() error {
+	var what string
+	switch {
+	case cq.isClosed():
+		return &OpError{Verb: "CQ.Wait", Device: cq.ctx.dev.Name, Err: ErrClosed}
+	case cq.ctx.closed.Load():
+		what = "the context"
+	case cq.channel.isClosed():
+		what = "the completion channel"
+	default:
+		return nil
+	}
+	return &OpError{Verb: "CQ.Wait", Device: cq.ctx.dev.Name, Err: fmt.Errorf("%s: %w", what, ErrClosed)}
 }
 
 // Events is the number of completion events consumed for this CQ.
@@ -176,6 +252,12 @@ func (cq *CQ) Resize(cqe int) (err error) {
 	if cqe <= 0 {
 		return argError("ResizeCQ", dev, "cqe %d", cqe)
 	}
+	if err := cq.use("ResizeCQ", dev); err != nil {
+		return err
+	}
+	defer cq.done()
+	cq.resize.Lock()
+	defer cq.resize.Unlock()
 	setup, err := cq.prov.Resize(cqe)
 	if err != nil {
 		return opError("ResizeCQ", dev, abi.TransportNone, err)
@@ -191,7 +273,7 @@ func (cq *CQ) Resize(cqe int) (err error) {
 	if _, err := setup.Complete(resp.Cqe); err != nil {
 		return opError("ResizeCQ", dev, abi.TransportNone, err)
 	}
-	cq.cqe = int(resp.Cqe)
+	cq.cqe.Store(int64(resp.Cqe))
 	return nil
 }
 
@@ -213,13 +295,27 @@ func (cq *CQ) Close() error {
 		if err := cq.destroyKernel(); err != nil {
 			return err
 		}
-		cq.ctx.cqs.Delete(cq.tag)
+		cq.forget()
 		return cq.prov.Close()
 	})
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// forget removes the destroyed CQ from the context's event table and from
+// its channel's queue, so that no event or CompChannel.Wait names it again.
+func (cq *CQ) forget() {
+	cq.ctx.cqs.Delete(cq.tag)
+	if cq.channel != nil {
+		cq.channel.unqueue(cq)
+	}
+}
+
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (cq *CQ) releaseProvider() error {
-	return cq.close(func() error { return cq.prov.Close() })
+	return cq.close(func() error {
+		cq.destroyKernel()
+		cq.forget()
+		return cq.prov.Close()
+	})
 }

@@ -1,53 +1,191 @@
 package uverbs
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 )
 
-// destroyer is the close state every kernel object shares: Close is
-// idempotent, and a failed destroy (EBUSY while in use) leaves the object
-// open and usable, so the caller can release what holds it and retry.
-type destroyer struct {
-	mu     sync.Mutex
-	closed bool
+// lifetime is the one owner of a kernel object's life, shared by every
+// object type: its closed state, a count of the verbs in flight that carry
+// its handle to the kernel, and its single destroy.
+//
+// A verb takes a reference (use) before the handle goes into a command and
+// drops it (done) after the command returns; once Close has begun, use
+// fails with ErrClosed, so a closed object's handle never reaches the
+// kernel again (the kernel gives the lowest free handle to the next object,
+// so a stale handle would name a live one). Close waits for the verbs in
+// flight, then destroys. A destroy that fails (EBUSY while in use) leaves
+// the object open and usable, so the caller can release what holds it and
+// retry; verbs that ran concurrently with that failed Close may have failed
+// with ErrClosed. Once destroyed, Close returns nil every time.
+//
+// References do not block: a verb may take references on several objects,
+// or twice on one, and Close never waits on a goroutine parked in a Wait
+// (waiters hold no reference while parked; they select on closed()).
+type lifetime struct {
+	closeMu sync.Mutex // one Close at a time
+
+	mu      sync.Mutex
+	state   uint8 // lifeOpen, lifeClosing, lifeClosed
+	refs    int
+	drained chan struct{} // Close waits on it while refs > 0
+	dead    chan struct{} // closed once the object is closed for good
+	gone    atomic.Bool   // state == lifeClosed, for the fast path's check
+	// fast counts fast-path calls in flight that reach the kernel with the
+	// object's handle (rxe's PostSend doorbell is a POST_SEND command
+	// naming the QP); fastClosing is set while Close runs.
+	fast atomic.Uint64
 }
 
-// close runs destroy once successfully; later calls return nil.
-func (d *destroyer) close(destroy func() error) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return nil
+const fastClosing = 1 << 63
+
+// fastAcquire takes a fast-path reference: false once Close has begun.
+func (l *lifetime) fastAcquire() bool {
+	if l.fast.Add(1)&fastClosing != 0 {
+		l.fast.Add(^uint64(0))
+		return false
 	}
-	if err := destroy(); err != nil {
-		return err
+	return true
+}
+
+// fastRelease drops a fast-path reference.
+func (l *lifetime) fastRelease() { l.fast.Add(^uint64(0)) }
+
+const (
+	lifeOpen uint8 = iota
+	lifeClosing
+	lifeClosed
+)
+
+// use takes a reference for one verb, or returns ErrClosed (as an *OpError
+// naming verb) if the object is closed or closing. A nil error must be
+// paired with done.
+func (l *lifetime) use(verb, dev string) error {
+	if !l.acquire() {
+		return &OpError{Verb: verb, Device: dev, Err: ErrClosed}
 	}
-	d.closed = true
 	return nil
 }
 
-func (d *destroyer) isClosed() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.closed
+// acquire is use without the error: false if the object is closed or
+// closing. A true result must be paired with done.
+func (l *lifetime) acquire() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.state != lifeOpen {
+		return false
+	}
+	l.refs++
+	return true
+}
+
+// done drops a reference taken by use.
+func (l *lifetime) done() {
+	l.mu.Lock()
+	l.refs--
+	if l.refs == 0 && l.drained != nil {
+		close(l.drained)
+		l.drained = nil
+	}
+	l.mu.Unlock()
+}
+
+// close runs destroy once successfully, after the verbs in flight have
+// returned; later calls return nil.
+func (l *lifetime) close(destroy func() error) error {
+	l.closeMu.Lock()
+	defer l.closeMu.Unlock()
+	l.mu.Lock()
+	if l.state == lifeClosed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.state = lifeClosing
+	var wait chan struct{}
+	if l.refs > 0 {
+		wait = make(chan struct{})
+		l.drained = wait
+	}
+	l.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
+	// New fast-path calls are refused from here on, and the destroy waits
+	// for those in flight: the kernel refuses to destroy an object a
+	// command is using (EBUSY), and a doorbell after the destroy would
+	// name a freed handle, or the next object's.
+	l.fast.Or(fastClosing)
+	for l.fast.Load()&^fastClosing != 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
+	err := destroy()
+	l.mu.Lock()
+	if err != nil {
+		l.state = lifeOpen
+		l.fast.And(^uint64(fastClosing))
+	} else {
+		l.state = lifeClosed
+		l.gone.Store(true)
+		if l.dead == nil {
+			l.dead = make(chan struct{})
+		}
+		close(l.dead)
+	}
+	l.mu.Unlock()
+	return err
+}
+
+// isClosed reports whether the object is closed for good (a Close under
+// way may still fail and leave it open).
+func (l *lifetime) isClosed() bool { return l.gone.Load() }
+
+// closed returns a channel that is closed once the object is closed for
+// good: waiters select on it.
+func (l *lifetime) closed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.dead == nil {
+		l.dead = make(chan struct{})
+		if l.state == lifeClosed {
+			close(l.dead)
+		}
+	}
+	return l.dead
 }
 
 // destroyObject destroys a kernel object by its ioctl DESTROY method (the
 // method's handle attribute is id 0 for every object), with the legacy
 // write command as fallback. resp, if not empty, receives the destroy
 // response (event counts) through attribute respAttr or the write response.
+// If the context is closed, the kernel destroyed the object with it: that
+// is success, so Close after Context.Close returns nil.
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
 	b := abi.NewIoctl(object, method)
 	b.Handle(0, handle)
 	if len(resp) > 0 {
 		b.PtrOut(respAttr, resp)
 	}
+	if c.teardown.Load() {
+		// Context.Close destroys what is left before it frees the
+		// objects' memory: straight to the file, which is still open.
+		err := c.file.Ioctl(b)
+		if abi.IsNoIoctl(err) {
+			_, err = c.file.Invoke(write)
+			copy(resp, write.Out)
+		}
+		return err
+	}
 	_, err := c.ioctl(verb, b, func() error {
 		err := c.fallback(verb, write)
 		copy(resp, write.Out)
 		return err
 	})
+	if err != nil && errors.Is(err, ErrClosed) && c.closed.Load() {
+		return nil
+	}
 	return err
 }

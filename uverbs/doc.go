@@ -14,4 +14,17 @@
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
 // device's provider and allocates nothing.
+//
+// Lifetimes and concurrency: every object is safe for concurrent use except
+// the fast path's own rules (one goroutine polls a CQ at a time; PostSend
+// and PostRecv as the provider documents). A verb on a closed object, or on
+// any object of a closed Context, returns an error for which
+// errors.Is(err, ErrClosed) holds (an *OpError naming the verb on the slow
+// path), and never sends the object's handle to the kernel again: the
+// kernel gives a freed handle to the next object created, so a stale handle
+// would name a live object. Close waits for the slow verbs in flight on its
+// object, and wakes every goroutine parked in a Wait on it; Close of an
+// object after its Context closed returns nil. Memory handed to the device
+// stays valid for the MR's life (see PD.RegMR). When a device is removed,
+// waiters learn it (see Context.NextAsyncEvent); close the Context then.
 package uverbs

@@ -62,6 +62,8 @@ func opError(verb, dev string, tr abi.Transport, err error) error {
 		e.Advice = "the device is gone (removed, or its driver unloaded); list the devices again with Devices()"
 	case errors.Is(err, unix.ENODEV), errors.Is(err, unix.EIO) && tr != abi.TransportNone:
 		e.Advice = "the device is gone (removed, or its driver unloaded); close the context and open the device again"
+	case errors.Is(err, unix.EMFILE), errors.Is(err, unix.ENFILE):
+		e.Advice = "out of file descriptors (a context holds two, a completion channel one): close some, or raise RLIMIT_NOFILE (ulimit -n)"
 	case errors.Is(err, unix.EACCES) && tr == abi.TransportWrite:
 		// uverbs_write refuses callers whose credentials are not the
 		// opener's (ib_safe_file_access in rdma/ib.h); ioctl does not.

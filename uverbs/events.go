@@ -10,6 +10,7 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
 )
 
 // EventType is an async event's kind (enum ibv_event_type, the kernel's
@@ -80,14 +81,29 @@ type asyncEvents struct {
 
 // NextAsyncEvent returns the next async event, waiting until one comes or
 // ctx is done. Events are typed: port events carry Port, object events the
-// *CQ, *QP or *SRQ they are about.
+// *CQ, *QP or *SRQ they are about. It may be called from any number of
+// goroutines; each event goes to one of them. Events not yet read stay
+// queued (in the reader's channel, then in the kernel) until the Context
+// closes. Close wakes every caller, which then returns an error for which
+// errors.Is(err, ErrClosed) holds, as does every call after Close.
+//
+// When the device is removed, every caller waiting then, and the first
+// caller after, gets an EventDeviceFatal event (from the kernel, or
+// made by goverbs for drivers whose removal is silent: rxe, siw; see
+// devwatch.go); later calls return an error wrapping ENODEV. Close the
+// Context then: the device's removal waits for it.
 func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
+	if c.closed.Load() {
+		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
+	}
+	c.watchDevice()
 	a := &c.events
 	a.start.Do(func() {
 		a.ch = make(chan AsyncEvent, 64)
 		a.done = make(chan struct{})
 		go c.readAsyncEvents()
 	})
+	parked := !c.lost.Load() // a caller waiting when the device goes gets the event
 	select {
 	case ev := <-a.ch:
 		return ev, nil
@@ -98,6 +114,18 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		default:
 		}
 		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
+	case <-c.dead:
+		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
+	case <-c.lostCh:
+		select {
+		case ev := <-a.ch: // what the kernel said before comes first
+			return ev, nil
+		default:
+		}
+		if c.fatalSent.Swap(true) && !parked {
+			return AsyncEvent{}, c.lostError("NextAsyncEvent")
+		}
+		return AsyncEvent{Type: EventDeviceFatal}, nil
 	case <-ctx.Done():
 		return AsyncEvent{}, ctx.Err()
 	}
@@ -109,7 +137,7 @@ func (c *Context) readAsyncEvents() {
 	buf := abi.Bytes(&desc)
 	for {
 		if _, err := io.ReadFull(c.async, buf); err != nil {
-			if errors.Is(err, os.ErrClosed) {
+			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && c.closed.Load()) {
 				err = ErrClosed
 			}
 			a.err = err
@@ -124,7 +152,13 @@ func (c *Context) readAsyncEvents() {
 				l.DeviceLost()
 			}
 		}
-		a.ch <- c.decodeEvent(desc)
+		select {
+		case a.ch <- c.decodeEvent(desc):
+		case <-c.dead: // nobody reads any more: never block past Close
+			a.err = ErrClosed
+			close(a.done)
+			return
+		}
 	}
 }
 

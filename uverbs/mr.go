@@ -2,7 +2,9 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
+	"sync"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
@@ -54,31 +56,61 @@ func (a Access) validate() bool {
 }
 
 // MR is a registered memory region.
+//
+// An MR is safe for concurrent use: its getters may run while Rereg
+// changes what they report (they see the state before or after it, never a
+// mix). Close waits for a Rereg in flight; after it, Rereg returns ErrClosed
+// and the MR's handle never reaches the kernel again. Close is idempotent
+// and returns nil after the Context closed.
 type MR struct {
-	pd     *PD
 	handle uint32
+
+	mu     sync.RWMutex // guards the fields Rereg changes
+	pd     *PD
 	lkey   uint32
 	rkey   uint32
 	addr   uint64
 	length int
 	iova   uint64
 	access Access
-	destroyer
+	pin    *runtime.Pinner // RegMR's pin of Go memory (guarded by mu), or nil
+	lifetime
 }
 
-// RegMR registers buf (memory from package mmap, or any other mapping; it
-// must stay mapped while the MR is open) with the given access rights. The
-// I/O virtual address is buf's address, or 0 with AccessZeroBased.
+// RegMR registers buf with the given access rights. The I/O virtual
+// address is buf's address, or 0 with AccessZeroBased.
+//
+// The documented way is memory from package mmap (mmap.Anonymous, an
+// mmap.Region): it is outside the Go heap and stays where it is until
+// unmapped, which must not happen while the MR is open. A slice from the
+// Go heap (make) works too: RegMR pins it (runtime.Pinner), so it is
+// neither freed nor moved until the MR is closed (or its Context is), and
+// the compiler puts a slice passed here on the heap, never on a goroutine
+// stack. Prefer mmap memory for large or long-lived buffers: it is
+// page-aligned, and pinned heap memory cannot be reused by the Go heap.
 func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	if len(buf) == 0 {
 		return nil, argError("RegMR", pd.ctx.dev.Name, "empty buffer")
 	}
+	pin := new(runtime.Pinner)
+	pinSlice(pin, buf)
 	addr := sliceAddr(buf)
 	iova := addr
 	if access&AccessZeroBased != 0 {
 		iova = 0
 	}
-	return pd.RegMRAddr(addr, len(buf), iova, access&^AccessZeroBased)
+	mr, err := pd.RegMRAddr(addr, len(buf), iova, access&^AccessZeroBased)
+	if err != nil {
+		pin.Unpin()
+		return nil, err
+	}
+	mr.pin = pin
+	c := pd.ctx
+	c.mrs.Store(mr, struct{}{})
+	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
+		mr.releaseProvider()
+	}
+	return mr, nil
 }
 
 // RegMRAddr registers length bytes at user address addr, seen by the
@@ -93,6 +125,10 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	case !access.validate():
 		return nil, argError("RegMR", dev, "access %v: remote write and remote atomic need local write", access)
 	}
+	if err := pd.use("RegMR", dev); err != nil {
+		return nil, err
+	}
+	defer pd.done()
 	req := abi.IbUverbsRegMr{Start: addr, Length: uint64(length), HcaVa: iova, PdHandle: pd.handle, AccessFlags: uint32(access)}
 	var resp abi.IbUverbsRegMrResp
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
@@ -104,22 +140,53 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 }
 
 // LKey is the key local work requests name the region by.
-func (mr *MR) LKey() uint32 { return mr.lkey }
+func (mr *MR) LKey() uint32 {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.lkey
+}
 
 // RKey is the key remote peers name the region by.
-func (mr *MR) RKey() uint32 { return mr.rkey }
+func (mr *MR) RKey() uint32 {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.rkey
+}
 
 // Addr is the region's user address.
-func (mr *MR) Addr() uint64 { return mr.addr }
+func (mr *MR) Addr() uint64 {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.addr
+}
 
 // IOVA is the address the device (and remote peers) use for the region.
-func (mr *MR) IOVA() uint64 { return mr.iova }
+func (mr *MR) IOVA() uint64 {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.iova
+}
 
 // Len is the region's length in bytes.
-func (mr *MR) Len() int { return mr.length }
+func (mr *MR) Len() int {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.length
+}
 
 // Access is the region's access rights.
-func (mr *MR) Access() Access { return mr.access }
+func (mr *MR) Access() Access {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.access
+}
+
+// PD is the protection domain the region is registered in.
+func (mr *MR) PD() *PD {
+	mr.mu.RLock()
+	defer mr.mu.RUnlock()
+	return mr.pd
+}
 
 // Handle is the kernel's handle for the MR.
 func (mr *MR) Handle() uint32 { return mr.handle }
@@ -137,9 +204,9 @@ const (
 // Rereg re-registers the region (REREG_MR: one syscall): a new address
 // range, PD or access rights, as flags say; the keys may change.
 func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
-	sp := mr.pd.ctx.begin("ReregMR")
+	ctx := mr.ctx()
+	sp := ctx.begin("ReregMR")
 	defer func() { sp.end(err) }()
-	ctx := mr.pd.ctx
 	if flags == 0 || flags&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
 		return argError("ReregMR", ctx.dev.Name, "flags %#x", uint32(flags))
 	}
@@ -151,8 +218,21 @@ func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 		if pd == nil {
 			return argError("ReregMR", ctx.dev.Name, "ReregPD without a PD")
 		}
+		if pd.ctx != ctx {
+			return argError("ReregMR", ctx.dev.Name, "the new PD belongs to another context")
+		}
+		if err := pd.use("ReregMR", ctx.dev.Name); err != nil {
+			return err
+		}
+		defer pd.done()
 		req.PdHandle = pd.handle
 	}
+	if err := mr.use("ReregMR", ctx.dev.Name); err != nil {
+		return err
+	}
+	defer mr.done()
+	mr.mu.Lock()
+	defer mr.mu.Unlock()
 	var resp abi.IbUverbsReregMrResp
 	in, out := ctx.prov.Udata(provider.VerbReregMR)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REREG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
@@ -162,6 +242,7 @@ func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 	mr.lkey, mr.rkey = resp.Lkey, resp.Rkey
 	if flags&ReregTranslation != 0 {
 		mr.addr, mr.length, mr.iova = addr, length, addr
+		mr.unpin() // the old range is no longer registered
 	}
 	if flags&ReregPD != 0 {
 		mr.pd = pd
@@ -172,14 +253,71 @@ func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 	return nil
 }
 
+// ctx is the context the MR belongs to (a Rereg may change its PD, never
+// its context).
+func (mr *MR) ctx() *Context { return mr.PD().ctx }
+
 // Close deregisters the region (DEREG_MR). Idempotent.
 func (mr *MR) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return mr.close(func() (err error) {
-		sp := mr.pd.ctx.begin("DeregMR")
+		ctx := mr.ctx()
+		sp := ctx.begin("DeregMR")
 		defer func() { sp.end(err) }()
-		req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
-		return mr.pd.ctx.destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+		if err := mr.destroyKernel(); err != nil {
+			return err
+		}
+		mr.forget()
+		return nil
+	})
+}
+
+func (mr *MR) destroyKernel() error {
+	req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
+	return mr.ctx().destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+}
+
+// forget unpins the deregistered MR's memory and drops it from its
+// context's table.
+func (mr *MR) forget() {
+	mr.mu.Lock()
+	mr.unpin()
+	mr.mu.Unlock()
+	mr.ctx().mrs.Delete(mr)
+}
+
+// unpin releases RegMR's pin (mr.mu held).
+func (mr *MR) unpin() {
+	if mr.pin != nil {
+		mr.pin.Unpin()
+		mr.pin = nil
+	}
+}
+
+// leakedPins keeps the pins of MRs whose deregistration failed at
+// Context.Close: the device may still write their memory, so it must stay
+// pinned (and a collected Pinner with pins would crash the program).
+var leakedPins struct {
+	sync.Mutex
+	pins []*runtime.Pinner
+}
+
+// releaseProvider deregisters a pinned MR left open at Context.Close and
+// unpins its memory.
+func (mr *MR) releaseProvider() error {
+	return mr.close(func() error {
+		if mr.destroyKernel() != nil {
+			mr.mu.Lock()
+			if mr.pin != nil {
+				leakedPins.Lock()
+				leakedPins.pins = append(leakedPins.pins, mr.pin)
+				leakedPins.Unlock()
+				mr.pin = nil
+			}
+			mr.mu.Unlock()
+		}
+		mr.forget()
+		return nil
 	})
 }

@@ -14,13 +14,14 @@ const (
 	MWType2 MWType = 2
 )
 
-// MW is a memory window.
+// MW is a memory window. It is safe for concurrent use; Close is
+// idempotent and returns nil after the Context closed.
 type MW struct {
 	pd     *PD
 	handle uint32
 	rkey   uint32
 	typ    MWType
-	destroyer
+	lifetime
 }
 
 // AllocMW allocates a memory window (ALLOC_MW: one syscall).
@@ -30,6 +31,10 @@ func (pd *PD) AllocMW(t MWType) (_ *MW, err error) {
 	if t != MWType1 && t != MWType2 {
 		return nil, argError("AllocMW", pd.ctx.dev.Name, "window type %d", t)
 	}
+	if err := pd.use("AllocMW", pd.ctx.dev.Name); err != nil {
+		return nil, err
+	}
+	defer pd.done()
 	req := abi.IbUverbsAllocMw{PdHandle: pd.handle, MwType: uint8(t)}
 	var resp abi.IbUverbsAllocMwResp
 	in, out := pd.ctx.prov.Udata(provider.VerbAllocMW)

@@ -7,10 +7,16 @@ import (
 
 // PD is a protection domain: the scope of memory regions, queue pairs,
 // shared receive queues and address handles.
+//
+// A PD is safe for concurrent use. Close waits for the verbs in flight on
+// it (RegMR, CreateQP, … running in other goroutines) and then deallocates;
+// after it, every verb on the PD returns an *OpError for which
+// errors.Is(err, ErrClosed) holds, and the PD's handle never reaches the
+// kernel again. The same holds once the PD's Context is closed.
 type PD struct {
 	ctx    *Context
 	handle uint32
-	destroyer
+	lifetime
 }
 
 // AllocPD allocates a protection domain (ALLOC_PD: one syscall).
@@ -34,7 +40,8 @@ func (pd *PD) Context() *Context { return pd.ctx }
 func (pd *PD) Handle() uint32 { return pd.handle }
 
 // Close deallocates the PD. It fails with EBUSY while objects created in it
-// are open; it is idempotent once it succeeded.
+// are open; it is idempotent once it succeeded, and returns nil after the
+// Context closed (the kernel deallocated the PD then).
 func (pd *PD) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return pd.close(func() (err error) {

@@ -1,6 +1,10 @@
 package uverbs
 
 import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -18,6 +22,13 @@ type QPInit struct {
 
 // QP is a queue pair. PostSend and PostRecv are the provider's fast path;
 // see the provider's documentation for its thread safety and doorbell cost.
+//
+// Modify, Query and the getters are safe for concurrent use (Modify calls
+// on one QP run one at a time). Close waits for the slow verbs in flight,
+// then destroys the QP; after it (or after the Context closed) every verb
+// returns an error for which errors.Is(err, ErrClosed) holds — PostSend and
+// PostRecv too, as the provider reports it — and the QP's handle never
+// reaches the kernel again. Close is idempotent.
 type QP struct {
 	pd     *PD
 	prov   provider.QP
@@ -25,8 +36,9 @@ type QP struct {
 	qpn    uint32
 	init   QPInit
 	tag    uint64
-	state  QPState
-	destroyer
+	modify sync.Mutex    // one Modify at a time: the state follows the kernel's order
+	state  atomic.Uint32 // QPState after the last successful Modify
+	lifetime
 }
 
 // CreateQP creates a queue pair (the ioctl QP_CREATE method, or the
@@ -46,6 +58,19 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		return nil, argError("CreateQP", dev, "CQs and SRQ must belong to the PD's context")
 	case init.SRQ != nil && (init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0):
 		return nil, argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
+	}
+	// Every handle that goes into the command is held open until it returns.
+	for _, o := range []struct {
+		l    *lifetime
+		what string
+	}{{&pd.lifetime, "PD"}, {&init.SendCQ.lifetime, "send CQ"}, {&init.RecvCQ.lifetime, "receive CQ"}, {srqLifetime(init.SRQ), "SRQ"}} {
+		if o.l == nil {
+			continue
+		}
+		if err := o.l.use("CreateQP", dev); err != nil {
+			return nil, &OpError{Verb: "CreateQP", Device: dev, Err: fmt.Errorf("the %s: %w", o.what, ErrClosed)}
+		}
+		defer o.l.done()
 	}
 	pa := provider.QPAttr{Type: init.Type, Cap: init.Cap, SendCQ: init.SendCQ.prov, RecvCQ: init.RecvCQ.prov, SignalAll: init.SignalAll}
 	if init.SRQ != nil {
@@ -133,7 +158,7 @@ func (qp *QP) Cap() QPCap { return qp.init.Cap }
 
 // State is the QP's state after its last successful Modify (the device
 // may have moved it to ERR since; Query asks the kernel).
-func (qp *QP) State() QPState { return qp.state }
+func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 
 // PD is the QP's protection domain.
 func (qp *QP) PD() *PD { return qp.pd }
@@ -147,6 +172,12 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	if mask == 0 || mask&^(qpAttrLegacy|QPAttrRateLimit) != 0 {
 		return argError("ModifyQP", c.dev.Name, "attribute mask %#x", uint32(mask))
 	}
+	if err := qp.use("ModifyQP", c.dev.Name); err != nil {
+		return err
+	}
+	defer qp.done()
+	qp.modify.Lock()
+	defer qp.modify.Unlock()
 	in, out := c.prov.Udata(provider.VerbModifyQP)
 	var cmd abi.Command
 	if mask&QPAttrRateLimit != 0 {
@@ -162,7 +193,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 		return err
 	}
 	if mask&QPAttrState != 0 {
-		qp.state = attr.State
+		qp.state.Store(uint32(attr.State))
 		qp.prov.Modified(attr.State)
 	}
 	return nil
@@ -174,6 +205,10 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 	sp := qp.pd.ctx.begin("QueryQP")
 	defer func() { sp.end(err) }()
 	c := qp.pd.ctx
+	if err := qp.use("QueryQP", c.dev.Name); err != nil {
+		return QPAttr{}, QPInit{}, err
+	}
+	defer qp.done()
 	req := abi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var resp abi.IbUverbsQueryQpResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -190,8 +225,20 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 
 // PostSend posts send work requests; see provider.QP for the contract:
 // every request is validated before any is posted.
+//
+// Where the provider's doorbell is a command that names the QP (rxe), each
+// call holds a reference that Close waits for, so no doorbell reaches the
+// kernel after the QP is destroyed (its handle may name another QP by then).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	c := qp.pd.ctx
+	if c.postNamesQP {
+		if !qp.fastAcquire() {
+			return 0, errPostSendClosed
+		}
+		defer qp.fastRelease()
+	} else if qp.gone.Load() {
+		return 0, errPostSendClosed
+	}
 	if c.rec.Load() == nil {
 		return qp.prov.PostSend(wrs)
 	}
@@ -203,6 +250,9 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 
 // PostRecv posts receive work requests.
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	if qp.gone.Load() {
+		return 0, errPostRecvClosed
+	}
 	c := qp.pd.ctx
 	if c.rec.Load() == nil {
 		return qp.prov.PostRecv(wrs)
@@ -212,6 +262,12 @@ func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
 	sp.end(err)
 	return n, err
 }
+
+// The fast path's errors on a closed QP (preallocated: it allocates nothing).
+var (
+	errPostSendClosed error = &OpError{Verb: "PostSend", Err: ErrClosed}
+	errPostRecvClosed error = &OpError{Verb: "PostRecv", Err: ErrClosed}
+)
 
 func (qp *QP) destroyKernel() error {
 	req := abi.IbUverbsDestroyQp{QpHandle: qp.handle}
@@ -235,8 +291,21 @@ func (qp *QP) Close() error {
 	})
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (qp *QP) releaseProvider() error {
-	return qp.close(func() error { return qp.prov.Close() })
+	return qp.close(func() error {
+		qp.destroyKernel()
+		qp.pd.ctx.qps.Delete(qp.tag)
+		return qp.prov.Close()
+	})
+}
+
+// srqLifetime is srq's lifetime, or nil for no SRQ.
+func srqLifetime(srq *SRQ) *lifetime {
+	if srq == nil {
+		return nil
+	}
+	return &srq.lifetime
 }

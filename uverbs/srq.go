@@ -15,6 +15,12 @@ type SRQInit struct {
 
 // SRQ is a shared receive queue: receives posted to it feed every QP
 // created with it.
+//
+// Modify, Query and the getters are safe for concurrent use. Close waits
+// for the slow verbs in flight, then destroys the SRQ; after it (or after
+// the Context closed) every verb returns an error for which
+// errors.Is(err, ErrClosed) holds, and the SRQ's handle never reaches the
+// kernel again. Close is idempotent.
 type SRQ struct {
 	pd     *PD
 	prov   provider.SRQ
@@ -23,7 +29,7 @@ type SRQ struct {
 	maxWR  uint32
 	maxSGE uint32
 	tag    uint64
-	destroyer
+	lifetime
 }
 
 // CreateSRQ creates a shared receive queue (CREATE_SRQ: one syscall).
@@ -35,6 +41,10 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 	if init.MaxWR == 0 || init.MaxSGE == 0 {
 		return nil, argError("CreateSRQ", dev, "max_wr %d, max_sge %d: both must be at least 1", init.MaxWR, init.MaxSGE)
 	}
+	if err := pd.use("CreateSRQ", dev); err != nil {
+		return nil, err
+	}
+	defer pd.done()
 	setup, err := c.prov.CreateSRQ(provider.SRQAttr{MaxWR: init.MaxWR, MaxSGE: init.MaxSGE, Limit: init.Limit})
 	if err != nil {
 		return nil, opError("CreateSRQ", dev, abi.TransportNone, err)
@@ -73,6 +83,9 @@ func (srq *SRQ) MaxSGE() uint32 { return srq.maxSGE }
 
 // PostRecv posts receive work requests to the SRQ (no syscall).
 func (srq *SRQ) PostRecv(wrs []RecvWR) (int, error) {
+	if srq.gone.Load() {
+		return 0, errPostSRQRecvClosed
+	}
 	c := srq.pd.ctx
 	if c.rec.Load() == nil {
 		return srq.prov.PostRecv(wrs)
@@ -100,6 +113,10 @@ func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
 	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return argError("ModifySRQ", c.dev.Name, "attribute mask %#x", uint32(mask))
 	}
+	if err := srq.use("ModifySRQ", c.dev.Name); err != nil {
+		return err
+	}
+	defer srq.done()
 	req := abi.IbUverbsModifySrq{SrqHandle: srq.handle, AttrMask: uint32(mask), MaxWr: maxWR, SrqLimit: limit}
 	in, out := c.prov.Udata(provider.VerbModifySRQ)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_SRQ, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
@@ -110,6 +127,10 @@ func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
 func (srq *SRQ) Query() (maxWR, maxSGE, limit uint32, err error) {
 	sp := srq.pd.ctx.begin("QuerySRQ")
 	defer func() { sp.end(err) }()
+	if err := srq.use("QuerySRQ", srq.pd.ctx.dev.Name); err != nil {
+		return 0, 0, 0, err
+	}
+	defer srq.done()
 	req := abi.IbUverbsQuerySrq{SrqHandle: srq.handle}
 	var resp abi.IbUverbsQuerySrqResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -118,6 +139,9 @@ func (srq *SRQ) Query() (maxWR, maxSGE, limit uint32, err error) {
 	}
 	return resp.MaxWr, resp.MaxSge, resp.SrqLimit, nil
 }
+
+// errPostSRQRecvClosed is PostRecv's error on a closed SRQ (preallocated).
+var errPostSRQRecvClosed error = &OpError{Verb: "PostSRQRecv", Err: ErrClosed}
 
 func (srq *SRQ) destroyKernel() error {
 	req := abi.IbUverbsDestroySrq{SrqHandle: srq.handle}
@@ -141,8 +165,13 @@ func (srq *SRQ) Close() error {
 	})
 }
 
-// releaseProvider frees the provider's memory when the context closes
-// with the object still open; the kernel object dies with the context.
+// releaseProvider destroys the kernel object and frees the provider's
+// memory when the context closes with the object still open. A failed
+// destroy is not fatal: closing the file destroys the object.
 func (srq *SRQ) releaseProvider() error {
-	return srq.close(func() error { return srq.prov.Close() })
+	return srq.close(func() error {
+		srq.destroyKernel()
+		srq.pd.ctx.srqs.Delete(srq.tag)
+		return srq.prov.Close()
+	})
 }

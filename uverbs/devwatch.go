@@ -1,0 +1,102 @@
+package uverbs
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Device loss. A driver with disassociate_ucontext (mlx5) revokes an open
+// context when its device goes: every command fails with EIO and the
+// kernel queues a DEVICE_FATAL async event. rxe and siw have none: when
+// their device is removed (rdma link delete, or the netdev going away) the
+// kernel deletes the character device at once, then waits — silently — for
+// every open context to close before the removal finishes
+// (ib_uverbs_remove_one). goverbs makes that loss visible: the first
+// waiter (NextAsyncEvent, CQ.Wait, CompChannel.Wait) starts a watch on the
+// character device's directory (inotify), and when the context's device
+// node is deleted every waiter is woken: NextAsyncEvent returns an
+// EventDeviceFatal event, the Waits an error wrapping ENODEV. A program that
+// then closes its Context lets the removal finish.
+
+// watchDevice starts the device watch, once per context.
+func (c *Context) watchDevice() {
+	if c.watchStarted.Load() {
+		return
+	}
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	if c.watchStarted.Swap(true) || c.closed.Load() {
+		return
+	}
+	dir, name := filepath.Split(c.dev.CharDev)
+	if name == "" {
+		return
+	}
+	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
+	if err != nil {
+		return // no watch: loss is then reported only by the kernel's errors
+	}
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_DELETE|unix.IN_DELETE_SELF); err != nil {
+		unix.Close(fd) // a device path that is not a file (the mlx5 model)
+		return
+	}
+	c.watch = os.NewFile(uintptr(fd), "uverbs-device-watch")
+	if _, err := os.Stat(c.dev.CharDev); os.IsNotExist(err) {
+		c.deviceLost() // gone before the watch began
+	}
+	go c.readWatch(c.watch, name)
+}
+
+// readWatch waits for the deletion of the device node name. Reading parks
+// on the runtime poller; Context.Close ends it by closing the file.
+func (c *Context) readWatch(f *os.File, name string) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := f.Read(buf)
+		if err != nil {
+			return
+		}
+		for b := buf[:n]; len(b) >= unix.SizeofInotifyEvent; {
+			mask := binary.NativeEndian.Uint32(b[4:])
+			l := int(binary.NativeEndian.Uint32(b[12:]))
+			if unix.SizeofInotifyEvent+l > len(b) {
+				break
+			}
+			ev := strings.TrimRight(string(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+l]), "\x00")
+			if mask&unix.IN_DELETE_SELF != 0 || (mask&unix.IN_DELETE != 0 && ev == name) {
+				c.deviceLost()
+				return
+			}
+			b = b[unix.SizeofInotifyEvent+l:]
+		}
+	}
+}
+
+// deviceLost wakes every waiter on the context.
+func (c *Context) deviceLost() {
+	c.lostOnce.Do(func() {
+		c.lost.Store(true)
+		close(c.lostCh)
+	})
+}
+
+// lostError is a waiter's error once the device is gone.
+func (c *Context) lostError(verb string) error {
+	return opError(verb, c.dev.Name, 0, fmt.Errorf("%w: device %s removed (its character device %s was deleted)", unix.ENODEV, c.dev.Name, c.dev.CharDev))
+}
+
+// stopWatch ends the device watch (Context.Close).
+func (c *Context) stopWatch() error {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	c.watchStarted.Store(true) // no watch starts after Close
+	if c.watch == nil {
+		return nil
+	}
+	return c.watch.Close()
+}
