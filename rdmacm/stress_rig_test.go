@@ -1,0 +1,309 @@
+package rdmacm_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// procStatus returns a field of /proc/self/status ("Threads").
+func procStatus(t *testing.T, field string) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", field)
+	return 0
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
+}
+
+// rdmaRes is `rdma resource show` (per-device counts of kernel objects).
+func rdmaRes(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("rdma", "resource", "show").CombinedOutput()
+	if err != nil {
+		t.Logf("rdma resource show: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func TestRigContextTimeouts(t *testing.T) {
+	rigtest.Require(t)
+	// Address resolution of an address on the veth subnet that nobody has:
+	// ARP never answers; ctx ends the wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := rdmacm.Dial(ctx, netip.MustParseAddrPort("10.99.0.77:7174"), &rdmacm.Config{Source: netip.AddrPortFrom(addrRXEA, 0)})
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		// The kernel's own timeout (the ctx deadline too) may answer first.
+		t.Logf("Dial to a silent address: %v", err)
+		if err == nil {
+			t.Fatal("Dial to a silent address succeeded")
+		}
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Dial took %v with a 300ms context", d)
+	}
+	// Accept with nobody connecting ends with ctx; Close wakes a blocked Accept.
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel2()
+	if _, err := l.Accept(ctx2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Accept: %v, want DeadlineExceeded", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, rdmacm.ErrClosed) || !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("Accept during Close: %v, want ErrClosed", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestRigPeerDies: a peer process is killed while connected; DISCONNECTED
+// arrives, the QP is flushed and every posted receive completes.
+func TestRigPeerDies(t *testing.T) {
+	if dst := os.Getenv("RDMACM_TEST_CHILD_DIAL"); dst != "" {
+		c, err := rdmacm.Dial(context.Background(), netip.MustParseAddrPort(dst), nil)
+		if err != nil {
+			fmt.Println("child:", err)
+			os.Exit(1)
+		}
+		_ = c
+		fmt.Println("connected")
+		select {}
+	}
+	rigtest.Require(t)
+	ctx := rigCtx(t, 90*time.Second)
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestRigPeerDies$")
+	cmd.Env = append(os.Environ(), "RDMACM_TEST_CHILD_DIAL="+netip.AddrPortFrom(addrRXE0, l.Addr().Port()).String())
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const posted = 8
+	var b *buffers
+	r2 := r
+	c, err := r2.Accept(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b = newBuffers(t, c.PD(), 4096)
+	if err := postRecvs(c, b, posted, 64); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line != "connected\n" {
+		t.Fatalf("child said %q", line)
+	}
+	start := time.Now()
+	cmd.Process.Kill()
+	cmd.Wait()
+	select {
+	case <-c.Done():
+	case <-ctx.Done():
+		t.Fatal("no DISCONNECTED after the peer died")
+	}
+	t.Logf("DISCONNECTED %v after the kill; Err = %v", time.Since(start), c.ID.Err())
+	if !errors.Is(c.ID.Err(), rdmacm.ErrDisconnected) {
+		t.Errorf("Err = %v", c.ID.Err())
+	}
+	wc := make([]uverbs.WorkCompletion, posted)
+	got := 0
+	for got < posted {
+		n, err := c.CQ.Wait(ctx, wc[got:])
+		if err != nil {
+			t.Fatalf("after %d flushed receives: %v", got, err)
+		}
+		for _, w := range wc[got : got+n] {
+			if w.Status != uverbs.WCWRFlushErr {
+				t.Errorf("receive %d: %v, want a flush", w.ID, w.Status)
+			}
+		}
+		got += n
+	}
+}
+
+// TestRigManyConnections sets up and tears down N connections at once, one
+// goroutine each, on one channel per side (cmtime's shape), and checks
+// nothing leaks. N is RDMACM_TEST_CONNS (default 1000).
+func TestRigManyConnections(t *testing.T) {
+	rigtest.Require(t)
+	n := 1000
+	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	ctx := rigCtx(t, 600*time.Second)
+	fds0, res0 := openFDs(t), rdmaRes(t)
+	cfg := rdmacm.Config{PollOnly: true, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, Backlog: n}
+	srvCh, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliCh, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := cfg
+	scfg.Channel = srvCh
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0), &scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.AddrPortFrom(addrRXE0, l.Addr().Port())
+	var srvWG sync.WaitGroup
+	var accepted atomic.Int32
+	go func() {
+		for {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				return
+			}
+			srvWG.Add(1)
+			go func() {
+				defer srvWG.Done()
+				c, err := r.Accept(ctx, nil)
+				if err != nil {
+					t.Errorf("Accept: %v", err)
+					return
+				}
+				accepted.Add(1)
+				<-c.Done() // the client disconnects
+				c.Close()
+			}()
+		}
+	}()
+	ccfg := cfg
+	ccfg.Channel = cliCh
+	conns := make([]*rdmacm.Conn, n)
+	var wg sync.WaitGroup
+	var maxThreads atomic.Int32
+	start := time.Now()
+	var failed atomic.Int32
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := rdmacm.Dial(ctx, dst, &ccfg)
+			if err != nil {
+				if failed.Add(1) < 5 {
+					t.Errorf("Dial %d: %v", i, err)
+				}
+				return
+			}
+			conns[i] = c
+		}()
+	}
+	wg.Wait()
+	setup := time.Since(start)
+	maxThreads.Store(int32(procStatus(t, "Threads")))
+	start = time.Now()
+	for _, c := range conns {
+		if c == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	srvWG.Wait()
+	teardown := time.Since(start)
+	l.Close()
+	if err := cliCh.Close(); err != nil {
+		t.Error(err)
+	}
+	if err := srvCh.Close(); err != nil {
+		t.Error(err)
+	}
+	t.Logf("%d connections: set up in %v (%.2f ms/conn), torn down in %v; %d accepted; OS threads after set-up: %d; GOMAXPROCS-bound",
+		n, setup, float64(setup.Microseconds())/1000/float64(n), teardown, accepted.Load(), maxThreads.Load())
+	if failed.Load() != 0 {
+		t.Fatalf("%d dials failed", failed.Load())
+	}
+	if fds := openFDs(t); fds != fds0 {
+		t.Errorf("%d open fds after, %d before", fds, fds0)
+	}
+	if res := rdmaRes(t); res != res0 {
+		t.Errorf("rdma resources before:\n%s\nafter:\n%s", res0, res)
+	}
+	if th := maxThreads.Load(); th > 64 {
+		t.Errorf("%d OS threads for %d connections", th, n)
+	}
+}
+
+// TestRigCmtime runs rdma-core's cmtime (client and server) in the same
+// boot, for the comparison with TestRigManyConnections.
+func TestRigCmtime(t *testing.T) {
+	rigtest.Require(t)
+	n := 1000
+	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
+		n, _ = strconv.Atoi(s)
+	}
+	ctx := rigCtx(t, 600*time.Second)
+	srv := tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n))
+	_ = srv
+	time.Sleep(500 * time.Millisecond)
+	out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n)).CombinedOutput()
+	t.Logf("cmtime -c %d:\n%s", n, out)
+	if err != nil || !bytes.Contains(out, []byte("connect")) {
+		t.Errorf("cmtime: %v", err)
+	}
+}
