@@ -469,6 +469,13 @@ func (r *ConnRequest) PrivateData() []byte { return r.Event.PrivateData }
 // returning when the connection is ESTABLISHED (RC) or the reply is sent
 // (UD).
 func (r *ConnRequest) Accept(ctx context.Context, privateData []byte) (*Conn, error) {
+	return r.AcceptWith(ctx, privateData, nil)
+}
+
+// AcceptWith is Accept with prepare in place of the listener's
+// Config.Prepare (when not nil): a per-connection hook that posts the
+// first receives into buffers of the connection's own.
+func (r *ConnRequest) AcceptWith(ctx context.Context, privateData []byte, prepare func(*Conn) error) (*Conn, error) {
 	if r.done {
 		return nil, opError("Accept", errors.New("request already answered"))
 	}
@@ -478,6 +485,9 @@ func (r *ConnRequest) Accept(ctx context.Context, privateData []byte) (*Conn, er
 		cfg = *r.cfg
 	}
 	cfg = cfg.orDefault()
+	if prepare != nil {
+		cfg.Prepare = prepare
+	}
 	id := r.ID
 	ch := id.ch
 	fail := func(err error) (*Conn, error) {
