@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/goverbs/goverbs/abi"
@@ -253,10 +254,56 @@ type device struct {
 	pd   *uverbs.PD
 	once sync.Once
 	err  error
+	key  uint64
+
+	// Guarded by the channel's mu: connections using the device, and
+	// whether a DEVICE_REMOVAL came for it. A removed device's context is
+	// closed with its last connection, so the kernel can finish removing it.
+	refs    int
+	removed bool
+	closed  atomic.Bool
+}
+
+// useDevice counts a connection on d.
+func (ch *EventChannel) useDevice(d *device) {
+	ch.mu.Lock()
+	d.refs++
+	ch.mu.Unlock()
+}
+
+// doneDevice drops a connection from d, closing d if it was removed and
+// this was the last.
+func (ch *EventChannel) doneDevice(d *device) error {
+	ch.mu.Lock()
+	d.refs--
+	last := d.refs == 0 && d.removed
+	if last && ch.devs[d.key] == d {
+		delete(ch.devs, d.key)
+	}
+	ch.mu.Unlock()
+	if last {
+		return d.close()
+	}
+	return nil
+}
+
+// removeDevice marks d removed (a DEVICE_REMOVAL event): no new ID gets
+// it, and it is closed when its last connection is.
+func (ch *EventChannel) removeDevice(d *device) {
+	ch.mu.Lock()
+	d.removed = true
+	if ch.devs[d.key] == d {
+		delete(ch.devs, d.key)
+	}
+	last := d.refs == 0
+	ch.mu.Unlock()
+	if last {
+		d.close()
+	}
 }
 
 func (d *device) close() error {
-	if d.ctx == nil {
+	if d.ctx == nil || d.closed.Swap(true) {
 		return nil
 	}
 	var err error
@@ -284,7 +331,7 @@ func (ch *EventChannel) deviceFor(guid uint64, idx uint32) (*device, error) {
 	}
 	d := ch.devs[key]
 	if d == nil {
-		d = &device{}
+		d = &device{key: key}
 		ch.devs[key] = d
 	}
 	ch.mu.Unlock()

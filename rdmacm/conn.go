@@ -111,6 +111,7 @@ type Conn struct {
 	AH *uverbs.AH
 
 	comp   *uverbs.CompChannel
+	dev    *device // the channel's device this connection holds (nil with a caller's PD)
 	ownCh  bool
 	closed bool
 }
@@ -157,6 +158,9 @@ func (c *Conn) Close() error {
 		errs = append(errs, c.comp.Close())
 	}
 	errs = append(errs, c.ID.Close())
+	if c.dev != nil {
+		errs = append(errs, c.ID.ch.doneDevice(c.dev))
+	}
 	if c.ownCh {
 		errs = append(errs, c.ID.ch.release())
 	}
@@ -168,8 +172,10 @@ func (c *Conn) Close() error {
 func newConn(id *ID, cfg *Config) (*Conn, error) {
 	c := &Conn{ID: id}
 	pd := cfg.PD
-	if pd == nil {
+	if pd == nil && id.dev != nil {
 		pd = id.PD()
+		c.dev = id.dev
+		id.ch.useDevice(c.dev)
 	}
 	if pd == nil {
 		return nil, opError("CreateQP", errors.New("the ID has no device yet"))
@@ -187,6 +193,9 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 		}
 		if c.comp != nil {
 			c.comp.Close()
+		}
+		if c.dev != nil {
+			id.ch.doneDevice(c.dev)
 		}
 		return nil, err
 	}

@@ -116,6 +116,9 @@ func (id *ID) deliver(ev Event) {
 		qp := id.qp
 		id.mu.Unlock()
 		poke(id.asig)
+		if ev.Type == EventDeviceRemoval && id.dev != nil {
+			id.ch.removeDevice(id.dev)
+		}
 		if first {
 			// Flush the QP, and answer the peer's DREQ with a DREP
 			// (librdmacm leaves both to the application, which must

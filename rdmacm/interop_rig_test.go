@@ -293,6 +293,7 @@ func TestRigInteropUdaddyServer(t *testing.T) {
 		if c, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrRXE0, 7475), cfg); err == nil {
 			break
 		}
+		t.Logf("Dial: %v", err)
 		if ctx.Err() != nil {
 			t.Fatal(err)
 		}
@@ -311,5 +312,75 @@ func TestRigInteropUdaddyServer(t *testing.T) {
 	}
 	if out := wait(); !bytes.Contains([]byte(out), []byte("data transfers complete")) {
 		t.Errorf("udaddy server:\n%s", out)
+	}
+}
+
+// TestRigInteropUdaddyClient: udaddy is the client; a goverbs UD listener
+// answers its SIDR request, receives its messages and replies to each.
+func TestRigInteropUdaddyClient(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	const slot = ucmSize + 40 // GRH
+	var b *buffers
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7476), &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Prepare: func(c *rdmacm.Conn) error {
+			b = newBuffers(t, c.PD(), 2*ucmCount*slot)
+			return postRecvs(c, b, ucmCount, slot)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wait := tool(t, ctx, "udaddy", "-s", addrRXE0.String(), "-p", "7476", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	r, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Accept(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wc := make([]uverbs.WorkCompletion, 1)
+	var peerQPN uint32
+	for got := 0; got < ucmCount; got++ {
+		if _, err := c.CQ.Wait(ctx, wc); err != nil || wc[0].Status != uverbs.WCSuccess || wc[0].Opcode != uverbs.WCRecv {
+			t.Fatalf("receive %d: %+v, %v", got, wc[0], err)
+		}
+		peerQPN = wc[0].Imm // udaddy sends its QPN as immediate data
+		if wc[0].SrcQP != peerQPN {
+			t.Errorf("source QP %d, immediate %d", wc[0].SrcQP, peerQPN)
+		}
+	}
+	peer, err := c.ID.RemoteAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr, err := c.ID.AddressTo(peer.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := c.PD().CreateAH(attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	qa, _, err := c.QP.Query(uverbs.QPAttrQKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < ucmCount; i++ {
+		wr := uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSendWithImm, Imm: c.QP.QPN(), SGL: b.sge(ucmCount*slot, ucmSize),
+			UD: uverbs.UDDest{AH: ah, RemoteQPN: peerQPN, QKey: qa.QKey}}
+		if _, err := c.QP.PostSend([]uverbs.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitN(ctx, c, ucmCount); err != nil {
+		t.Fatal(err)
+	}
+	if out := wait(); !bytes.Contains([]byte(out), []byte("data transfers complete")) {
+		t.Errorf("udaddy client:\n%s", out)
 	}
 }

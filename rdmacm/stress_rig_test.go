@@ -75,6 +75,17 @@ func TestRigContextTimeouts(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Dial took %v with a 300ms context", d)
 	}
+	// A cancel (no deadline: the kernel's timeout is 2 s) ends the wait at once.
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel3)
+	start = time.Now()
+	_, err = rdmacm.Dial(ctx3, netip.MustParseAddrPort("10.99.0.78:7174"), &rdmacm.Config{Source: netip.AddrPortFrom(addrRXEA, 0)})
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("Dial cancelled after 100ms: %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("cancelled Dial took %v", d)
+	}
 	// Accept with nobody connecting ends with ctx; Close wakes a blocked Accept.
 	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0), nil)
 	if err != nil {
