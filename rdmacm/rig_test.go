@@ -244,3 +244,10 @@ func TestRigUnreachable(t *testing.T) {
 		t.Errorf("unexpected error %v", err)
 	}
 }
+
+// TestExampleRig runs the package example on the rig's rxe0 (it has no
+// Output line: a host has no device, so go test only compiles it).
+func TestExampleRig(t *testing.T) {
+	rigtest.Require(t)
+	Example()
+}
