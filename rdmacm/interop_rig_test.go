@@ -278,7 +278,7 @@ func TestRigInteropRdmaClient(t *testing.T) {
 func TestRigInteropUdaddyServer(t *testing.T) {
 	rigtest.Require(t)
 	ctx := rigCtx(t, 60*time.Second)
-	wait := tool(t, ctx, "udaddy", "-b", addrRXE0.String(), "-p", "7475", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	wait := tool(t, ctx, "udaddy", "-b", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
 	var b *buffers
 	const slot = ucmSize + 40 // GRH
 	cfg := &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
@@ -290,7 +290,7 @@ func TestRigInteropUdaddyServer(t *testing.T) {
 	var c *rdmacm.Conn
 	for {
 		var err error
-		if c, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrRXE0, 7475), cfg); err == nil {
+		if c, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrRXE0, 7174), cfg); err == nil {
 			break
 		}
 		t.Logf("Dial: %v", err)
@@ -322,7 +322,7 @@ func TestRigInteropUdaddyClient(t *testing.T) {
 	ctx := rigCtx(t, 60*time.Second)
 	const slot = ucmSize + 40 // GRH
 	var b *buffers
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7476), &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7174), &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
 		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1},
 		Prepare: func(c *rdmacm.Conn) error {
 			b = newBuffers(t, c.PD(), 2*ucmCount*slot)
@@ -332,7 +332,7 @@ func TestRigInteropUdaddyClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	wait := tool(t, ctx, "udaddy", "-s", addrRXE0.String(), "-p", "7476", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	wait := tool(t, ctx, "udaddy", "-s", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
 	r, err := l.Accept(ctx)
 	if err != nil {
 		t.Fatal(err)
