@@ -2,7 +2,6 @@ package rdmacm_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -300,21 +299,131 @@ func TestRigManyConnections(t *testing.T) {
 	}
 }
 
-// TestRigCmtime runs rdma-core's cmtime (client and server) in the same
-// boot, for the comparison with TestRigManyConnections.
+// cmtimeTotals sums cmtime's "total ms" column: set-up (create id to
+// connect) and tear-down (disconnect, destroy).
+func cmtimeTotals(t *testing.T, out []byte) (setup, teardown float64) {
+	t.Helper()
+	for _, l := range strings.Split(string(out), "\n") {
+		name, rest, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 1 {
+			continue
+		}
+		ms, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			continue
+		}
+		switch strings.TrimSpace(name) {
+		case "create id", "bind", "resolve addr", "resolve route", "create qp", "connect":
+			setup += ms
+		case "disconnect", "destroy":
+			teardown += ms
+		}
+	}
+	if setup == 0 {
+		t.Fatalf("no cmtime figures in:\n%s", out)
+	}
+	return setup, teardown
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+// TestRigCmtime compares goverbs with rdma-core's cmtime in one boot,
+// against the same server (cmtime's): N connections set up concurrently
+// and torn down, and single connections (connect to ESTABLISHED).
 func TestRigCmtime(t *testing.T) {
 	rigtest.Require(t)
 	n := 1000
 	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
-	ctx := rigCtx(t, 600*time.Second)
-	srv := tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n))
-	_ = srv
+	ctx := rigCtx(t, 900*time.Second)
+	tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7480")
 	time.Sleep(500 * time.Millisecond)
+	dst := netip.AddrPortFrom(addrRXE0, 7480)
+
 	out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n)).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cmtime -c %d: %v\n%s", n, err, out)
+	}
 	t.Logf("cmtime -c %d:\n%s", n, out)
-	if err != nil || !bytes.Contains(out, []byte("connect")) {
-		t.Errorf("cmtime: %v", err)
+	cSetup, cTeardown := cmtimeTotals(t, out)
+
+	ch, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	cfg := &rdmacm.Config{Channel: ch, PollOnly: true, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}}
+	conns := make([]*rdmacm.Conn, n)
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	start := time.Now()
+	for i := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := rdmacm.Dial(ctx, dst, cfg)
+			if err != nil {
+				if failed.Add(1) < 5 {
+					t.Errorf("Dial: %v", err)
+				}
+				return
+			}
+			conns[i] = c
+		}()
+	}
+	wg.Wait()
+	gSetup := time.Since(start)
+	threads := procStatus(t, "Threads")
+	start = time.Now()
+	for _, c := range conns {
+		if c != nil {
+			wg.Add(1)
+			go func() { defer wg.Done(); c.Close() }()
+		}
+	}
+	wg.Wait()
+	gTeardown := time.Since(start)
+	t.Logf("%d connections to cmtime's server: goverbs set-up %.1f ms, tear-down %.1f ms (OS threads %d); cmtime set-up %.1f ms, tear-down %.1f ms; set-up ratio %.2f×",
+		n, ms(gSetup), ms(gTeardown), threads, cSetup, cTeardown, ms(gSetup)/cSetup)
+
+	// One connection at a time: connect to ESTABLISHED.
+	const reps = 20
+	var gov, ct []time.Duration
+	for i := 0; i < reps; i++ {
+		start := time.Now()
+		c, err := rdmacm.Dial(ctx, dst, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gov = append(gov, time.Since(start))
+		c.Close()
+		out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", "1").CombinedOutput()
+		if err != nil {
+			t.Fatalf("cmtime -c 1: %v\n%s", err, out)
+		}
+		s, _ := cmtimeTotals(t, out)
+		ct = append(ct, time.Duration(s*float64(time.Millisecond)))
+	}
+	t.Logf("one connection, resolve addr to ESTABLISHED, median of %d: goverbs Dial %.2f ms, cmtime -c 1 (create id … connect) %.2f ms; ratio %.2f×",
+		reps, ms(median(gov)), ms(median(ct)), float64(median(gov))/float64(median(ct)))
+	if failed.Load() != 0 {
+		t.Fatalf("%d dials failed", failed.Load())
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
