@@ -155,7 +155,9 @@ func run(args []string) int {
 		err = runClient(&o)
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		if err != errReported {
+			fmt.Fprintln(os.Stderr, err)
+		}
 		return 1
 	}
 	return 0

@@ -18,6 +18,15 @@ import (
 
 var errInvalid = errors.New("invalid argument")
 
+// errReported is an error rping has already printed in its own words.
+var errReported = errors.New("rping: failed")
+
+// reported prints msg to stderr as rdma-core's rping does and returns errReported.
+func reported(msg string) error {
+	fmt.Fprintln(os.Stderr, msg)
+	return errReported
+}
+
 type options struct {
 	server     int // -1 unset, 0 client, 1 server
 	addr, src  string
@@ -168,7 +177,7 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 		}
 		if wc.Opcode == uverbs.WCRecv {
 			if wc.ByteLen != infoSize {
-				return wc, fmt.Errorf("Received bogus data, size %d", wc.ByteLen)
+				return wc, reported(fmt.Sprintf("Received bogus data, size %d", wc.ByteLen))
 			}
 			if err := s.postRecv(); err != nil {
 				return wc, fmt.Errorf("post recv error: %w", err)
@@ -277,7 +286,7 @@ func (s *session) client() error {
 			return err
 		}
 		if s.o.validate && !bytes.Equal(startBuf, rdmaBuf) {
-			return errors.New("data mismatch!")
+			return reported("data mismatch!")
 		}
 		if s.o.verbose > 0 {
 			fmt.Printf("ping data: %s\n", cstring(rdmaBuf))
