@@ -186,6 +186,16 @@ func TestRigConnectSIW(t *testing.T) {
 	if client.ID.Device().Name != "siw0" || server.ID.Device().Name != "siw0" {
 		t.Fatalf("devices %s, %s", client.ID.Device().Name, server.ID.Device().Name)
 	}
+	// goverbs moved the QPs to INIT only; the kernel's iw_cm took them to RTS.
+	for i, c := range []*rdmacm.Conn{client, server} {
+		a, _, err := c.QP.Query(uverbs.QPAttrState)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.State != uverbs.QPStateRTS {
+			t.Errorf("conn %d: siw QP in %v after connect, want RTS", i, a.State)
+		}
+	}
 	if err := client.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
