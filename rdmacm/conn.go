@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
@@ -113,7 +114,8 @@ type Conn struct {
 	comp   *uverbs.CompChannel
 	dev    *device // the channel's device this connection holds (nil with a caller's PD)
 	ownCh  bool
-	closed bool
+
+	closeOnce sync.Once
 }
 
 // PD is the protection domain of the connection's QP.
@@ -134,10 +136,12 @@ func (c *Conn) Disconnect() error { return c.ID.Disconnect() }
 // QP, CQ and ID, and closes the channel if the connection owns it. It is
 // idempotent; blocked calls return an error matching ErrClosed.
 func (c *Conn) Close() error {
-	if c.closed {
-		return nil
-	}
-	c.closed = true
+	var err error
+	c.closeOnce.Do(func() { err = c.close() })
+	return err
+}
+
+func (c *Conn) close() error {
 	var errs []error
 	if c.ID.Err() == nil && c.QP != nil {
 		_ = c.ID.Disconnect() // may fail: never connected, or already down
@@ -431,7 +435,8 @@ func (l *Listener) Addr() netip.AddrPort {
 }
 
 // Accept returns the next connection request, waiting until one comes,
-// ctx is done or the listener is closed. Accept or reject it.
+// ctx is done or the listener is closed. Accept or reject every request:
+// one left unanswered holds its kernel ID until the listener closes.
 func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
 	r, err := l.ID.NextRequest(ctx)
 	if err != nil {
