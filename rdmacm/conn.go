@@ -111,9 +111,9 @@ type Conn struct {
 	// AH is an address handle for UD: the peer (Dial) or nil.
 	AH *uverbs.AH
 
-	comp   *uverbs.CompChannel
-	dev    *device // the channel's device this connection holds (nil with a caller's PD)
-	ownCh  bool
+	comp  *uverbs.CompChannel
+	dev   *device // the channel's device this connection holds (nil with a caller's PD)
+	ownCh bool
 
 	closeOnce sync.Once
 }
