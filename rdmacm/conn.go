@@ -368,6 +368,14 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 		return err
 	}
 	conn.PeerData, conn.Param = ev.PrivateData, ev.Conn
+	// Before the connect the CM had no IB CM id, and INIT_QP_ATTR(INIT)
+	// gave no remote access (cma_ib_init_qp_attr): INIT again, now with
+	// REMOTE_WRITE and, with responder resources, REMOTE_READ and ATOMIC
+	// (librdmacm's ucma_modify_qp_rtr does the same).
+	if err := id.ModifyQP(conn.QP, uverbs.QPStateInit); err != nil {
+		id.reject()
+		return err
+	}
 	if err := id.toRTS(conn.QP); err != nil {
 		id.reject()
 		return err

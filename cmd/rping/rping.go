@@ -84,6 +84,17 @@ type session struct {
 	mr    *uverbs.MR
 	start int // offset of the client's start_buf
 	wc    []uverbs.WorkCompletion
+	ctx   context.Context // done when the connection is
+}
+
+// watch makes s.ctx end when the CM reports the connection down.
+func (s *session) watch() {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.ctx = ctx
+	go func() {
+		<-s.conn.Done()
+		cancel()
+	}()
 }
 
 func (o *options) config() *rdmacm.Config {
@@ -156,7 +167,10 @@ var errDisconnected = errors.New("disconnected")
 // thread only logs those), or errDisconnected once the CM said so.
 func (s *session) next() (uverbs.WorkCompletion, error) {
 	for {
-		if _, err := s.conn.CQ.Wait(context.Background(), s.wc); err != nil {
+		if _, err := s.conn.CQ.Wait(s.ctx, s.wc); err != nil {
+			if s.ctx.Err() != nil {
+				return uverbs.WorkCompletion{}, errDisconnected
+			}
 			return uverbs.WorkCompletion{}, err
 		}
 		wc := s.wc[0]
@@ -243,6 +257,7 @@ func runClient(o *options) error {
 		return err
 	}
 	s.conn = c
+	s.watch()
 	s.watchDisconnect("client")
 	o.debugf("rmda_connect successful\n")
 	if err := s.client(); err != nil && err != errDisconnected {
@@ -346,6 +361,7 @@ func serve(o *options, r *rdmacm.ConnRequest) error {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
 	s.conn = c
+	s.watch()
 	s.watchDisconnect("server")
 	o.debugf("accepting client connection request\n")
 	err = s.server()

@@ -131,14 +131,25 @@ func TestRigRpingGoClient(t *testing.T) {
 			}
 			defer srv.Process.Kill()
 			time.Sleep(300 * time.Millisecond)
-			rc := -1
-			for try := 0; try < 50 && rc != 0; try++ {
-				if rc = run(quiet(clientArgs(c, port))); rc != 0 {
-					time.Sleep(100 * time.Millisecond)
+			rcc := make(chan int, 1)
+			go func() {
+				rc := -1
+				for try := 0; try < 50 && rc != 0; try++ {
+					if rc = run(quiet(clientArgs(c, port))); rc != 0 {
+						time.Sleep(100 * time.Millisecond)
+					}
 				}
-			}
-			if rc != 0 {
-				t.Fatalf("goverbs rping client exited %d", rc)
+				rcc <- rc
+			}()
+			select {
+			case rc := <-rcc:
+				if rc != 0 {
+					t.Fatalf("goverbs rping client exited %d", rc)
+				}
+			case <-time.After(60 * time.Second):
+				srv.Process.Kill()
+				srv.Wait()
+				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s", sout.String())
 			}
 			if err := srv.Wait(); err != nil {
 				t.Fatalf("rdma-core rping server: %v\n%s", err, sout.String())
