@@ -92,8 +92,14 @@ func TestRigRpingGoServer(t *testing.T) {
 			var out []byte
 			var err error
 			for try := 0; try < 50; try++ {
-				out, err = exec.CommandContext(ctx, rp, clientArgs(c, port)...).CombinedOutput()
-				if err == nil || !strings.Contains(string(out), "REJECTED") {
+				// stdout alone: stderr's lines would land inside its
+				// buffered chunks and split a ping line.
+				var serr strings.Builder
+				cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
+				cmd.Stderr = &serr
+				out, err = cmd.Output()
+				out = append(out, serr.String()...)
+				if err == nil || !strings.Contains(serr.String(), "REJECTED") {
 					break
 				}
 				time.Sleep(100 * time.Millisecond) // the server is not listening yet
@@ -124,8 +130,8 @@ func TestRigRpingGoClient(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 			defer cancel()
 			srv := exec.CommandContext(ctx, rp, serverArgs(c, port)...)
-			var sout strings.Builder
-			srv.Stdout, srv.Stderr = &sout, &sout
+			var sout, serr strings.Builder
+			srv.Stdout, srv.Stderr = &sout, &serr // separate: see TestRigRpingGoServer
 			if err := srv.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -149,10 +155,10 @@ func TestRigRpingGoClient(t *testing.T) {
 			case <-time.After(60 * time.Second):
 				srv.Process.Kill()
 				srv.Wait()
-				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s", sout.String())
+				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s", sout.String(), serr.String())
 			}
 			if err := srv.Wait(); err != nil {
-				t.Fatalf("rdma-core rping server: %v\n%s", err, sout.String())
+				t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
 			}
 			lastPing(t, sout.String(), "server ping data: ")
 		})
