@@ -34,10 +34,12 @@ func TestRigInteropMckeySender(t *testing.T) {
 	defer m.Leave()
 	t.Logf("joined %v: QPN %#x QKey %#x DGID %x", m.Addr(), m.UD.QPN, m.UD.QKey, m.UD.AH.GRH.DGID)
 	wait := tool(t, ctx, "mckey", "-m", group.Addr().String(), "-b", addrRXE0.String(), "-s", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
-	if err := waitN(ctx, c, ucmCount); err != nil {
-		t.Fatal(err)
+	err = waitN(ctx, c, ucmCount)
+	out := wait()
+	if err != nil {
+		t.Fatalf("receiving from mckey: %v; mckey said:\n%s", err, out)
 	}
-	t.Logf("mckey sender:\n%s", wait())
+	t.Logf("mckey sender:\n%s", out)
 	if err := m.Leave(); err != nil {
 		t.Error("Leave:", err)
 	}
