@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -192,7 +193,12 @@ func TestRigConnectSIW(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if a.State != uverbs.QPStateRTS {
+		switch {
+		case a.State == uverbs.QPStateRTS:
+		case a.State == uverbs.QPStateReset && strings.HasPrefix(rigtest.Kernel(), "6.1."):
+			// Linux 6.1's siw_query_qp fills no qp_state (0, RESET).
+			t.Logf("conn %d: siw on %s reports no QP state", i, rigtest.Kernel())
+		default:
 			t.Errorf("conn %d: siw QP in %v after connect, want RTS", i, a.State)
 		}
 	}
