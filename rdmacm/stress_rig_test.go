@@ -351,10 +351,14 @@ func TestRigCmtime(t *testing.T) {
 		n, _ = strconv.Atoi(s)
 	}
 	ctx := rigCtx(t, 900*time.Second)
-	tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7480")
-	time.Sleep(500 * time.Millisecond)
-	dst := netip.AddrPortFrom(addrRXE0, 7480)
-
+	// A cmtime server per phase (one went away under load after a
+	// 1000-connection client, and every later connect was rejected).
+	server := func(port int) netip.AddrPort {
+		tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", strconv.Itoa(port))
+		time.Sleep(500 * time.Millisecond)
+		return netip.AddrPortFrom(addrRXE0, uint16(port))
+	}
+	server(7480)
 	out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cmtime -c %d: %v\n%s", n, err, out)
@@ -371,6 +375,7 @@ func TestRigCmtime(t *testing.T) {
 	conns := make([]*rdmacm.Conn, n)
 	var wg sync.WaitGroup
 	var failed atomic.Int32
+	dst := server(7481)
 	start := time.Now()
 	for i := range conns {
 		wg.Add(1)
@@ -407,6 +412,7 @@ func TestRigCmtime(t *testing.T) {
 	// cmtime process, whose create-qp step opens the device.
 	const reps = 20
 	var gov, cold, ct []time.Duration
+	dst = server(7482)
 	coldCfg := *cfg
 	coldCfg.Channel = nil
 	for i := 0; i < reps; i++ {
@@ -424,7 +430,7 @@ func TestRigCmtime(t *testing.T) {
 		}
 		cold = append(cold, time.Since(start))
 		c.Close()
-		out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", "1").CombinedOutput()
+		out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7482", "-c", "1").CombinedOutput()
 		if err != nil {
 			t.Fatalf("cmtime -c 1: %v\n%s", err, out)
 		}
