@@ -10,6 +10,7 @@
 //	rdma/mlx5_user_ioctl_cmds.h sha256:772df026af392690
 //	rdma/mlx5_user_ioctl_verbs.h sha256:981029daa3829d13
 //	rdma/rdma_netlink.h sha256:1034ce5a3eb3ecb1
+//	rdma/rdma_user_cm.h sha256:84adaa142d364db8
 //	rdma/rdma_user_ioctl.h sha256:612d3491dc13b73b
 //	rdma/rdma_user_ioctl_cmds.h sha256:a95b3ab3aceb3388
 //	rdma/rdma_user_rxe.h sha256:5ea752a589995c6c
@@ -1837,6 +1838,82 @@ const (
 	RDMA_COUNTER_MASK_PID     = 2
 )
 
+// Macros from <rdma/rdma_user_cm.h>.
+const (
+	// RDMA_USER_CM_ABI_VERSION is #define RDMA_USER_CM_ABI_VERSION 4
+	RDMA_USER_CM_ABI_VERSION = 4
+	// RDMA_MAX_PRIVATE_DATA is #define RDMA_MAX_PRIVATE_DATA 256
+	RDMA_MAX_PRIVATE_DATA = 256
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 47).
+const (
+	RDMA_USER_CM_CMD_CREATE_ID     = 0
+	RDMA_USER_CM_CMD_DESTROY_ID    = 1
+	RDMA_USER_CM_CMD_BIND_IP       = 2
+	RDMA_USER_CM_CMD_RESOLVE_IP    = 3
+	RDMA_USER_CM_CMD_RESOLVE_ROUTE = 4
+	RDMA_USER_CM_CMD_QUERY_ROUTE   = 5
+	RDMA_USER_CM_CMD_CONNECT       = 6
+	RDMA_USER_CM_CMD_LISTEN        = 7
+	RDMA_USER_CM_CMD_ACCEPT        = 8
+	RDMA_USER_CM_CMD_REJECT        = 9
+	RDMA_USER_CM_CMD_DISCONNECT    = 10
+	RDMA_USER_CM_CMD_INIT_QP_ATTR  = 11
+	RDMA_USER_CM_CMD_GET_EVENT     = 12
+	RDMA_USER_CM_CMD_GET_OPTION    = 13
+	RDMA_USER_CM_CMD_SET_OPTION    = 14
+	RDMA_USER_CM_CMD_NOTIFY        = 15
+	RDMA_USER_CM_CMD_JOIN_IP_MCAST = 16
+	RDMA_USER_CM_CMD_LEAVE_MCAST   = 17
+	RDMA_USER_CM_CMD_MIGRATE_ID    = 18
+	RDMA_USER_CM_CMD_QUERY         = 19
+	RDMA_USER_CM_CMD_BIND          = 20
+	RDMA_USER_CM_CMD_RESOLVE_ADDR  = 21
+	RDMA_USER_CM_CMD_JOIN_MCAST    = 22
+)
+
+// Constants of enum rdma_ucm_port_space from <rdma/rdma_user_cm.h>.
+const (
+	RDMA_PS_IPOIB = 2
+	RDMA_PS_IB    = 319
+	RDMA_PS_TCP   = 262
+	RDMA_PS_UDP   = 273
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 147).
+const (
+	RDMA_USER_CM_QUERY_ADDR = 0
+	RDMA_USER_CM_QUERY_PATH = 1
+	RDMA_USER_CM_QUERY_GID  = 2
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 269).
+const (
+	RDMA_MC_JOIN_FLAG_FULLMEMBER          = 0
+	RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER = 1
+	RDMA_MC_JOIN_FLAG_RESERVED            = 2
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 306).
+const (
+	RDMA_OPTION_ID = 0
+	RDMA_OPTION_IB = 1
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 312).
+const (
+	RDMA_OPTION_ID_TOS         = 0
+	RDMA_OPTION_ID_REUSEADDR   = 1
+	RDMA_OPTION_ID_AFONLY      = 2
+	RDMA_OPTION_ID_ACK_TIMEOUT = 3
+)
+
+// Constants of an untagged enum from <rdma/rdma_user_cm.h> (line 319).
+const (
+	RDMA_OPTION_IB_PATH = 1
+)
+
 // Macros of the selected headers that have no constant above (abigen keeps
 // object-like macros that are integer constant expressions or plain strings):
 //
@@ -1854,3 +1931,4 @@ const (
 //	RDMA_NL_GET_OP (rdma/rdma_netlink.h): function-like macro
 //	RDMA_NL_GET_TYPE (rdma/rdma_netlink.h): function-like macro
 //	_RDMA_NETLINK_H (rdma/rdma_netlink.h): empty macro
+//	RDMA_USER_CM_H (rdma/rdma_user_cm.h): empty macro

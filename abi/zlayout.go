@@ -10,6 +10,7 @@
 //	rdma/mlx5_user_ioctl_cmds.h sha256:772df026af392690
 //	rdma/mlx5_user_ioctl_verbs.h sha256:981029daa3829d13
 //	rdma/rdma_netlink.h sha256:1034ce5a3eb3ecb1
+//	rdma/rdma_user_cm.h sha256:84adaa142d364db8
 //	rdma/rdma_user_ioctl.h sha256:612d3491dc13b73b
 //	rdma/rdma_user_ioctl_cmds.h sha256:a95b3ab3aceb3388
 //	rdma/rdma_user_rxe.h sha256:5ea752a589995c6c
@@ -2259,6 +2260,343 @@ var StructLayouts = []StructLayout{
 			{"vport_steering_icm_rx", "VportSteeringIcmRx", 16, 8},
 			{"vport_steering_icm_tx", "VportSteeringIcmTx", 24, 8},
 			{"reg_c0", "RegC0", 32, 8},
+		},
+	},
+	{
+		CName: "rdma_ucm_cmd_hdr", GoName: "RdmaUcmCmdHdr", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"cmd", "Cmd", 0, 4},
+			{"in", "In", 4, 2},
+			{"out", "Out", 6, 2},
+		},
+	},
+	{
+		CName: "rdma_ucm_create_id", GoName: "RdmaUcmCreateId", Header: "rdma/rdma_user_cm.h", Size: 24, Align: 8,
+		Fields: []FieldLayout{
+			{"uid", "Uid", 0, 8},
+			{"response", "Response", 8, 8},
+			{"ps", "Ps", 16, 2},
+			{"qp_type", "QpType", 18, 1},
+			{"reserved", "Reserved", 19, 5},
+		},
+	},
+	{
+		CName: "rdma_ucm_create_id_resp", GoName: "RdmaUcmCreateIdResp", Header: "rdma/rdma_user_cm.h", Size: 4, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_destroy_id", GoName: "RdmaUcmDestroyId", Header: "rdma/rdma_user_cm.h", Size: 16, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"id", "Id", 8, 4},
+			{"reserved", "Reserved", 12, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_destroy_id_resp", GoName: "RdmaUcmDestroyIdResp", Header: "rdma/rdma_user_cm.h", Size: 4, Align: 4,
+		Fields: []FieldLayout{
+			{"events_reported", "EventsReported", 0, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_bind_ip", GoName: "RdmaUcmBindIp", Header: "rdma/rdma_user_cm.h", Size: 40, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"addr", "Addr", 8, 28},
+			{"id", "Id", 36, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_bind", GoName: "RdmaUcmBind", Header: "rdma/rdma_user_cm.h", Size: 136, Align: 8,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"addr_size", "AddrSize", 4, 2},
+			{"reserved", "Reserved", 6, 2},
+			{"addr", "Addr", 8, 128},
+		},
+	},
+	{
+		CName: "rdma_ucm_resolve_ip", GoName: "RdmaUcmResolveIp", Header: "rdma/rdma_user_cm.h", Size: 64, Align: 4,
+		Fields: []FieldLayout{
+			{"src_addr", "SrcAddr", 0, 28},
+			{"dst_addr", "DstAddr", 28, 28},
+			{"id", "Id", 56, 4},
+			{"timeout_ms", "TimeoutMs", 60, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_resolve_addr", GoName: "RdmaUcmResolveAddr", Header: "rdma/rdma_user_cm.h", Size: 272, Align: 8,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"timeout_ms", "TimeoutMs", 4, 4},
+			{"src_size", "SrcSize", 8, 2},
+			{"dst_size", "DstSize", 10, 2},
+			{"reserved", "Reserved", 12, 4},
+			{"src_addr", "SrcAddr", 16, 128},
+			{"dst_addr", "DstAddr", 144, 128},
+		},
+	},
+	{
+		CName: "rdma_ucm_resolve_route", GoName: "RdmaUcmResolveRoute", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"timeout_ms", "TimeoutMs", 4, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_query", GoName: "RdmaUcmQuery", Header: "rdma/rdma_user_cm.h", Size: 16, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"id", "Id", 8, 4},
+			{"option", "Option", 12, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_query_route_resp", GoName: "RdmaUcmQueryRouteResp", Header: "rdma/rdma_user_cm.h", Size: 208, Align: 8,
+		Fields: []FieldLayout{
+			{"node_guid", "NodeGuid", 0, 8},
+			{"ib_route", "IbRoute", 8, 128},
+			{"src_addr", "SrcAddr", 136, 28},
+			{"dst_addr", "DstAddr", 164, 28},
+			{"num_paths", "NumPaths", 192, 4},
+			{"port_num", "PortNum", 196, 1},
+			{"reserved", "Reserved", 197, 3},
+			{"ibdev_index", "IbdevIndex", 200, 4},
+			{"reserved1", "Reserved1", 204, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_query_addr_resp", GoName: "RdmaUcmQueryAddrResp", Header: "rdma/rdma_user_cm.h", Size: 280, Align: 8,
+		Fields: []FieldLayout{
+			{"node_guid", "NodeGuid", 0, 8},
+			{"port_num", "PortNum", 8, 1},
+			{"reserved", "Reserved", 9, 1},
+			{"pkey", "Pkey", 10, 2},
+			{"src_size", "SrcSize", 12, 2},
+			{"dst_size", "DstSize", 14, 2},
+			{"src_addr", "SrcAddr", 16, 128},
+			{"dst_addr", "DstAddr", 144, 128},
+			{"ibdev_index", "IbdevIndex", 272, 4},
+			{"reserved1", "Reserved1", 276, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_query_path_resp", GoName: "RdmaUcmQueryPathResp", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"num_paths", "NumPaths", 0, 4},
+			{"reserved", "Reserved", 4, 4},
+		},
+		Tails: []TailLayout{
+			{"path_data", "struct ib_path_rec_data[]", 8, 72},
+		},
+	},
+	{
+		CName: "rdma_ucm_conn_param", GoName: "RdmaUcmConnParam", Header: "rdma/rdma_user_cm.h", Size: 272, Align: 4,
+		Fields: []FieldLayout{
+			{"qp_num", "QpNum", 0, 4},
+			{"qkey", "Qkey", 4, 4},
+			{"private_data", "PrivateData", 8, 256},
+			{"private_data_len", "PrivateDataLen", 264, 1},
+			{"srq", "Srq", 265, 1},
+			{"responder_resources", "ResponderResources", 266, 1},
+			{"initiator_depth", "InitiatorDepth", 267, 1},
+			{"flow_control", "FlowControl", 268, 1},
+			{"retry_count", "RetryCount", 269, 1},
+			{"rnr_retry_count", "RnrRetryCount", 270, 1},
+			{"valid", "Valid", 271, 1},
+		},
+	},
+	{
+		CName: "rdma_ucm_ud_param", GoName: "RdmaUcmUdParam", Header: "rdma/rdma_user_cm.h", Size: 304, Align: 4,
+		Fields: []FieldLayout{
+			{"qp_num", "QpNum", 0, 4},
+			{"qkey", "Qkey", 4, 4},
+			{"ah_attr", "AhAttr", 8, 32},
+			{"private_data", "PrivateData", 40, 256},
+			{"private_data_len", "PrivateDataLen", 296, 1},
+			{"reserved", "Reserved", 297, 7},
+		},
+	},
+	{
+		CName: "rdma_ucm_ece", GoName: "RdmaUcmEce", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"vendor_id", "VendorId", 0, 4},
+			{"attr_mod", "AttrMod", 4, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_connect", GoName: "RdmaUcmConnect", Header: "rdma/rdma_user_cm.h", Size: 288, Align: 4,
+		Fields: []FieldLayout{
+			{"conn_param", "ConnParam", 0, 272},
+			{"id", "Id", 272, 4},
+			{"reserved", "Reserved", 276, 4},
+			{"ece", "Ece", 280, 8},
+		},
+	},
+	{
+		CName: "rdma_ucm_listen", GoName: "RdmaUcmListen", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"backlog", "Backlog", 4, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_accept", GoName: "RdmaUcmAccept", Header: "rdma/rdma_user_cm.h", Size: 296, Align: 8,
+		Fields: []FieldLayout{
+			{"uid", "Uid", 0, 8},
+			{"conn_param", "ConnParam", 8, 272},
+			{"id", "Id", 280, 4},
+			{"reserved", "Reserved", 284, 4},
+			{"ece", "Ece", 288, 8},
+		},
+	},
+	{
+		CName: "rdma_ucm_reject", GoName: "RdmaUcmReject", Header: "rdma/rdma_user_cm.h", Size: 264, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"private_data_len", "PrivateDataLen", 4, 1},
+			{"reason", "Reason", 5, 1},
+			{"reserved", "Reserved", 6, 2},
+			{"private_data", "PrivateData", 8, 256},
+		},
+	},
+	{
+		CName: "rdma_ucm_disconnect", GoName: "RdmaUcmDisconnect", Header: "rdma/rdma_user_cm.h", Size: 4, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_init_qp_attr", GoName: "RdmaUcmInitQpAttr", Header: "rdma/rdma_user_cm.h", Size: 16, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"id", "Id", 8, 4},
+			{"qp_state", "QpState", 12, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_notify", GoName: "RdmaUcmNotify", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 4,
+		Fields: []FieldLayout{
+			{"id", "Id", 0, 4},
+			{"event", "Event", 4, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_join_ip_mcast", GoName: "RdmaUcmJoinIpMcast", Header: "rdma/rdma_user_cm.h", Size: 48, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"uid", "Uid", 8, 8},
+			{"addr", "Addr", 16, 28},
+			{"id", "Id", 44, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_join_mcast", GoName: "RdmaUcmJoinMcast", Header: "rdma/rdma_user_cm.h", Size: 152, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"uid", "Uid", 8, 8},
+			{"id", "Id", 16, 4},
+			{"addr_size", "AddrSize", 20, 2},
+			{"join_flags", "JoinFlags", 22, 2},
+			{"addr", "Addr", 24, 128},
+		},
+	},
+	{
+		CName: "rdma_ucm_get_event", GoName: "RdmaUcmGetEvent", Header: "rdma/rdma_user_cm.h", Size: 8, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+		},
+	},
+	{
+		CName: "rdma_ucm_event_resp", GoName: "RdmaUcmEventResp", Header: "rdma/rdma_user_cm.h", Size: 336, Align: 8,
+		Fields: []FieldLayout{
+			{"uid", "Uid", 0, 8},
+			{"id", "Id", 8, 4},
+			{"event", "Event", 12, 4},
+			{"status", "Status", 16, 4},
+			{"param", "Param", 20, 304},
+			{"param.conn", "", 20, 272},
+			{"param.ud", "", 20, 304},
+			{"reserved", "Reserved", 324, 4},
+			{"ece", "Ece", 328, 8},
+		},
+	},
+	{
+		CName: "rdma_ucm_set_option", GoName: "RdmaUcmSetOption", Header: "rdma/rdma_user_cm.h", Size: 24, Align: 8,
+		Fields: []FieldLayout{
+			{"optval", "Optval", 0, 8},
+			{"id", "Id", 8, 4},
+			{"level", "Level", 12, 4},
+			{"optname", "Optname", 16, 4},
+			{"optlen", "Optlen", 20, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_migrate_id", GoName: "RdmaUcmMigrateId", Header: "rdma/rdma_user_cm.h", Size: 16, Align: 8,
+		Fields: []FieldLayout{
+			{"response", "Response", 0, 8},
+			{"id", "Id", 8, 4},
+			{"fd", "Fd", 12, 4},
+		},
+	},
+	{
+		CName: "rdma_ucm_migrate_resp", GoName: "RdmaUcmMigrateResp", Header: "rdma/rdma_user_cm.h", Size: 4, Align: 4,
+		Fields: []FieldLayout{
+			{"events_reported", "EventsReported", 0, 4},
+		},
+	},
+	{
+		CName: "in6_addr", GoName: "In6Addr", Header: "linux/in6.h", Size: 16, Align: 4,
+		Fields: []FieldLayout{
+			{"in6_u", "In6U", 0, 16},
+			{"in6_u.u6_addr8", "", 0, 16},
+			{"in6_u.u6_addr16", "", 0, 16},
+			{"in6_u.u6_addr32", "", 0, 16},
+		},
+	},
+	{
+		CName: "sockaddr_in6", GoName: "SockaddrIn6", Header: "linux/in6.h", Size: 28, Align: 4,
+		Fields: []FieldLayout{
+			{"sin6_family", "Sin6Family", 0, 2},
+			{"sin6_port", "Sin6Port", 2, 2},
+			{"sin6_flowinfo", "Sin6Flowinfo", 4, 4},
+			{"sin6_addr", "Sin6Addr", 8, 16},
+			{"sin6_scope_id", "Sin6ScopeId", 24, 4},
+		},
+	},
+	{
+		CName: "__kernel_sockaddr_storage", GoName: "KernelSockaddrStorage", Header: "linux/socket.h", Size: 128, Align: 8,
+		Fields: []FieldLayout{
+			{"", "_union", 0, 128},
+			{"ss_family", "", 0, 2},
+			{"__data", "", 2, 126},
+			{"__align", "", 0, 8},
+		},
+	},
+	{
+		CName: "ib_user_path_rec", GoName: "IbUserPathRec", Header: "rdma/ib_user_sa.h", Size: 64, Align: 4,
+		Fields: []FieldLayout{
+			{"dgid", "Dgid", 0, 16},
+			{"sgid", "Sgid", 16, 16},
+			{"dlid", "Dlid", 32, 2},
+			{"slid", "Slid", 34, 2},
+			{"raw_traffic", "RawTraffic", 36, 4},
+			{"flow_label", "FlowLabel", 40, 4},
+			{"reversible", "Reversible", 44, 4},
+			{"mtu", "Mtu", 48, 4},
+			{"pkey", "Pkey", 52, 2},
+			{"hop_limit", "HopLimit", 54, 1},
+			{"traffic_class", "TrafficClass", 55, 1},
+			{"numb_path", "NumbPath", 56, 1},
+			{"sl", "Sl", 57, 1},
+			{"mtu_selector", "MtuSelector", 58, 1},
+			{"rate_selector", "RateSelector", 59, 1},
+			{"rate", "Rate", 60, 1},
+			{"packet_life_time_selector", "PacketLifeTimeSelector", 61, 1},
+			{"packet_life_time", "PacketLifeTime", 62, 1},
+			{"preference", "Preference", 63, 1},
 		},
 	},
 }

@@ -10,6 +10,7 @@
 //	rdma/mlx5_user_ioctl_cmds.h sha256:772df026af392690
 //	rdma/mlx5_user_ioctl_verbs.h sha256:981029daa3829d13
 //	rdma/rdma_netlink.h sha256:1034ce5a3eb3ecb1
+//	rdma/rdma_user_cm.h sha256:84adaa142d364db8
 //	rdma/rdma_user_ioctl.h sha256:612d3491dc13b73b
 //	rdma/rdma_user_ioctl_cmds.h sha256:a95b3ab3aceb3388
 //	rdma/rdma_user_rxe.h sha256:5ea752a589995c6c
@@ -221,4 +222,39 @@ var layoutGoTypes = map[string]reflect.Type{
 	"Mlx5IbUapiDevxAsyncEventHdr":       reflect.TypeFor[Mlx5IbUapiDevxAsyncEventHdr](),
 	"Mlx5IbUapiReg":                     reflect.TypeFor[Mlx5IbUapiReg](),
 	"Mlx5IbUapiQueryPort":               reflect.TypeFor[Mlx5IbUapiQueryPort](),
+	"RdmaUcmCmdHdr":                     reflect.TypeFor[RdmaUcmCmdHdr](),
+	"RdmaUcmCreateId":                   reflect.TypeFor[RdmaUcmCreateId](),
+	"RdmaUcmCreateIdResp":               reflect.TypeFor[RdmaUcmCreateIdResp](),
+	"RdmaUcmDestroyId":                  reflect.TypeFor[RdmaUcmDestroyId](),
+	"RdmaUcmDestroyIdResp":              reflect.TypeFor[RdmaUcmDestroyIdResp](),
+	"RdmaUcmBindIp":                     reflect.TypeFor[RdmaUcmBindIp](),
+	"RdmaUcmBind":                       reflect.TypeFor[RdmaUcmBind](),
+	"RdmaUcmResolveIp":                  reflect.TypeFor[RdmaUcmResolveIp](),
+	"RdmaUcmResolveAddr":                reflect.TypeFor[RdmaUcmResolveAddr](),
+	"RdmaUcmResolveRoute":               reflect.TypeFor[RdmaUcmResolveRoute](),
+	"RdmaUcmQuery":                      reflect.TypeFor[RdmaUcmQuery](),
+	"RdmaUcmQueryRouteResp":             reflect.TypeFor[RdmaUcmQueryRouteResp](),
+	"RdmaUcmQueryAddrResp":              reflect.TypeFor[RdmaUcmQueryAddrResp](),
+	"RdmaUcmQueryPathResp":              reflect.TypeFor[RdmaUcmQueryPathResp](),
+	"RdmaUcmConnParam":                  reflect.TypeFor[RdmaUcmConnParam](),
+	"RdmaUcmUdParam":                    reflect.TypeFor[RdmaUcmUdParam](),
+	"RdmaUcmEce":                        reflect.TypeFor[RdmaUcmEce](),
+	"RdmaUcmConnect":                    reflect.TypeFor[RdmaUcmConnect](),
+	"RdmaUcmListen":                     reflect.TypeFor[RdmaUcmListen](),
+	"RdmaUcmAccept":                     reflect.TypeFor[RdmaUcmAccept](),
+	"RdmaUcmReject":                     reflect.TypeFor[RdmaUcmReject](),
+	"RdmaUcmDisconnect":                 reflect.TypeFor[RdmaUcmDisconnect](),
+	"RdmaUcmInitQpAttr":                 reflect.TypeFor[RdmaUcmInitQpAttr](),
+	"RdmaUcmNotify":                     reflect.TypeFor[RdmaUcmNotify](),
+	"RdmaUcmJoinIpMcast":                reflect.TypeFor[RdmaUcmJoinIpMcast](),
+	"RdmaUcmJoinMcast":                  reflect.TypeFor[RdmaUcmJoinMcast](),
+	"RdmaUcmGetEvent":                   reflect.TypeFor[RdmaUcmGetEvent](),
+	"RdmaUcmEventResp":                  reflect.TypeFor[RdmaUcmEventResp](),
+	"RdmaUcmSetOption":                  reflect.TypeFor[RdmaUcmSetOption](),
+	"RdmaUcmMigrateId":                  reflect.TypeFor[RdmaUcmMigrateId](),
+	"RdmaUcmMigrateResp":                reflect.TypeFor[RdmaUcmMigrateResp](),
+	"In6Addr":                           reflect.TypeFor[In6Addr](),
+	"SockaddrIn6":                       reflect.TypeFor[SockaddrIn6](),
+	"KernelSockaddrStorage":             reflect.TypeFor[KernelSockaddrStorage](),
+	"IbUserPathRec":                     reflect.TypeFor[IbUserPathRec](),
 }

@@ -10,6 +10,7 @@
 //	rdma/mlx5_user_ioctl_cmds.h sha256:772df026af392690
 //	rdma/mlx5_user_ioctl_verbs.h sha256:981029daa3829d13
 //	rdma/rdma_netlink.h sha256:1034ce5a3eb3ecb1
+//	rdma/rdma_user_cm.h sha256:84adaa142d364db8
 //	rdma/rdma_user_ioctl.h sha256:612d3491dc13b73b
 //	rdma/rdma_user_ioctl_cmds.h sha256:a95b3ab3aceb3388
 //	rdma/rdma_user_rxe.h sha256:5ea752a589995c6c
@@ -2533,4 +2534,322 @@ type Mlx5IbUapiQueryPort struct {
 	VportSteeringIcmRx uint64
 	VportSteeringIcmTx uint64
 	RegC0              Mlx5IbUapiReg
+}
+
+// RdmaUcmCmdHdr is struct rdma_ucm_cmd_hdr from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmCmdHdr struct {
+	Cmd uint32
+	In  uint16
+	Out uint16
+}
+
+// RdmaUcmCreateId is struct rdma_ucm_create_id from <rdma/rdma_user_cm.h>: 24 bytes.
+type RdmaUcmCreateId struct {
+	Uid      uint64
+	Response uint64
+	Ps       uint16
+	QpType   uint8
+	Reserved [5]uint8
+}
+
+// RdmaUcmCreateIdResp is struct rdma_ucm_create_id_resp from <rdma/rdma_user_cm.h>: 4 bytes.
+type RdmaUcmCreateIdResp struct {
+	Id uint32
+}
+
+// RdmaUcmDestroyId is struct rdma_ucm_destroy_id from <rdma/rdma_user_cm.h>: 16 bytes.
+type RdmaUcmDestroyId struct {
+	Response uint64
+	Id       uint32
+	Reserved uint32
+}
+
+// RdmaUcmDestroyIdResp is struct rdma_ucm_destroy_id_resp from <rdma/rdma_user_cm.h>: 4 bytes.
+type RdmaUcmDestroyIdResp struct {
+	EventsReported uint32
+}
+
+// RdmaUcmBindIp is struct rdma_ucm_bind_ip from <rdma/rdma_user_cm.h>: 40 bytes.
+type RdmaUcmBindIp struct {
+	Response uint64
+	Addr     SockaddrIn6
+	Id       uint32
+}
+
+// RdmaUcmBind is struct rdma_ucm_bind from <rdma/rdma_user_cm.h>: 136 bytes.
+type RdmaUcmBind struct {
+	Id       uint32
+	AddrSize uint16
+	Reserved uint16
+	Addr     KernelSockaddrStorage
+}
+
+// RdmaUcmResolveIp is struct rdma_ucm_resolve_ip from <rdma/rdma_user_cm.h>: 64 bytes.
+type RdmaUcmResolveIp struct {
+	SrcAddr   SockaddrIn6
+	DstAddr   SockaddrIn6
+	Id        uint32
+	TimeoutMs uint32
+}
+
+// RdmaUcmResolveAddr is struct rdma_ucm_resolve_addr from <rdma/rdma_user_cm.h>: 272 bytes.
+type RdmaUcmResolveAddr struct {
+	Id        uint32
+	TimeoutMs uint32
+	SrcSize   uint16
+	DstSize   uint16
+	Reserved  uint32
+	SrcAddr   KernelSockaddrStorage
+	DstAddr   KernelSockaddrStorage
+}
+
+// RdmaUcmResolveRoute is struct rdma_ucm_resolve_route from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmResolveRoute struct {
+	Id        uint32
+	TimeoutMs uint32
+}
+
+// RdmaUcmQuery is struct rdma_ucm_query from <rdma/rdma_user_cm.h>: 16 bytes.
+type RdmaUcmQuery struct {
+	Response uint64
+	Id       uint32
+	Option   uint32
+}
+
+// RdmaUcmQueryRouteResp is struct rdma_ucm_query_route_resp from <rdma/rdma_user_cm.h>: 208 bytes.
+type RdmaUcmQueryRouteResp struct {
+	NodeGuid   uint64
+	IbRoute    [2]IbUserPathRec
+	SrcAddr    SockaddrIn6
+	DstAddr    SockaddrIn6
+	NumPaths   uint32
+	PortNum    uint8
+	Reserved   [3]uint8
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RdmaUcmQueryAddrResp is struct rdma_ucm_query_addr_resp from <rdma/rdma_user_cm.h>: 280 bytes.
+type RdmaUcmQueryAddrResp struct {
+	NodeGuid   uint64
+	PortNum    uint8
+	Reserved   uint8
+	Pkey       uint16
+	SrcSize    uint16
+	DstSize    uint16
+	SrcAddr    KernelSockaddrStorage
+	DstAddr    KernelSockaddrStorage
+	IbdevIndex uint32
+	Reserved1  uint32
+}
+
+// RdmaUcmQueryPathResp is struct rdma_ucm_query_path_resp from <rdma/rdma_user_cm.h>: 8 bytes.
+//
+// The flexible array member path_data (struct ib_path_rec_data[], 72-byte elements) starts at offset 8;
+// it is not part of the Go type.
+type RdmaUcmQueryPathResp struct {
+	NumPaths uint32
+	Reserved uint32
+}
+
+// RdmaUcmConnParam is struct rdma_ucm_conn_param from <rdma/rdma_user_cm.h>: 272 bytes.
+type RdmaUcmConnParam struct {
+	QpNum              uint32
+	Qkey               uint32
+	PrivateData        [256]uint8
+	PrivateDataLen     uint8
+	Srq                uint8
+	ResponderResources uint8
+	InitiatorDepth     uint8
+	FlowControl        uint8
+	RetryCount         uint8
+	RnrRetryCount      uint8
+	Valid              uint8
+}
+
+// RdmaUcmUdParam is struct rdma_ucm_ud_param from <rdma/rdma_user_cm.h>: 304 bytes.
+type RdmaUcmUdParam struct {
+	QpNum          uint32
+	Qkey           uint32
+	AhAttr         IbUverbsAhAttr
+	PrivateData    [256]uint8
+	PrivateDataLen uint8
+	Reserved       [7]uint8
+}
+
+// RdmaUcmEce is struct rdma_ucm_ece from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmEce struct {
+	VendorId uint32
+	AttrMod  uint32
+}
+
+// RdmaUcmConnect is struct rdma_ucm_connect from <rdma/rdma_user_cm.h>: 288 bytes.
+type RdmaUcmConnect struct {
+	ConnParam RdmaUcmConnParam
+	Id        uint32
+	Reserved  uint32
+	Ece       RdmaUcmEce
+}
+
+// RdmaUcmListen is struct rdma_ucm_listen from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmListen struct {
+	Id      uint32
+	Backlog uint32
+}
+
+// RdmaUcmAccept is struct rdma_ucm_accept from <rdma/rdma_user_cm.h>: 296 bytes.
+type RdmaUcmAccept struct {
+	Uid       uint64
+	ConnParam RdmaUcmConnParam
+	Id        uint32
+	Reserved  uint32
+	Ece       RdmaUcmEce
+}
+
+// RdmaUcmReject is struct rdma_ucm_reject from <rdma/rdma_user_cm.h>: 264 bytes.
+type RdmaUcmReject struct {
+	Id             uint32
+	PrivateDataLen uint8
+	Reason         uint8
+	Reserved       [2]uint8
+	PrivateData    [256]uint8
+}
+
+// RdmaUcmDisconnect is struct rdma_ucm_disconnect from <rdma/rdma_user_cm.h>: 4 bytes.
+type RdmaUcmDisconnect struct {
+	Id uint32
+}
+
+// RdmaUcmInitQpAttr is struct rdma_ucm_init_qp_attr from <rdma/rdma_user_cm.h>: 16 bytes.
+type RdmaUcmInitQpAttr struct {
+	Response uint64
+	Id       uint32
+	QpState  uint32
+}
+
+// RdmaUcmNotify is struct rdma_ucm_notify from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmNotify struct {
+	Id    uint32
+	Event uint32
+}
+
+// RdmaUcmJoinIpMcast is struct rdma_ucm_join_ip_mcast from <rdma/rdma_user_cm.h>: 48 bytes.
+type RdmaUcmJoinIpMcast struct {
+	Response uint64
+	Uid      uint64
+	Addr     SockaddrIn6
+	Id       uint32
+}
+
+// RdmaUcmJoinMcast is struct rdma_ucm_join_mcast from <rdma/rdma_user_cm.h>: 152 bytes.
+type RdmaUcmJoinMcast struct {
+	Response  uint64
+	Uid       uint64
+	Id        uint32
+	AddrSize  uint16
+	JoinFlags uint16
+	Addr      KernelSockaddrStorage
+}
+
+// RdmaUcmGetEvent is struct rdma_ucm_get_event from <rdma/rdma_user_cm.h>: 8 bytes.
+type RdmaUcmGetEvent struct {
+	Response uint64
+}
+
+// RdmaUcmEventResp is struct rdma_ucm_event_resp from <rdma/rdma_user_cm.h>: 336 bytes.
+type RdmaUcmEventResp struct {
+	Uid      uint64
+	Id       uint32
+	Event    uint32
+	Status   uint32
+	Param    [304]byte // union: conn struct rdma_ucm_conn_param, ud struct rdma_ucm_ud_param
+	Reserved uint32
+	Ece      RdmaUcmEce
+}
+
+// RdmaUcmSetOption is struct rdma_ucm_set_option from <rdma/rdma_user_cm.h>: 24 bytes.
+type RdmaUcmSetOption struct {
+	Optval  uint64
+	Id      uint32
+	Level   uint32
+	Optname uint32
+	Optlen  uint32
+}
+
+// RdmaUcmMigrateId is struct rdma_ucm_migrate_id from <rdma/rdma_user_cm.h>: 16 bytes.
+type RdmaUcmMigrateId struct {
+	Response uint64
+	Id       uint32
+	Fd       uint32
+}
+
+// RdmaUcmMigrateResp is struct rdma_ucm_migrate_resp from <rdma/rdma_user_cm.h>: 4 bytes.
+type RdmaUcmMigrateResp struct {
+	EventsReported uint32
+}
+
+// In6Addr is struct in6_addr from <linux/in6.h>: 16 bytes.
+//
+// It is not selected itself: a selected struct has a member of this type.
+type In6Addr struct {
+	_    [0]uint32 // C aligns this struct to 4 bytes
+	In6U [16]byte  // union: u6_addr8 __u8[16], u6_addr16 __be16[8], u6_addr32 __be32[4]
+}
+
+// SockaddrIn6 is struct sockaddr_in6 from <linux/in6.h>: 28 bytes.
+//
+// It is not selected itself: a selected struct has a member of this type.
+type SockaddrIn6 struct {
+	Sin6Family   uint16
+	Sin6Port     uint16 // big-endian
+	Sin6Flowinfo uint32 // big-endian
+	Sin6Addr     In6Addr
+	Sin6ScopeId  uint32
+}
+
+// KernelSockaddrStorage is struct __kernel_sockaddr_storage from <linux/socket.h>: 128 bytes.
+//
+// It is not selected itself: a selected struct has a member of this type.
+type KernelSockaddrStorage struct {
+	_      [0]uint64 // C aligns this struct to 8 bytes
+	_union [128]byte // union: (unnamed) struct, __align *void
+}
+
+// SsFamily returns ss_family (__kernel_sa_family_t) from _union.
+func (s *KernelSockaddrStorage) SsFamily() uint16 { return binary.NativeEndian.Uint16(s._union[0:2]) }
+
+// SetSsFamily stores v as ss_family (__kernel_sa_family_t) in _union.
+func (s *KernelSockaddrStorage) SetSsFamily(v uint16) {
+	binary.NativeEndian.PutUint16(s._union[0:2], v)
+}
+
+// Align returns __align (*void) from _union.
+func (s *KernelSockaddrStorage) Align() uint64 { return binary.NativeEndian.Uint64(s._union[0:8]) }
+
+// SetAlign stores v as __align (*void) in _union.
+func (s *KernelSockaddrStorage) SetAlign(v uint64) { binary.NativeEndian.PutUint64(s._union[0:8], v) }
+
+// IbUserPathRec is struct ib_user_path_rec from <rdma/ib_user_sa.h>: 64 bytes.
+//
+// It is not selected itself: a selected struct has a member of this type.
+type IbUserPathRec struct {
+	Dgid                   [16]uint8
+	Sgid                   [16]uint8
+	Dlid                   uint16 // big-endian
+	Slid                   uint16 // big-endian
+	RawTraffic             uint32
+	FlowLabel              uint32 // big-endian
+	Reversible             uint32
+	Mtu                    uint32
+	Pkey                   uint16 // big-endian
+	HopLimit               uint8
+	TrafficClass           uint8
+	NumbPath               uint8
+	Sl                     uint8
+	MtuSelector            uint8
+	RateSelector           uint8
+	Rate                   uint8
+	PacketLifeTimeSelector uint8
+	PacketLifeTime         uint8
+	Preference             uint8
 }

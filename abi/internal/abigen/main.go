@@ -63,7 +63,8 @@
 // # Flags
 //
 // Without flags abigen generates package abi: the defaults are the uverbs
-// core, rxe, siw and mlx5 uapi headers and rdma_netlink.h. Any list flag given
+// core, rxe, siw and mlx5 uapi headers, rdma_netlink.h and rdma_user_cm.h
+// (the rdma_cm ABI: rdma_ucm_* structs). Any list flag given
 // replaces that list's default.
 //
 //	-cc gcc              C compiler (gcc or clang; a cross compiler gives that target's layout)
@@ -118,6 +119,7 @@ var defaultIncludes = []string{
 	"rdma/mlx5_user_ioctl_cmds.h",
 	"rdma/mlx5_user_ioctl_verbs.h",
 	"rdma/rdma_netlink.h",
+	"rdma/rdma_user_cm.h",
 }
 
 var defaultStructs = []string{
@@ -128,6 +130,7 @@ var defaultStructs = []string{
 	"rdma/siw-abi.h=.",
 	"rdma/mlx5-abi.h=.",
 	"rdma/mlx5_user_ioctl_verbs.h=.",
+	"rdma/rdma_user_cm.h=^rdma_ucm_",
 }
 
 var defaultConsts = []string{
@@ -144,6 +147,7 @@ var defaultConsts = []string{
 	"rdma/mlx5_user_ioctl_cmds.h",
 	"rdma/mlx5_user_ioctl_verbs.h",
 	"rdma/rdma_netlink.h",
+	"rdma/rdma_user_cm.h",
 }
 
 // listFlag is a repeatable string flag whose first use replaces its default.

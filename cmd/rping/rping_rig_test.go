@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+)
+
+// rdmaCoreRping is rdma-core's rping: /usr/bin's, since the rig may put
+// this command, also called rping, first in PATH.
+func rdmaCoreRping(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/rping"); err == nil {
+		return "/usr/bin/rping"
+	}
+	p, err := exec.LookPath("rping")
+	if err != nil {
+		if rigtest.InRig() {
+			t.Fatal("no rdma-core rping")
+		}
+		t.Skip("no rping")
+	}
+	return p
+}
+
+type rpingCase struct {
+	name     string
+	src, dst string
+	size     int
+}
+
+var rpingCases = []rpingCase{
+	{"rxe0-S64", "", "10.0.2.15", 64},
+	{"rxe0-S26", "", "10.0.2.15", minSize},
+	{"rxe0-S4000", "", "10.0.2.15", 4000},
+	{"rxe0-S65535", "", "10.0.2.15", maxSize},
+	{"veth-S1024", "10.99.0.1", "10.99.0.2", 1024},
+}
+
+const rpingCount = 100
+
+func clientArgs(c rpingCase, port int) []string {
+	a := []string{"-c", "-a", c.dst, "-p", strconv.Itoa(port), "-v", "-V", "-C", strconv.Itoa(rpingCount), "-S", strconv.Itoa(c.size)}
+	if c.src != "" {
+		a = append(a, "-I", c.src)
+	}
+	return a
+}
+
+func serverArgs(c rpingCase, port int) []string {
+	return []string{"-s", "-a", c.dst, "-p", strconv.Itoa(port), "-v", "-V", "-C", strconv.Itoa(rpingCount), "-S", strconv.Itoa(c.size)}
+}
+
+// quiet drops -v, for the goverbs side run in the test binary.
+func quiet(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if a != "-v" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// lastPing checks that rping -v printed every ping.
+func lastPing(t *testing.T, out, prefix string) {
+	t.Helper()
+	n := strings.Count(out, prefix+"rdma-ping-")
+	if n != rpingCount || !strings.Contains(out, fmt.Sprintf("%srdma-ping-%d: ", prefix, rpingCount-1)) {
+		t.Errorf("%d pings printed, want %d:\n%.2000s", n, rpingCount, out)
+	}
+}
+
+// TestRigRpingGoServer: this rping serves, rdma-core's rping is the client.
+func TestRigRpingGoServer(t *testing.T) {
+	rigtest.Require(t)
+	rp := rdmaCoreRping(t)
+	for i, c := range rpingCases {
+		t.Run(c.name, func(t *testing.T) {
+			port := 7300 + i
+			done := make(chan int, 1)
+			go func() { done <- run(quiet(serverArgs(c, port))) }()
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			var out []byte
+			var err error
+			for try := 0; try < 50; try++ {
+				// stdout alone: stderr's lines would land inside its
+				// buffered chunks and split a ping line.
+				var serr strings.Builder
+				cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
+				cmd.Stderr = &serr
+				out, err = cmd.Output()
+				out = append(out, serr.String()...)
+				if err == nil || !strings.Contains(serr.String(), "REJECTED") {
+					break
+				}
+				time.Sleep(100 * time.Millisecond) // the server is not listening yet
+			}
+			if err != nil {
+				t.Fatalf("rdma-core rping client: %v\n%s", err, out)
+			}
+			lastPing(t, string(out), "ping data: ")
+			select {
+			case rc := <-done:
+				if rc != 0 {
+					t.Fatalf("goverbs rping server exited %d", rc)
+				}
+			case <-ctx.Done():
+				t.Fatal("goverbs rping server did not end after the client disconnected")
+			}
+		})
+	}
+}
+
+// TestRigRpingGoClient: rdma-core's rping serves, this rping is the client.
+func TestRigRpingGoClient(t *testing.T) {
+	rigtest.Require(t)
+	rp := rdmaCoreRping(t)
+	for i, c := range rpingCases {
+		t.Run(c.name, func(t *testing.T) {
+			port := 7400 + i
+			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+			defer cancel()
+			srv := exec.CommandContext(ctx, rp, serverArgs(c, port)...)
+			var sout, serr strings.Builder
+			srv.Stdout, srv.Stderr = &sout, &serr // separate: see TestRigRpingGoServer
+			if err := srv.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer srv.Process.Kill()
+			time.Sleep(300 * time.Millisecond)
+			rcc := make(chan int, 1)
+			go func() {
+				rc := -1
+				for try := 0; try < 50 && rc != 0; try++ {
+					if rc = run(quiet(clientArgs(c, port))); rc != 0 {
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+				rcc <- rc
+			}()
+			select {
+			case rc := <-rcc:
+				if rc != 0 {
+					t.Fatalf("goverbs rping client exited %d", rc)
+				}
+			case <-time.After(60 * time.Second):
+				srv.Process.Kill()
+				srv.Wait()
+				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s", sout.String(), serr.String())
+			}
+			if err := srv.Wait(); err != nil {
+				t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
+			}
+			lastPing(t, sout.String(), "server ping data: ")
+		})
+	}
+}
+
+// TestRigRpingGoBoth: this rping on both sides, over siw0 too (no data on
+// siw yet: connect and disconnect only, -C 0 is not possible, so rxe only).
+func TestRigRpingGoBoth(t *testing.T) {
+	rigtest.Require(t)
+	c := rpingCases[0]
+	done := make(chan int, 1)
+	go func() { done <- run(quiet(serverArgs(c, 7299))) }()
+	time.Sleep(200 * time.Millisecond)
+	if rc := run(quiet(clientArgs(c, 7299))); rc != 0 {
+		t.Fatalf("client exited %d", rc)
+	}
+	if rc := <-done; rc != 0 {
+		t.Fatalf("server exited %d", rc)
+	}
+}

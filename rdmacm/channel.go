@@ -1,0 +1,376 @@
+package rdmacm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+var debug = os.Getenv("RDMACM_DEBUG") != ""
+
+// DevicePath is the rdma_cm character device.
+const DevicePath = "/dev/infiniband/rdma_cm"
+
+// EventChannel is an open rdma_cm file (librdmacm's struct
+// rdma_event_channel): the IDs created on it and their events. The file is
+// non-blocking and registered with Go's runtime poller; one reader
+// goroutine per channel parks there between events and hands each event to
+// the ID it is for, so no goroutine or OS thread is held per ID, listener or
+// connection.
+//
+// The channel also holds, per RDMA device the CM picks, one uverbs context
+// and one protection domain, shared by the connections made on it. Close
+// the connections, listeners and IDs first, then the channel.
+type EventChannel struct {
+	file *os.File
+	rc   syscall.RawConn
+
+	mu      sync.Mutex
+	sinks   map[uint64]sink // by uid
+	nextUID uint64
+	devs    map[uint64]*device // by node GUID
+	err     error              // why the reader stopped (ErrClosed after Close)
+	done    chan struct{}      // closed when the reader stops
+
+	refs      int // owners of a channel Dial or Listen opened
+	closeOnce sync.Once
+}
+
+// acquire adds an owner to a channel Dial or Listen opened.
+func (ch *EventChannel) acquire() {
+	ch.mu.Lock()
+	ch.refs++
+	ch.mu.Unlock()
+}
+
+// release drops an owner and closes the channel after the last.
+func (ch *EventChannel) release() error {
+	ch.mu.Lock()
+	ch.refs--
+	last := ch.refs == 0
+	ch.mu.Unlock()
+	if last {
+		return ch.Close()
+	}
+	return nil
+}
+
+// sink is what an event's uid names: an ID or a multicast group.
+type sink interface {
+	deliver(ev Event)
+	udEvents() bool // the id's events carry rdma_ucm_ud_param
+	stop(err error) // the channel stopped
+}
+
+// Open opens the rdma_cm device and starts the channel's reader.
+func Open() (*EventChannel, error) {
+	fd, err := unix.Open(DevicePath, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENODEV) {
+			return nil, opError("Open", fmt.Errorf("%s: %w (is the rdma_ucm module loaded?)", DevicePath, err))
+		}
+		return nil, opError("Open", fmt.Errorf("%s: %w", DevicePath, err))
+	}
+	// The fd is non-blocking before NewFile, so the runtime poller takes it.
+	f := os.NewFile(uintptr(fd), DevicePath)
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, opError("Open", err)
+	}
+	ch := &EventChannel{file: f, rc: rc, sinks: map[uint64]sink{}, devs: map[uint64]*device{}, done: make(chan struct{})}
+	go ch.reader()
+	return ch, nil
+}
+
+// Fd is the channel's file descriptor. Do not read, write or close it.
+func (ch *EventChannel) Fd() int { return int(ch.file.Fd()) }
+
+// Close closes the channel: the kernel destroys every ID still on it, and
+// every call blocked on one of them returns an error matching ErrClosed.
+// It closes the uverbs contexts the channel opened (close the connections
+// first: their QPs hold them). It is idempotent.
+func (ch *EventChannel) Close() error {
+	var err error
+	ch.closeOnce.Do(func() {
+		err = ch.file.Close()
+		<-ch.done
+		ch.mu.Lock()
+		devs := ch.devs
+		ch.devs = nil
+		ch.mu.Unlock()
+		for _, d := range devs {
+			if e := d.close(); e != nil && err == nil {
+				err = e
+			}
+		}
+	})
+	return opError("Close", err)
+}
+
+// write sends one ucma command: the header, then in. A response the
+// command has is written by the kernel to the buffer in's response field
+// points at; pass that buffer as out so it stays alive and its length is
+// the header's out.
+func (ch *EventChannel) write(op string, cmd uint32, in, out []byte) error {
+	buf := make([]byte, 8+len(in))
+	binary.NativeEndian.PutUint32(buf[0:], cmd)
+	binary.NativeEndian.PutUint16(buf[4:], uint16(len(in)))
+	binary.NativeEndian.PutUint16(buf[6:], uint16(len(out)))
+	copy(buf[8:], in)
+	var werr error
+	err := ch.rc.Control(func(fd uintptr) {
+		for {
+			_, werr = rawWrite(fd, buf, out)
+			if werr != unix.EINTR {
+				return
+			}
+		}
+	})
+	if err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return opError(op, ErrClosed)
+		}
+		return opError(op, err)
+	}
+	return opError(op, werr)
+}
+
+// reader reads events until the channel is closed. Between events it is
+// parked on the runtime poller: GET_EVENT is a write() and the file only
+// ever reports EPOLLIN, so the write is made from RawConn.Read's callback,
+// which retries it each time the poller says the file is readable.
+func (ch *EventChannel) reader() {
+	resp := make([]byte, 336)
+	var req abi.RdmaUcmGetEvent
+	req.Response = addrOf(resp)
+	hdr := make([]byte, 8+8)
+	binary.NativeEndian.PutUint32(hdr[0:], abi.RDMA_USER_CM_CMD_GET_EVENT)
+	binary.NativeEndian.PutUint16(hdr[4:], 8)
+	binary.NativeEndian.PutUint16(hdr[6:], uint16(len(resp)))
+	copy(hdr[8:], abi.Bytes(&req))
+	for {
+		var werr error
+		err := ch.rc.Read(func(fd uintptr) bool {
+			_, werr = rawWrite(fd, hdr, resp)
+			return werr != unix.EAGAIN
+		})
+		if err == nil && werr == unix.EINTR {
+			continue
+		}
+		if err != nil || werr != nil {
+			if err == nil {
+				err = werr
+			}
+			if errors.Is(err, os.ErrClosed) {
+				err = ErrClosed
+			}
+			ch.stop(err)
+			return
+		}
+		ev, derr := decodeEvent(resp, ch.isUD)
+		if derr != nil {
+			continue // cannot happen: the kernel wrote a whole event
+		}
+		ch.dispatch(ev)
+	}
+}
+
+func (ch *EventChannel) isUD(uid uint64, _ EventType) bool {
+	ch.mu.Lock()
+	s := ch.sinks[uid]
+	ch.mu.Unlock()
+	return s != nil && s.udEvents()
+}
+
+// dispatch hands ev to the sink its uid names.
+func (ch *EventChannel) dispatch(ev Event) {
+	ch.mu.Lock()
+	s := ch.sinks[ev.uid]
+	ch.mu.Unlock()
+	if debug {
+		fmt.Fprintf(os.Stderr, "rdmacm: event %v status %d uid %d id %d (sink %T)\n", ev.Type, ev.Status, ev.uid, ev.id, s)
+	}
+	if s == nil {
+		if ev.Type == EventConnectRequest {
+			// The listener is gone: nobody will accept the new id.
+			ch.destroyKernelID(ev.id)
+		}
+		return
+	}
+	s.deliver(ev)
+}
+
+func (ch *EventChannel) stop(err error) {
+	ch.mu.Lock()
+	ch.err = err
+	sinks := ch.sinks
+	ch.sinks = map[uint64]sink{}
+	ch.mu.Unlock()
+	for _, s := range sinks {
+		s.stop(err)
+	}
+	close(ch.done)
+}
+
+// register gives s a new uid.
+func (ch *EventChannel) register(s sink) (uint64, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.err != nil {
+		return 0, ch.err
+	}
+	ch.nextUID++
+	ch.sinks[ch.nextUID] = s
+	return ch.nextUID, nil
+}
+
+func (ch *EventChannel) unregister(uid uint64) {
+	ch.mu.Lock()
+	delete(ch.sinks, uid)
+	ch.mu.Unlock()
+}
+
+// destroyKernelID destroys a kernel id that has no Go ID.
+func (ch *EventChannel) destroyKernelID(id uint32) {
+	req := abi.RdmaUcmDestroyId{Id: id}
+	resp := make([]byte, 4)
+	req.Response = addrOf(resp)
+	_ = ch.write("DestroyID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), resp)
+}
+
+// device is an RDMA device the CM picked, opened once per channel.
+type device struct {
+	dev  uverbs.Device
+	ctx  *uverbs.Context
+	pd   *uverbs.PD
+	once sync.Once
+	err  error
+	key  uint64
+
+	// Guarded by the channel's mu: connections using the device, and
+	// whether a DEVICE_REMOVAL came for it. A removed device's context is
+	// closed with its last connection, so the kernel can finish removing it.
+	refs    int
+	removed bool
+	closed  atomic.Bool
+}
+
+// useDevice counts a connection on d.
+func (ch *EventChannel) useDevice(d *device) {
+	ch.mu.Lock()
+	d.refs++
+	ch.mu.Unlock()
+}
+
+// doneDevice drops a connection from d, closing d if it was removed and
+// this was the last.
+func (ch *EventChannel) doneDevice(d *device) error {
+	ch.mu.Lock()
+	d.refs--
+	last := d.refs == 0 && d.removed
+	if last && ch.devs[d.key] == d {
+		delete(ch.devs, d.key)
+	}
+	ch.mu.Unlock()
+	if last {
+		return d.close()
+	}
+	return nil
+}
+
+// removeDevice marks d removed (a DEVICE_REMOVAL event): no new ID gets
+// it, and it is closed when its last connection is.
+func (ch *EventChannel) removeDevice(d *device) {
+	ch.mu.Lock()
+	d.removed = true
+	if ch.devs[d.key] == d {
+		delete(ch.devs, d.key)
+	}
+	last := d.refs == 0
+	ch.mu.Unlock()
+	if last {
+		d.close()
+	}
+}
+
+func (d *device) close() error {
+	if d.ctx == nil || d.closed.Swap(true) {
+		return nil
+	}
+	var err error
+	if d.pd != nil {
+		err = d.pd.Close()
+	}
+	if e := d.ctx.Close(); e != nil && err == nil {
+		err = e
+	}
+	return err
+}
+
+// deviceFor opens (once) the uverbs device with node GUID guid, or with
+// the kernel device index idx when it is known (Linux 5.8+: several
+// devices can share a GUID, rxe ones made on the same netdev do).
+func (ch *EventChannel) deviceFor(guid uint64, idx uint32) (*device, error) {
+	key := guid
+	if idx != 0 {
+		key = uint64(idx) | 1<<63
+	}
+	ch.mu.Lock()
+	if ch.devs == nil {
+		ch.mu.Unlock()
+		return nil, ErrClosed
+	}
+	d := ch.devs[key]
+	if d == nil {
+		d = &device{key: key}
+		ch.devs[key] = d
+	}
+	ch.mu.Unlock()
+	d.once.Do(func() {
+		devs, err := uverbs.Devices()
+		if err != nil {
+			d.err = err
+			return
+		}
+		var found *uverbs.Device
+		for i := range devs {
+			if idx != 0 && devs[i].Index == idx {
+				found = &devs[i]
+				break
+			}
+		}
+		if found == nil {
+			for i := range devs {
+				if devs[i].NodeGUID == guid {
+					found = &devs[i]
+					break
+				}
+			}
+		}
+		if found == nil {
+			d.err = fmt.Errorf("no uverbs device with node GUID %016x (index %d)", guid, idx)
+			return
+		}
+		d.dev = *found
+		if d.ctx, d.err = uverbs.Open(*found); d.err != nil {
+			return
+		}
+		if d.pd, d.err = d.ctx.AllocPD(); d.err != nil {
+			d.ctx.Close()
+			d.ctx = nil
+		}
+	})
+	if d.err != nil {
+		return nil, d.err
+	}
+	return d, nil
+}

@@ -1,0 +1,30 @@
+package rdmacm
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// addrOf is the user-space address of b's first byte, for the u64
+// response and optval pointers of ucma commands. b must be heap memory
+// kept alive across the write (writeCmd does so).
+func addrOf(b []byte) uint64 {
+	if len(b) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
+}
+
+// rawWrite is one write(2) of p to fd; keep is kept alive across it
+// (the buffer the command's u64 pointer names).
+func rawWrite(fd uintptr, p []byte, keep []byte) (int, error) {
+	n, _, e := unix.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	runtime.KeepAlive(p)
+	runtime.KeepAlive(keep)
+	if e != 0 {
+		return int(n), e
+	}
+	return int(n), nil
+}

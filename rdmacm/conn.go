@@ -1,0 +1,596 @@
+package rdmacm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Config says how Dial and Listen make connections. The zero value (or
+// nil) is an RC connection with a 16-entry send and receive queue, one CQ
+// with a completion channel, one responder resource and initiator depth,
+// retry and RNR retry 7, on a channel of its own.
+type Config struct {
+	// Channel carries the connection's events; nil opens one that the
+	// connection (or listener, and the connections it accepts) shares
+	// and closes with its last user.
+	Channel *EventChannel
+	// PortSpace is PSTCP (RC, the default) or PSUDP (UD).
+	PortSpace PortSpace
+	// PD is the protection domain of the QP; nil uses the channel's PD on
+	// the device the CM chose. A PD must be on that device.
+	PD *uverbs.PD
+	// Cap is the QP's capacities (zero: 16 WRs each way, 1 SGE each).
+	Cap uverbs.QPCap
+	// CQEntries is the size of the connection's CQ (zero:
+	// MaxSendWR + MaxRecvWR). The QP's send and receive queues share it.
+	CQEntries int
+	// PollOnly creates the CQ without a completion channel: Conn.CQ can
+	// be polled but not waited on (saves an fd and a goroutine per
+	// connection).
+	PollOnly bool
+	// SignalAll makes every send complete (sq_sig_all).
+	SignalAll bool
+	// PrivateData is sent with the connect request (at most 56 bytes on
+	// IB/RoCE) or with Listen's accepts (196).
+	PrivateData []byte
+	// ResponderResources and InitiatorDepth are the RDMA READ and atomic
+	// depths offered (0 means 1). Accept takes the minimum of these and
+	// the peer's offer.
+	ResponderResources, InitiatorDepth uint8
+	// RetryCount and RNRRetryCount of the connection (0 means 7).
+	RetryCount, RNRRetryCount uint8
+	// Source is the local address to resolve from (Dial); zero lets the
+	// kernel choose.
+	Source netip.AddrPort
+	// Setup, if set, is called with the new ID before it resolves or
+	// binds: set options there (SetTOS, SetReuseAddr, SetAFOnly, SetAckTimeout).
+	Setup func(*ID) error
+	// Prepare, if set, is called with the connection's QP in INIT,
+	// before the connect or accept: post the receives the peer's first
+	// messages need there.
+	Prepare func(*Conn) error
+	// Backlog is Listen's backlog (0: 1024).
+	Backlog int
+}
+
+func (c *Config) orDefault() Config {
+	var d Config
+	if c != nil {
+		d = *c
+	}
+	if d.PortSpace == 0 {
+		d.PortSpace = PSTCP
+	}
+	if d.Cap == (uverbs.QPCap{}) {
+		d.Cap = uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+	}
+	if d.CQEntries == 0 {
+		d.CQEntries = int(d.Cap.MaxSendWR + d.Cap.MaxRecvWR)
+	}
+	d.ResponderResources = max(d.ResponderResources, 1)
+	d.InitiatorDepth = max(d.InitiatorDepth, 1)
+	if d.RetryCount == 0 {
+		d.RetryCount = 7
+	}
+	if d.RNRRetryCount == 0 {
+		d.RNRRetryCount = 7
+	}
+	return d
+}
+
+// channel returns the configured channel, or opens one owned by the caller.
+func (c *Config) channel() (ch *EventChannel, own bool, err error) {
+	if c.Channel != nil {
+		return c.Channel, false, nil
+	}
+	ch, err = Open()
+	return ch, true, err
+}
+
+// Conn is a connection: its ID, its QP (in RTS once Dial or Accept
+// returns) and the CQ the QP's queues share. Its blocked calls return
+// ErrDisconnected when the peer disconnects and ErrDeviceRemoved when the
+// device goes; NextEvent returns those events.
+type Conn struct {
+	ID *ID
+	QP *uverbs.QP
+	CQ *uverbs.CQ
+	// PeerData is the private data of the peer's connect request (Accept)
+	// or accept (Dial).
+	PeerData []byte
+	// Param is what the connection agreed (ESTABLISHED or the request).
+	Param ConnParam
+	// UD is the peer's QPN, QKey and address for a UD connection.
+	UD UDParam
+	// AH is an address handle for UD: the peer (Dial) or nil.
+	AH *uverbs.AH
+
+	comp  *uverbs.CompChannel
+	dev   *device // the channel's device this connection holds (nil with a caller's PD)
+	ownCh bool
+
+	closeOnce sync.Once
+}
+
+// PD is the protection domain of the connection's QP.
+func (c *Conn) PD() *uverbs.PD { return c.QP.PD() }
+
+// NextEvent returns the connection's next event that is not a reply:
+// DISCONNECTED, DEVICE_REMOVAL, ADDR_CHANGE or TIMEWAIT_EXIT.
+func (c *Conn) NextEvent(ctx context.Context) (Event, error) { return c.ID.NextEvent(ctx) }
+
+// Done is closed when the connection is disconnected or its device removed.
+func (c *Conn) Done() <-chan struct{} { return c.ID.Done() }
+
+// Disconnect disconnects: the QP moves to the error state (its posted
+// work requests flush) and both sides get DISCONNECTED.
+func (c *Conn) Disconnect() error { return c.ID.Disconnect() }
+
+// Close disconnects (unless the connection is already down), destroys the
+// QP, CQ and ID, and closes the channel if the connection owns it. It is
+// idempotent; blocked calls return an error matching ErrClosed.
+func (c *Conn) Close() error {
+	var err error
+	c.closeOnce.Do(func() { err = c.close() })
+	return err
+}
+
+func (c *Conn) close() error {
+	var errs []error
+	if c.ID.Err() == nil && c.QP != nil {
+		_ = c.ID.Disconnect() // may fail: never connected, or already down
+	}
+	c.ID.mu.Lock()
+	c.ID.qp = nil
+	c.ID.mu.Unlock()
+	if c.AH != nil {
+		errs = append(errs, c.AH.Close())
+	}
+	if c.QP != nil {
+		errs = append(errs, c.QP.Close())
+	}
+	if c.CQ != nil {
+		errs = append(errs, c.CQ.Close())
+	}
+	if c.comp != nil {
+		errs = append(errs, c.comp.Close())
+	}
+	errs = append(errs, c.ID.Close())
+	if c.dev != nil {
+		errs = append(errs, c.ID.ch.doneDevice(c.dev))
+	}
+	if c.ownCh {
+		errs = append(errs, c.ID.ch.release())
+	}
+	return errors.Join(errs...)
+}
+
+// newConn creates the QP of a connection on id's device and moves it to
+// INIT, then runs cfg.Prepare.
+func newConn(id *ID, cfg *Config) (*Conn, error) {
+	c := &Conn{ID: id}
+	pd := cfg.PD
+	if pd == nil && id.dev != nil {
+		pd = id.PD()
+		c.dev = id.dev
+		id.ch.useDevice(c.dev)
+	}
+	if pd == nil {
+		return nil, opError("CreateQP", errors.New("the ID has no device yet"))
+	}
+	ctx := pd.Context()
+	fail := func(err error) (*Conn, error) {
+		id.mu.Lock()
+		id.qp = nil
+		id.mu.Unlock()
+		if c.QP != nil {
+			c.QP.Close()
+		}
+		if c.CQ != nil {
+			c.CQ.Close()
+		}
+		if c.comp != nil {
+			c.comp.Close()
+		}
+		if c.dev != nil {
+			id.ch.doneDevice(c.dev)
+		}
+		return nil, err
+	}
+	var opt uverbs.CQOptions
+	if !cfg.PollOnly {
+		ch, err := ctx.CreateCompChannel()
+		if err != nil {
+			return fail(opError("CreateQP", err))
+		}
+		c.comp, opt.Channel = ch, ch
+	}
+	cq, err := ctx.CreateCQ(cfg.CQEntries, opt)
+	if err != nil {
+		return fail(opError("CreateQP", err))
+	}
+	c.CQ = cq
+	qp, err := pd.CreateQP(uverbs.QPInit{Type: id.qpType, SendCQ: cq, RecvCQ: cq, Cap: cfg.Cap, SignalAll: cfg.SignalAll})
+	if err != nil {
+		return fail(opError("CreateQP", err))
+	}
+	c.QP = qp
+	id.mu.Lock()
+	id.qp = qp
+	id.mu.Unlock()
+	if err := id.ModifyQP(qp, uverbs.QPStateInit); err != nil {
+		return fail(err)
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(c); err != nil {
+			return fail(opError("Prepare", err))
+		}
+	}
+	return c, nil
+}
+
+// toRTS moves an IB/RoCE QP through RTR to RTS with the CM's attributes;
+// a UD QP gets RTR with its state only and RTS with SQ PSN 0.
+func (id *ID) toRTS(qp *uverbs.QP) error {
+	if id.qpType == uverbs.QPTypeUD {
+		a := uverbs.QPAttr{State: uverbs.QPStateRTR}
+		if err := qp.Modify(&a, uverbs.QPAttrState); err != nil {
+			return opError("ModifyQP(RTR)", err)
+		}
+		a = uverbs.QPAttr{State: uverbs.QPStateRTS}
+		if err := qp.Modify(&a, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
+			return opError("ModifyQP(RTS)", err)
+		}
+		return nil
+	}
+	if err := id.ModifyQP(qp, uverbs.QPStateRTR); err != nil {
+		return err
+	}
+	return id.ModifyQP(qp, uverbs.QPStateRTS)
+}
+
+func putConnParam(p *abi.RdmaUcmConnParam, qpn uint32, data []byte, cfg *Config) error {
+	if len(data) > len(p.PrivateData) {
+		return fmt.Errorf("%d bytes of private data, at most %d", len(data), len(p.PrivateData))
+	}
+	p.QpNum = qpn
+	copy(p.PrivateData[:], data)
+	p.PrivateDataLen = uint8(len(data))
+	p.ResponderResources = cfg.ResponderResources
+	p.InitiatorDepth = cfg.InitiatorDepth
+	p.RetryCount = cfg.RetryCount
+	p.RnrRetryCount = cfg.RNRRetryCount
+	p.Valid = 1
+	return nil
+}
+
+// Dial connects to dst: it creates an ID, resolves the address and route,
+// creates the QP on the device the CM chose, and connects with
+// cfg.PrivateData, returning when the connection is ESTABLISHED (the QP
+// in RTS). ctx bounds the whole set-up; on error everything made is
+// destroyed. A REJECTED answer is an error for which Rejected returns the
+// peer's reason and private data.
+func Dial(ctx context.Context, dst netip.AddrPort, cfg *Config) (*Conn, error) {
+	c := cfg.orDefault()
+	ch, own, err := c.channel()
+	if err != nil {
+		return nil, err
+	}
+	id, err := ch.CreateID(c.PortSpace)
+	if err != nil {
+		if own {
+			ch.Close()
+		}
+		return nil, err
+	}
+	conn, err := id.dial(ctx, dst, &c)
+	if err != nil {
+		id.Close()
+		if own {
+			ch.Close()
+		}
+		return nil, err
+	}
+	if own {
+		ch.acquire()
+		conn.ownCh = true
+	}
+	return conn, nil
+}
+
+// dial is Dial on an existing ID.
+func (id *ID) dial(ctx context.Context, dst netip.AddrPort, c *Config) (*Conn, error) {
+	if c.Setup != nil {
+		if err := c.Setup(id); err != nil {
+			return nil, opError("Setup", err)
+		}
+	}
+	if err := id.ResolveAddr(ctx, c.Source, dst); err != nil {
+		return nil, err
+	}
+	if err := id.ResolveRoute(ctx); err != nil {
+		return nil, err
+	}
+	conn, err := newConn(id, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := id.connect(ctx, conn, c); err != nil {
+		conn.Close() //nolint:errcheck // the connect error is the one to report
+		return nil, err
+	}
+	return conn, nil
+}
+
+// connect sends CONNECT and waits for the connection to be established.
+func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
+	var req abi.RdmaUcmConnect
+	req.Id = id.kid
+	if err := putConnParam(&req.ConnParam, conn.QP.QPN(), c.PrivateData, c); err != nil {
+		return opError("Connect", err)
+	}
+	if id.qpType == uverbs.QPTypeUD {
+		a, _, err := id.InitQPAttr(uverbs.QPStateInit)
+		if err != nil {
+			return err
+		}
+		req.ConnParam.Qkey = a.QKey
+		if err := id.toRTS(conn.QP); err != nil {
+			return err
+		}
+	}
+	if err := id.ch.write("Connect", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	if id.iWARP() || id.qpType == uverbs.QPTypeUD {
+		ev, err := id.wait(ctx, "Connect", true, EventEstablished)
+		if err != nil {
+			return err
+		}
+		conn.PeerData, conn.Param, conn.UD = ev.PrivateData, ev.Conn, ev.UD
+		if id.qpType == uverbs.QPTypeUD {
+			ah, err := conn.QP.PD().CreateAH(ev.UD.AH)
+			if err != nil {
+				return opError("Connect", err)
+			}
+			conn.AH = ah
+		}
+		return nil
+	}
+	ev, err := id.wait(ctx, "Connect", true, EventConnectResponse)
+	if err != nil {
+		return err
+	}
+	conn.PeerData, conn.Param = ev.PrivateData, ev.Conn
+	// Before the connect the CM had no IB CM id, and INIT_QP_ATTR(INIT)
+	// gave no remote access (cma_ib_init_qp_attr): INIT again, now with
+	// REMOTE_WRITE and, with responder resources, REMOTE_READ and ATOMIC
+	// (librdmacm's ucma_modify_qp_rtr does the same).
+	if err := id.ModifyQP(conn.QP, uverbs.QPStateInit); err != nil {
+		id.reject()
+		return err
+	}
+	if err := id.toRTS(conn.QP); err != nil {
+		id.reject()
+		return err
+	}
+	// ACCEPT without parameters on the active side sends the RTU.
+	acc := abi.RdmaUcmAccept{Id: id.kid}
+	return id.ch.write("Connect", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&acc), nil)
+}
+
+func (id *ID) reject() {
+	req := abi.RdmaUcmReject{Id: id.kid}
+	_ = id.ch.write("Reject", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
+}
+
+// Listener listens for connection requests on an address.
+type Listener struct {
+	ID    *ID
+	cfg   Config
+	ownCh bool
+}
+
+// Listen binds to addr (a zero port picks one, an unspecified address
+// listens on every RDMA device) and listens. Accepted connections are
+// made with cfg.
+func Listen(addr netip.AddrPort, cfg *Config) (*Listener, error) {
+	c := cfg.orDefault()
+	ch, own, err := c.channel()
+	if err != nil {
+		return nil, err
+	}
+	fail := func(id *ID, err error) (*Listener, error) {
+		if id != nil {
+			id.Close()
+		}
+		if own {
+			ch.Close()
+		}
+		return nil, err
+	}
+	id, err := ch.CreateID(c.PortSpace)
+	if err != nil {
+		return fail(nil, err)
+	}
+	if c.Setup != nil {
+		if err := c.Setup(id); err != nil {
+			return fail(id, opError("Setup", err))
+		}
+	}
+	if err := id.Bind(addr); err != nil {
+		return fail(id, err)
+	}
+	if err := id.Listen(c.Backlog); err != nil {
+		return fail(id, err)
+	}
+	if own {
+		ch.acquire()
+	}
+	return &Listener{ID: id, cfg: c, ownCh: own}, nil
+}
+
+// Addr is the address the listener is bound to.
+func (l *Listener) Addr() netip.AddrPort {
+	a, _ := l.ID.LocalAddr()
+	return a
+}
+
+// Accept returns the next connection request, waiting until one comes,
+// ctx is done or the listener is closed. Accept or reject every request:
+// one left unanswered holds its kernel ID until the listener closes.
+func (l *Listener) Accept(ctx context.Context) (*ConnRequest, error) {
+	r, err := l.ID.NextRequest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.cfg = &l.cfg
+	r.ownCh = l.ownCh
+	return r, nil
+}
+
+// Close stops listening and destroys the ID; pending requests are
+// rejected. Connections accepted from it stay up; the channel they share
+// closes with the last of them. Idempotent.
+func (l *Listener) Close() error {
+	err := l.ID.Close()
+	if l.ownCh {
+		l.ownCh = false
+		if e := l.ID.ch.release(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// ConnRequest is a connection request (CONNECT_REQUEST): accept it with
+// Accept or refuse it with Reject.
+type ConnRequest struct {
+	// ID is the new connection's ID.
+	ID *ID
+	// Event is the request: the peer's PrivateData and its offered Conn
+	// parameters (or UD ones).
+	Event    Event
+	listener *ID
+	cfg      *Config
+	ownCh    bool // accepted connections share the listener's own channel
+	done     bool
+}
+
+// PrivateData is the private data of the request (IB CMs pad it to 56 bytes).
+func (r *ConnRequest) PrivateData() []byte { return r.Event.PrivateData }
+
+// Accept creates the QP on the device the request came in on, moves it to
+// RTS (INIT only on iWARP: the CM moves it) and accepts with privateData,
+// returning when the connection is ESTABLISHED (RC) or the reply is sent
+// (UD).
+func (r *ConnRequest) Accept(ctx context.Context, privateData []byte) (*Conn, error) {
+	return r.AcceptWith(ctx, privateData, nil)
+}
+
+// AcceptWith is Accept with prepare in place of the listener's
+// Config.Prepare (when not nil): a per-connection hook that posts the
+// first receives into buffers of the connection's own.
+func (r *ConnRequest) AcceptWith(ctx context.Context, privateData []byte, prepare func(*Conn) error) (*Conn, error) {
+	if r.done {
+		return nil, opError("Accept", errors.New("request already answered"))
+	}
+	r.done = true
+	cfg := Config{}
+	if r.cfg != nil {
+		cfg = *r.cfg
+	}
+	cfg = cfg.orDefault()
+	if prepare != nil {
+		cfg.Prepare = prepare
+	}
+	id := r.ID
+	ch := id.ch
+	fail := func(err error) (*Conn, error) {
+		id.reject()
+		id.Close()
+		return nil, err
+	}
+	if err := id.bindDevice("Accept"); err != nil {
+		return fail(err)
+	}
+	conn, err := newConn(id, &cfg)
+	if err != nil {
+		return fail(err)
+	}
+	failConn := func(err error) (*Conn, error) {
+		id.reject()
+		conn.Close() //nolint:errcheck // the accept error is the one to report
+		return nil, err
+	}
+	conn.PeerData, conn.Param, conn.UD = r.Event.PrivateData, r.Event.Conn, r.Event.UD
+	if !id.iWARP() {
+		if err := id.toRTS(conn.QP); err != nil {
+			return failConn(err)
+		}
+	}
+	uid, err := ch.register(id)
+	if err != nil {
+		return failConn(opError("Accept", err))
+	}
+	id.uid = uid
+	if r.ownCh {
+		conn.ownCh = true
+		ch.acquire()
+	}
+	var req abi.RdmaUcmAccept
+	req.Uid, req.Id = uid, id.kid
+	p := cfg
+	p.ResponderResources = min(cfg.ResponderResources, r.Event.Conn.InitiatorDepth)
+	p.InitiatorDepth = min(cfg.InitiatorDepth, r.Event.Conn.ResponderResources)
+	if err := putConnParam(&req.ConnParam, conn.QP.QPN(), privateData, &p); err != nil {
+		return failConn(opError("Accept", err))
+	}
+	if id.qpType == uverbs.QPTypeUD {
+		a, _, err := id.InitQPAttr(uverbs.QPStateInit)
+		if err != nil {
+			return failConn(err)
+		}
+		req.ConnParam.Qkey = a.QKey
+	}
+	if err := ch.write("Accept", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), nil); err != nil {
+		return failConn(err)
+	}
+	if id.qpType == uverbs.QPTypeUD {
+		return conn, nil
+	}
+	ev, err := id.wait(ctx, "Accept", true, EventEstablished)
+	if err != nil {
+		return failConn(err)
+	}
+	conn.Param = ev.Conn
+	return conn, nil
+}
+
+// Reject refuses the request with privateData (the IB CM's consumer reject
+// reason; the peer's Dial fails with a REJECTED event carrying both) and
+// destroys its ID.
+func (r *ConnRequest) Reject(privateData []byte) error {
+	if r.done {
+		return opError("Reject", errors.New("request already answered"))
+	}
+	r.done = true
+	var req abi.RdmaUcmReject
+	req.Id = r.ID.kid
+	if len(privateData) > len(req.PrivateData) {
+		return opError("Reject", fmt.Errorf("%d bytes of private data, at most %d", len(privateData), len(req.PrivateData)))
+	}
+	copy(req.PrivateData[:], privateData)
+	req.PrivateDataLen = uint8(len(privateData))
+	err := r.ID.ch.write("Reject", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
+	if e := r.ID.Close(); err == nil {
+		err = e
+	}
+	return err
+}

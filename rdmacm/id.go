@@ -1,0 +1,506 @@
+package rdmacm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// PortSpace is an rdma_cm port space (enum rdma_ucm_port_space).
+type PortSpace uint16
+
+// Port spaces.
+const (
+	PSTCP PortSpace = abi.RDMA_PS_TCP // reliable connected QPs (RC)
+	PSUDP PortSpace = abi.RDMA_PS_UDP // unreliable datagram QPs (UD), multicast
+	PSIB  PortSpace = abi.RDMA_PS_IB  // any QP type, native IB addressing
+)
+
+// ID is an rdma_cm identifier (struct rdma_cm_id): an endpoint that is
+// bound, resolves addresses and routes, listens, connects or joins
+// multicast groups. Its operations are made one at a time (a second
+// blocking call while one is waiting is a programming error); Close,
+// Disconnect and NextEvent may be called from any goroutine at any time.
+type ID struct {
+	ch     *EventChannel
+	kid    uint32 // the kernel's id
+	uid    uint64
+	ps     PortSpace
+	qpType uverbs.QPType
+
+	mu       sync.Mutex
+	replies  []Event
+	async    []Event
+	requests []*ConnRequest // a listener's connection requests
+	mcasts   map[uint64]*Multicast
+	sig      chan struct{} // cap 1: replies or requests changed
+	asig     chan struct{} // cap 1: async changed
+	broken   error         // DISCONNECTED or DEVICE_REMOVAL seen
+	brokenCh chan struct{} // closed when broken is set
+	closeErr error         // ErrClosed (or the channel's error) once closed
+	closedCh chan struct{}
+	closing  sync.Once
+
+	dev  *device
+	port uint8
+	qp   *uverbs.QP // the QP the CM moves (iWARP, and for Disconnect)
+}
+
+// CreateID creates an ID on the channel for port space ps (RDMA_PS_TCP
+// with RC, RDMA_PS_UDP with UD).
+func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
+	qpt := uverbs.QPTypeRC
+	if ps == PSUDP {
+		qpt = uverbs.QPTypeUD
+	}
+	id := newID(ch, ps, qpt)
+	uid, err := ch.register(id)
+	if err != nil {
+		return nil, opError("CreateID", err)
+	}
+	id.uid = uid
+	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(qpt)}
+	var resp abi.RdmaUcmCreateIdResp
+	out := abi.Bytes(&resp)
+	req.Response = addrOf(out)
+	if err := ch.write("CreateID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), out); err != nil {
+		ch.unregister(uid)
+		return nil, err
+	}
+	id.kid = resp.Id
+	return id, nil
+}
+
+func newID(ch *EventChannel, ps PortSpace, qpt uverbs.QPType) *ID {
+	return &ID{ch: ch, ps: ps, qpType: qpt, sig: make(chan struct{}, 1), asig: make(chan struct{}, 1),
+		brokenCh: make(chan struct{}), closedCh: make(chan struct{})}
+}
+
+func (id *ID) udEvents() bool { return id.qpType == uverbs.QPTypeUD }
+
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func (id *ID) deliver(ev Event) {
+	id.mu.Lock()
+	switch {
+	case ev.Type == EventConnectRequest:
+		child := newID(id.ch, id.ps, id.qpType)
+		child.kid = ev.id
+		id.requests = append(id.requests, &ConnRequest{ID: child, Event: ev, listener: id})
+		id.mu.Unlock()
+		poke(id.sig)
+		return
+	case ev.Type.async():
+		id.async = append(id.async, ev)
+		first := false
+		if id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval) {
+			id.broken = ErrDisconnected
+			if ev.Type == EventDeviceRemoval {
+				id.broken = ErrDeviceRemoved
+			}
+			close(id.brokenCh)
+			first = true
+		}
+		qp := id.qp
+		id.mu.Unlock()
+		poke(id.asig)
+		if ev.Type == EventDeviceRemoval && id.dev != nil {
+			id.ch.removeDevice(id.dev)
+		}
+		if first {
+			// Flush the QP, and answer the peer's DREQ with a DREP
+			// (librdmacm leaves both to the application, which must
+			// call rdma_disconnect; the kernel does it for its own
+			// users' QPs). An extra DISCONNECT after our own is refused
+			// by the CM and ignored.
+			go id.flush(qp, ev.Type == EventDisconnected)
+		}
+		return
+	}
+	id.replies = append(id.replies, ev)
+	id.mu.Unlock()
+	poke(id.sig)
+}
+
+// flush moves the ID's QP to ERR, so its posted work requests complete
+// with flush errors, and answers a disconnect request.
+func (id *ID) flush(qp *uverbs.QP, disconnect bool) {
+	if qp != nil {
+		a := uverbs.QPAttr{State: uverbs.QPStateErr}
+		_ = qp.Modify(&a, uverbs.QPAttrState) // fails once the QP is closed: nothing to flush
+	}
+	if disconnect {
+		_ = id.Disconnect()
+	}
+}
+
+func (id *ID) stop(err error) {
+	id.mu.Lock()
+	if id.closeErr == nil {
+		id.closeErr = err
+		close(id.closedCh)
+	}
+	id.mu.Unlock()
+}
+
+// wait returns the next reply event, which must be one of want. It
+// returns early when ctx is done, the ID is closed, or (breakOn) a
+// DISCONNECTED or DEVICE_REMOVAL event arrives.
+func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventType) (Event, error) {
+	for {
+		id.mu.Lock()
+		if len(id.replies) > 0 {
+			ev := id.replies[0]
+			id.replies = id.replies[1:]
+			id.mu.Unlock()
+			for _, w := range want {
+				if ev.Type == w {
+					return ev, nil
+				}
+			}
+			return ev, opError(op, &EventError{Event: ev})
+		}
+		closeErr, broken := id.closeErr, id.broken
+		id.mu.Unlock()
+		if closeErr != nil {
+			return Event{}, opError(op, closeErr)
+		}
+		if breakOn && broken != nil {
+			return Event{}, opError(op, broken)
+		}
+		brokenCh := id.brokenCh
+		if !breakOn {
+			brokenCh = nil
+		}
+		select {
+		case <-id.sig:
+		case <-brokenCh:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return Event{}, opError(op, ctx.Err())
+		}
+	}
+}
+
+// timeoutMS turns ctx's deadline into the kernel's timeout for an
+// address or route resolution (at least 1 ms; 2 s without a deadline,
+// librdmacm's customary value).
+func timeoutMS(ctx context.Context) uint32 {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return 2000
+	}
+	ms := time.Until(d).Milliseconds()
+	return uint32(max(1, min(ms, 1<<31-1)))
+}
+
+// Bind binds the ID to a local address and port (BIND): a zero port
+// picks one, an unspecified address binds to every device (a listener) or
+// lets ResolveAddr choose. A link-local IPv6 address needs its zone.
+func (id *ID) Bind(addr netip.AddrPort) error {
+	var req abi.RdmaUcmBind
+	req.Id = id.kid
+	req.AddrSize = uint16(putSockaddr(abi.Bytes(&req.Addr), addr, false))
+	return id.ch.write("Bind", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+}
+
+// ResolveAddr resolves dst to an RDMA device and port (RESOLVE_ADDR, then
+// the ADDR_RESOLVED event), binding to src first if it is valid. ctx's
+// deadline is the kernel's timeout too.
+func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
+	var req abi.RdmaUcmResolveAddr
+	req.Id = id.kid
+	req.TimeoutMs = timeoutMS(ctx)
+	v6 := dst.Addr().Is6() && !dst.Addr().Is4In6()
+	if src.IsValid() {
+		req.SrcSize = uint16(putSockaddr(abi.Bytes(&req.SrcAddr), src, v6))
+	}
+	req.DstSize = uint16(putSockaddr(abi.Bytes(&req.DstAddr), dst, v6))
+	if err := id.ch.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	if _, err := id.wait(ctx, "ResolveAddr", false, EventAddrResolved); err != nil {
+		return err
+	}
+	return id.bindDevice("ResolveAddr")
+}
+
+// ResolveRoute resolves the route to the address ResolveAddr resolved
+// (RESOLVE_ROUTE, then ROUTE_RESOLVED). ctx's deadline is the kernel's
+// timeout too.
+func (id *ID) ResolveRoute(ctx context.Context) error {
+	req := abi.RdmaUcmResolveRoute{Id: id.kid, TimeoutMs: timeoutMS(ctx)}
+	if err := id.ch.write("ResolveRoute", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	_, err := id.wait(ctx, "ResolveRoute", false, EventRouteResolved)
+	return err
+}
+
+// query asks QUERY(ADDR) for the ID's device, port and addresses.
+func (id *ID) query(op string) (queryAddr, error) {
+	var resp abi.RdmaUcmQueryAddrResp
+	out := abi.Bytes(&resp)
+	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_ADDR}
+	if err := id.ch.write(op, abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+		return queryAddr{}, err
+	}
+	q, err := decodeQueryAddr(out)
+	return q, opError(op, err)
+}
+
+// bindDevice opens the device the ID is now bound to.
+func (id *ID) bindDevice(op string) error {
+	q, err := id.query(op)
+	if err != nil {
+		return err
+	}
+	d, err := id.ch.deviceFor(q.NodeGUID, q.IBDevIndex)
+	if err != nil {
+		return opError(op, err)
+	}
+	id.dev, id.port = d, q.Port
+	return nil
+}
+
+// LocalAddr and RemoteAddr are the ID's addresses (QUERY ADDR).
+func (id *ID) LocalAddr() (netip.AddrPort, error) {
+	q, err := id.query("LocalAddr")
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	a, err := parseSockaddr(q.Src)
+	return a, opError("LocalAddr", err)
+}
+
+// RemoteAddr is the address of the ID's peer (QUERY ADDR).
+func (id *ID) RemoteAddr() (netip.AddrPort, error) {
+	q, err := id.query("RemoteAddr")
+	if err != nil {
+		return netip.AddrPort{}, err
+	}
+	a, err := parseSockaddr(q.Dst)
+	return a, opError("RemoteAddr", err)
+}
+
+// Context is the uverbs context of the device the CM chose for the ID
+// (after ResolveAddr, or for an ID from a connection request), owned by
+// the channel; nil before.
+func (id *ID) Context() *uverbs.Context {
+	if id.dev == nil {
+		return nil
+	}
+	return id.dev.ctx
+}
+
+// PD is the channel's protection domain on the ID's device; nil before
+// the device is known.
+func (id *ID) PD() *uverbs.PD {
+	if id.dev == nil {
+		return nil
+	}
+	return id.dev.pd
+}
+
+// Port is the device port the ID is bound to (0 before).
+func (id *ID) Port() int { return int(id.port) }
+
+// Device is the RDMA device the ID is bound to.
+func (id *ID) Device() uverbs.Device {
+	if id.dev == nil {
+		return uverbs.Device{}
+	}
+	return id.dev.dev
+}
+
+// iWARP reports whether the ID's device is an iWARP device (siw): the CM
+// moves its QPs, there is no route step.
+func (id *ID) iWARP() bool { return id.dev != nil && id.dev.dev.Transport == uverbs.TransportIWARP }
+
+// InitQPAttr asks the CM for the attributes that move a QP of this ID to
+// state (INIT_QP_ATTR), translated into a uverbs.QPAttr and mask.
+func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
+	out := make([]byte, 144)
+	req := abi.RdmaUcmInitQpAttr{Response: addrOf(out), Id: id.kid, QpState: uint32(state)}
+	if err := id.ch.write("InitQPAttr", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), out); err != nil {
+		return uverbs.QPAttr{}, 0, err
+	}
+	a, m, err := decodeQPAttr(out)
+	return a, m, opError("InitQPAttr", err)
+}
+
+// ModifyQP moves qp to state with the attributes the CM gives
+// (InitQPAttr, then QP.Modify).
+func (id *ID) ModifyQP(qp *uverbs.QP, state uverbs.QPState) error {
+	a, m, err := id.InitQPAttr(state)
+	if err != nil {
+		return err
+	}
+	if m == 0 {
+		return nil
+	}
+	if err := qp.Modify(&a, m); err != nil {
+		return opError(fmt.Sprintf("ModifyQP(%v)", state), err)
+	}
+	return nil
+}
+
+// Listen makes a bound ID listen for connection requests (LISTEN); Accept
+// (on the Listener made by Listen) or NextRequest returns them.
+func (id *ID) Listen(backlog int) error {
+	if backlog <= 0 {
+		backlog = 1024
+	}
+	req := abi.RdmaUcmListen{Id: id.kid, Backlog: uint32(backlog)}
+	return id.ch.write("Listen", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req), nil)
+}
+
+// NextRequest returns the next connection request of a listening ID.
+func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
+	for {
+		id.mu.Lock()
+		if len(id.requests) > 0 {
+			r := id.requests[0]
+			id.requests = id.requests[1:]
+			id.mu.Unlock()
+			return r, nil
+		}
+		closeErr := id.closeErr
+		id.mu.Unlock()
+		if closeErr != nil {
+			return nil, opError("Accept", closeErr)
+		}
+		select {
+		case <-id.sig:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return nil, opError("Accept", ctx.Err())
+		}
+	}
+}
+
+// NextEvent returns the next event that is not the answer to a request
+// (DISCONNECTED, DEVICE_REMOVAL, ADDR_CHANGE, TIMEWAIT_EXIT), waiting for
+// one until ctx is done or the ID is closed.
+func (id *ID) NextEvent(ctx context.Context) (Event, error) {
+	for {
+		id.mu.Lock()
+		if len(id.async) > 0 {
+			ev := id.async[0]
+			id.async = id.async[1:]
+			id.mu.Unlock()
+			return ev, nil
+		}
+		closeErr := id.closeErr
+		id.mu.Unlock()
+		if closeErr != nil {
+			return Event{}, opError("NextEvent", closeErr)
+		}
+		select {
+		case <-id.asig:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return Event{}, opError("NextEvent", ctx.Err())
+		}
+	}
+}
+
+// Done is closed when a DISCONNECTED or DEVICE_REMOVAL event arrives for
+// the ID; Err says which.
+func (id *ID) Done() <-chan struct{} { return id.brokenCh }
+
+// Err is ErrDisconnected or ErrDeviceRemoved once Done is closed, nil before.
+func (id *ID) Err() error {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.broken
+}
+
+// Disconnect disconnects the ID's connection (DISCONNECT). The CM moves
+// the QP to ERR (IB, RoCE) or its iWARP equivalent; posted work requests
+// complete with flush errors. Both sides get a DISCONNECTED event.
+func (id *ID) Disconnect() error {
+	req := abi.RdmaUcmDisconnect{Id: id.kid}
+	return id.ch.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req), nil)
+}
+
+// Close destroys the ID (DESTROY_ID) and wakes its blocked calls with an
+// error matching ErrClosed. It is idempotent; it does not close a QP the
+// caller created.
+func (id *ID) Close() error {
+	var err error
+	id.closing.Do(func() {
+		id.mu.Lock()
+		mcs := id.mcasts
+		id.mcasts = nil
+		reqs := id.requests
+		id.requests = nil
+		id.mu.Unlock()
+		for _, mc := range mcs {
+			id.ch.unregister(mc.uid)
+		}
+		for _, r := range reqs {
+			r.Reject(nil) //nolint:errcheck // best effort: the listener is going
+			r.ID.Close()
+		}
+		id.ch.unregister(id.uid)
+		req := abi.RdmaUcmDestroyId{Id: id.kid}
+		resp := make([]byte, 4)
+		req.Response = addrOf(resp)
+		err = id.ch.write("Close", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), resp)
+		if errors.Is(err, ErrClosed) {
+			err = nil // the channel's close destroyed it
+		}
+		id.stop(ErrClosed)
+	})
+	return err
+}
+
+// setOption is SET_OPTION with an integer value of size n.
+func (id *ID) setOption(op string, level, name uint32, val []byte) error {
+	req := abi.RdmaUcmSetOption{Optval: addrOf(val), Id: id.kid, Level: level, Optname: name, Optlen: uint32(len(val))}
+	return id.ch.write(op, abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), val)
+}
+
+// SetTOS sets the type of service of the ID's traffic (RDMA_OPTION_ID_TOS).
+func (id *ID) SetTOS(tos uint8) error {
+	return id.setOption("SetTOS", abi.RDMA_OPTION_ID, abi.RDMA_OPTION_ID_TOS, []byte{tos})
+}
+
+// SetReuseAddr lets the ID bind to an address in TIME_WAIT
+// (RDMA_OPTION_ID_REUSEADDR); before Bind.
+func (id *ID) SetReuseAddr(on bool) error {
+	return id.setOption("SetReuseAddr", abi.RDMA_OPTION_ID, abi.RDMA_OPTION_ID_REUSEADDR, intOpt(on))
+}
+
+// SetAFOnly makes an IPv6 listener take IPv6 connections only
+// (RDMA_OPTION_ID_AFONLY); before Bind.
+func (id *ID) SetAFOnly(on bool) error {
+	return id.setOption("SetAFOnly", abi.RDMA_OPTION_ID, abi.RDMA_OPTION_ID_AFONLY, intOpt(on))
+}
+
+// SetAckTimeout sets the QP's local ACK timeout exponent (4.096 µs ×
+// 2^t; RDMA_OPTION_ID_ACK_TIMEOUT) that INIT_QP_ATTR gives for RTS.
+func (id *ID) SetAckTimeout(t uint8) error {
+	return id.setOption("SetAckTimeout", abi.RDMA_OPTION_ID, abi.RDMA_OPTION_ID_ACK_TIMEOUT, []byte{t})
+}
+
+func intOpt(on bool) []byte {
+	v := uint32(0)
+	if on {
+		v = 1
+	}
+	return binary.NativeEndian.AppendUint32(nil, v) // the kernel reads an int
+}

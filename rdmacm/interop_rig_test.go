@@ -1,0 +1,386 @@
+package rdmacm_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// tool starts an rdma-core program and returns a function that waits for
+// it and checks its exit status and output.
+func tool(t *testing.T, ctx context.Context, name string, args ...string) func() string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		if rigtest.InRig() {
+			t.Fatalf("no %s in PATH", name)
+		}
+		t.Skipf("no %s", name)
+	}
+	cmd := exec.CommandContext(ctx, path, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var werr error
+	wait := func() string {
+		once.Do(func() { werr = cmd.Wait() })
+		if werr != nil {
+			t.Errorf("%s %v: %v\n%s", name, args, werr, out.String())
+		}
+		return out.String()
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); once.Do(func() { werr = cmd.Wait() }) })
+	return wait
+}
+
+// dialRetry dials until the peer tool listens (a REJECTED with reason 8,
+// invalid service ID, means nobody listens yet).
+func dialRetry(t *testing.T, ctx context.Context, dst netip.AddrPort, cfg *rdmacm.Config) *rdmacm.Conn {
+	t.Helper()
+	for {
+		c, err := rdmacm.Dial(ctx, dst, cfg)
+		if err == nil {
+			return c
+		}
+		if ev, ok := rdmacm.Rejected(err); !ok || ev.Reason() != 8 || ctx.Err() != nil {
+			t.Fatalf("Dial %v: %v", dst, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// postRecvs posts n receives of size bytes each from b, slot i at i*size.
+func postRecvs(c *rdmacm.Conn, b *buffers, n, size int) error {
+	for i := 0; i < n; i++ {
+		if _, err := c.QP.PostRecv([]uverbs.RecvWR{{ID: uint64(i), SGL: b.sge(i*size, size)}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitN waits for n successful completions of opcode op on c's CQ.
+func waitN(ctx context.Context, c *rdmacm.Conn, n int) error {
+	wc := make([]uverbs.WorkCompletion, 8)
+	for got := 0; got < n; {
+		k, err := c.CQ.Wait(ctx, wc)
+		if err != nil {
+			return fmt.Errorf("after %d of %d completions: %w", got, n, err)
+		}
+		for _, w := range wc[:k] {
+			if w.Status != uverbs.WCSuccess {
+				return fmt.Errorf("completion %d: %v", got, w.Status)
+			}
+		}
+		got += k
+	}
+	return nil
+}
+
+// ucmatose's protocol: the server sends -C messages of -S bytes on each
+// connection once all are established, then receives as many; the client
+// receives, then replies; the server disconnects.
+const ucmCount, ucmSize, ucmConns = 10, 100, 4
+
+func TestRigInteropUcmatoseServer(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 120*time.Second)
+	wait := tool(t, ctx, "ucmatose", "-b", addrRXE0.String(), "-p", "7471", "-c", strconv.Itoa(ucmConns),
+		"-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	var wg sync.WaitGroup
+	errs := make(chan error, ucmConns)
+	for i := 0; i < ucmConns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- ucmatoseClient(t, ctx)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	out := wait()
+	if !bytes.Contains([]byte(out), []byte("data transfers complete")) || !bytes.Contains([]byte(out), []byte("return status 0")) {
+		t.Errorf("ucmatose server:\n%s", out)
+	}
+}
+
+func ucmatoseClient(t *testing.T, ctx context.Context) error {
+	var b *buffers
+	cfg := &rdmacm.Config{
+		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
+		Prepare: func(c *rdmacm.Conn) error {
+			b = newBuffers(t, c.PD(), ucmCount*ucmSize)
+			return postRecvs(c, b, ucmCount, ucmSize)
+		},
+	}
+	c := dialRetry(t, ctx, netip.AddrPortFrom(addrRXE0, 7471), cfg)
+	defer c.Close()
+	if err := waitN(ctx, c, ucmCount); err != nil {
+		return fmt.Errorf("receiving: %w", err)
+	}
+	for i := 0; i < ucmCount; i++ {
+		if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: uint64(i), Opcode: uverbs.WRSend, SGL: b.sge(0, ucmSize)}}); err != nil {
+			return err
+		}
+	}
+	if err := waitN(ctx, c, ucmCount); err != nil {
+		return fmt.Errorf("sending: %w", err)
+	}
+	ev, err := c.NextEvent(ctx)
+	if err != nil || ev.Type != rdmacm.EventDisconnected {
+		return fmt.Errorf("waiting for the server's disconnect: %v, %v", ev.Type, err)
+	}
+	return nil
+}
+
+func TestRigInteropUcmatoseClient(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 120*time.Second)
+	bufs := map[*rdmacm.Conn]*buffers{}
+	var mu sync.Mutex
+	cfg := &rdmacm.Config{
+		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
+		Prepare: func(c *rdmacm.Conn) error {
+			b := newBuffers(t, c.PD(), ucmCount*ucmSize)
+			mu.Lock()
+			bufs[c] = b
+			mu.Unlock()
+			return postRecvs(c, b, ucmCount, ucmSize)
+		},
+	}
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7472), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wait := tool(t, ctx, "ucmatose", "-s", addrRXE0.String(), "-p", "7472", "-c", strconv.Itoa(ucmConns),
+		"-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	var conns []*rdmacm.Conn
+	for len(conns) < ucmConns {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := r.Accept(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	for _, c := range conns {
+		for i := 0; i < ucmCount; i++ {
+			if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 100 + uint64(i), Opcode: uverbs.WRSend, SGL: bufs[c].sge(0, ucmSize)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, c := range conns {
+		// ucmCount sends, then the client's ucmCount replies.
+		if err := waitN(ctx, c, 2*ucmCount); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range conns {
+		if ev, err := c.NextEvent(ctx); err != nil || ev.Type != rdmacm.EventDisconnected {
+			t.Fatalf("after disconnect: %v, %v", ev.Type, err)
+		}
+	}
+	if out := wait(); !bytes.Contains([]byte(out), []byte("return status 0")) {
+		t.Errorf("ucmatose client:\n%s", out)
+	}
+}
+
+// rdma_server / rdma_client: one connection, 16 bytes each way.
+func TestRigInteropRdmaServer(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	wait := tool(t, ctx, "rdma_server", "-s", addrRXE0.String(), "-p", "7473")
+	var b *buffers
+	cfg := &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
+		b = newBuffers(t, c.PD(), 4096)
+		return postRecvs(c, b, 1, 16)
+	}}
+	c := dialRetry(t, ctx, netip.AddrPortFrom(addrRXE0, 7473), cfg)
+	defer c.Close()
+	copy(b.mem.Bytes()[1024:], "goverbs client!!")
+	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitN(ctx, c, 2); err != nil {
+		t.Fatal(err)
+	}
+	out := wait()
+	t.Logf("rdma_server:\n%s", out)
+}
+
+func TestRigInteropRdmaClient(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	var b *buffers
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7474), &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
+		b = newBuffers(t, c.PD(), 4096)
+		return postRecvs(c, b, 1, 16)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wait := tool(t, ctx, "rdma_client", "-s", addrRXE0.String(), "-p", "7474")
+	r, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Accept(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := waitN(ctx, c, 1); err != nil {
+		t.Fatal("receiving:", err)
+	}
+	copy(b.mem.Bytes()[1024:], "goverbs server!!")
+	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, 16)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitN(ctx, c, 1); err != nil {
+		t.Fatal("sending:", err)
+	}
+	if ev, err := c.NextEvent(ctx); err != nil || ev.Type != rdmacm.EventDisconnected {
+		t.Fatalf("waiting for rdma_client's disconnect: %v, %v", ev.Type, err)
+	}
+	t.Logf("rdma_client:\n%s", wait())
+}
+
+// udaddy: UD through the CM (SIDR). The client sends -C SEND_WITH_IMM
+// (imm = its QPN) to the server, which replies to each connection.
+func TestRigInteropUdaddyServer(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	wait := tool(t, ctx, "udaddy", "-b", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	var b *buffers
+	const slot = ucmSize + 40 // GRH
+	cfg := &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Prepare: func(c *rdmacm.Conn) error {
+			b = newBuffers(t, c.PD(), 2*ucmCount*slot)
+			return postRecvs(c, b, ucmCount, slot)
+		}}
+	var c *rdmacm.Conn
+	for {
+		var err error
+		if c, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrRXE0, 7174), cfg); err == nil {
+			break
+		}
+		t.Logf("Dial: %v", err)
+		if ctx.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	defer c.Close()
+	for i := 0; i < ucmCount; i++ {
+		wr := uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSendWithImm, Imm: c.QP.QPN(), SGL: b.sge(ucmCount*slot, ucmSize),
+			UD: uverbs.UDDest{AH: c.AH, RemoteQPN: c.UD.QPN, QKey: c.UD.QKey}}
+		if _, err := c.QP.PostSend([]uverbs.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitN(ctx, c, 2*ucmCount); err != nil {
+		t.Fatal(err)
+	}
+	if out := wait(); !bytes.Contains([]byte(out), []byte("data transfers complete")) {
+		t.Errorf("udaddy server:\n%s", out)
+	}
+}
+
+// TestRigInteropUdaddyClient: udaddy is the client; a goverbs UD listener
+// answers its SIDR request, receives its messages and replies to each.
+func TestRigInteropUdaddyClient(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	const slot = ucmSize + 40 // GRH
+	var b *buffers
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7174), &rdmacm.Config{PortSpace: rdmacm.PSUDP, SignalAll: true,
+		Cap: uverbs.QPCap{MaxSendWR: ucmCount, MaxRecvWR: ucmCount, MaxSendSGE: 1, MaxRecvSGE: 1},
+		Prepare: func(c *rdmacm.Conn) error {
+			b = newBuffers(t, c.PD(), 2*ucmCount*slot)
+			return postRecvs(c, b, ucmCount, slot)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wait := tool(t, ctx, "udaddy", "-s", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+	r, err := l.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := r.Accept(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wc := make([]uverbs.WorkCompletion, 1)
+	var peerQPN uint32
+	for got := 0; got < ucmCount; got++ {
+		if _, err := c.CQ.Wait(ctx, wc); err != nil || wc[0].Status != uverbs.WCSuccess || wc[0].Opcode != uverbs.WCRecv {
+			t.Fatalf("receive %d: %+v, %v", got, wc[0], err)
+		}
+		peerQPN = wc[0].Imm // udaddy sends its QPN as immediate data
+		if wc[0].SrcQP != peerQPN {
+			t.Errorf("source QP %d, immediate %d", wc[0].SrcQP, peerQPN)
+		}
+	}
+	peer, err := c.ID.RemoteAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr, err := c.ID.AddressTo(peer.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ah, err := c.PD().CreateAH(attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	qa, _, err := c.QP.Query(uverbs.QPAttrQKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < ucmCount; i++ {
+		wr := uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRSendWithImm, Imm: c.QP.QPN(), SGL: b.sge(ucmCount*slot, ucmSize),
+			UD: uverbs.UDDest{AH: ah, RemoteQPN: peerQPN, QKey: qa.QKey}}
+		if _, err := c.QP.PostSend([]uverbs.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := waitN(ctx, c, ucmCount); err != nil {
+		t.Fatal(err)
+	}
+	if out := wait(); !bytes.Contains([]byte(out), []byte("data transfers complete")) {
+		t.Errorf("udaddy client:\n%s", out)
+	}
+}

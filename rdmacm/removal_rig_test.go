@@ -1,0 +1,135 @@
+package rdmacm_test
+
+import (
+	"errors"
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func sh(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+}
+
+// TestRigDeviceRemoval deletes an rxe device (`rdma link delete`) under
+// live connections: DEVICE_REMOVAL reaches each connection on it, their
+// blocked calls return, and closing them lets the delete finish.
+func TestRigDeviceRemoval(t *testing.T) {
+	rigtest.Require(t)
+	// A veth pair of its own, with an rxe device on each end.
+	sh(t, "ip", "link", "add", "rmva", "type", "veth", "peer", "name", "rmvb")
+	t.Cleanup(func() { exec.Command("ip", "link", "del", "rmva").Run() })
+	sh(t, "ip", "addr", "add", "10.98.0.1/24", "dev", "rmva")
+	sh(t, "ip", "addr", "add", "10.98.0.2/24", "dev", "rmvb")
+	sh(t, "ip", "link", "set", "rmva", "up")
+	sh(t, "ip", "link", "set", "rmvb", "up")
+	sh(t, "rdma", "link", "add", "rxermva", "type", "rxe", "netdev", "rmva")
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", "rxermva").Run() })
+	sh(t, "rdma", "link", "add", "rxermvb", "type", "rxe", "netdev", "rmvb")
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", "rxermvb").Run() })
+	ctx := rigCtx(t, 120*time.Second)
+	srv, cli := netip.MustParseAddr("10.98.0.2"), netip.MustParseAddr("10.98.0.1")
+	const n = 4
+	l, err := rdmacm.Listen(netip.AddrPortFrom(srv, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	servers := make(chan *rdmacm.Conn, n)
+	go func() {
+		for i := 0; i < n; i++ {
+			r, err := l.Accept(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c, err := r.Accept(ctx, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			servers <- c
+		}
+	}()
+	var clients []*rdmacm.Conn
+	for i := 0; i < n; i++ {
+		c, err := rdmacm.Dial(ctx, netip.AddrPortFrom(srv, l.Addr().Port()), &rdmacm.Config{Source: netip.AddrPortFrom(cli, 0)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	var conns []*rdmacm.Conn
+	for i := 0; i < n; i++ {
+		select {
+		case c := <-servers:
+			conns = append(conns, c)
+		case <-ctx.Done():
+			t.Fatal("accepts did not finish")
+		}
+	}
+	if d := conns[0].ID.Device().Name; d != "rxermvb" {
+		t.Fatalf("server connection on %s", d)
+	}
+	// A call blocked on a connection returns when the device goes.
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := conns[0].CQ.Wait(ctx, make([]uverbs.WorkCompletion, 1))
+		blocked <- err
+	}()
+	del := exec.Command("rdma", "link", "delete", "rxermvb")
+	if err := del.Start(); err != nil {
+		t.Fatal(err)
+	}
+	delDone := make(chan error, 1)
+	go func() { delDone <- del.Wait() }()
+	for i, c := range conns {
+		ev, err := c.NextEvent(ctx)
+		if err != nil || ev.Type != rdmacm.EventDeviceRemoval {
+			t.Fatalf("connection %d: %v, %v; want DEVICE_REMOVAL", i, ev.Type, err)
+		}
+		if !errors.Is(c.ID.Err(), rdmacm.ErrDeviceRemoved) {
+			t.Errorf("connection %d: Err %v", i, c.ID.Err())
+		}
+	}
+	select {
+	case err := <-delDone:
+		t.Fatalf("rdma link delete finished (%v) with connections open", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	for _, c := range conns {
+		if err := c.Close(); err != nil {
+			t.Logf("Close after removal: %v", err)
+		}
+	}
+	select {
+	case err := <-delDone:
+		if err != nil {
+			t.Fatalf("rdma link delete: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("rdma link delete still waiting 30s after the connections closed")
+	}
+	select {
+	case err := <-blocked:
+		t.Logf("CQ.Wait blocked during the removal returned %v", err)
+	case <-time.After(10 * time.Second):
+		t.Error("CQ.Wait blocked during the removal did not return")
+	}
+	for i, c := range clients {
+		select {
+		case <-c.Done():
+		case <-time.After(30 * time.Second):
+			t.Errorf("client %d: no DISCONNECTED after the server's device went", i)
+		}
+	}
+}
