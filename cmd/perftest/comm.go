@@ -28,7 +28,7 @@ const versionLen = 16
 // Sizes of a QP address message: without a GID (gid index -1) and with one,
 // each the formatted text and its NUL.
 const (
-	keyMsgSize    = 4 + 1 + 4 + 1 + 6 + 1 + 6 + 1 + 8 + 1 + 16 + 1 + 8 + 1             // 59
+	keyMsgSize    = 4 + 1 + 4 + 1 + 6 + 1 + 6 + 1 + 8 + 1 + 16 + 1 + 8 + 1            // 59
 	keyMsgSizeGID = 4 + 1 + 4 + 1 + 6 + 1 + 6 + 1 + 8 + 1 + 16 + 1 + 16*3 + 8 + 1 + 1 // 108
 )
 
