@@ -22,7 +22,7 @@ const (
 )
 
 func (v verb) String() string {
-	return [...]string{"Send", "RDMA_Write", "RDMA_Read", "ATOMIC"}[v]
+	return [...]string{"Send", "RDMA_Write", "RDMA_Read", "Atomic"}[v]
 }
 
 // kind is latency or bandwidth.
@@ -313,11 +313,8 @@ func (c *config) dependencies(txSet, rxSet bool) error {
 	if c.kind == lat && c.postList > 1 {
 		return errors.New("post list is for bandwidth tests")
 	}
-	if c.kind == lat && c.verb != verbSend && c.events {
-		// perftest's write_lat busy-polls memory; events are for send and read.
-		if c.verb == verbWrite {
-			return errors.New("events are not supported in write latency tests")
-		}
+	if c.verb == verbWrite && c.events {
+		return errors.New("Events feature not available on WRITE verb")
 	}
 	if c.duration > 0 {
 		return errNoDuration

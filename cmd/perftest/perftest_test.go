@@ -135,7 +135,8 @@ func nextPort() int {
 var (
 	latLine  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
 	bwLine   = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$`)
-	addrLine = regexp.MustCompile(`(?m)^ (local|remote) address: (LID .*)\n GID: (\S+)$`)
+	deviceField = regexp.MustCompile(`Device         : \S+`)
+	addrLine    = regexp.MustCompile(`(?m)^ (local|remote) address: (LID .*)\n GID: (\S+)$`)
 )
 
 // addresses returns a side's local and remote address lines (with GIDs).
@@ -161,6 +162,7 @@ func banner(out string) []string {
 				if strings.HasPrefix(l, " TX depth") || strings.HasPrefix(l, " RX depth") {
 					continue
 				}
+				l = deviceField.ReplaceAllString(l, "Device         : DEV")
 				keep = append(keep, l)
 			}
 			return keep
@@ -187,7 +189,8 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	port := nextPort()
-	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters)}, flags...)
+	// -F: perftest's TSC calibration fails under TCG without it.
+	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
 	srv := start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, args, ""))
 	waitListen(t, srv, port, time.Minute)
 	cli := start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, args, host))
@@ -222,8 +225,10 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 			}
 			avg, _ := strconv.ParseFloat(m[4], 64)
 			rate, _ := strconv.ParseFloat(m[5], 64)
-			if m[2] != strconv.Itoa(iters*qps) || avg <= 0 || rate <= 0 {
-				t.Errorf("%s: bandwidth line %q: want %d iterations and positive figures", pr.name, m[0], iters*qps)
+			// 8-byte atomics move less than 0.01 MB/s under TCG: only the
+			// message rate must be positive.
+			if m[2] != strconv.Itoa(iters*qps) || avg < 0 || rate <= 0 {
+				t.Errorf("%s: bandwidth line %q: want %d iterations and a positive message rate", pr.name, m[0], iters*qps)
 			}
 			return m[0]
 		}
@@ -297,7 +302,7 @@ func TestInteropOptionsRig(t *testing.T) {
 		{"send_lat", []string{"-e"}},
 		{"read_lat", []string{"-e"}},
 		{"send_bw", []string{"-e"}},
-		{"write_bw", []string{"-e", "-s", "4096"}},
+		{"read_bw", []string{"-e", "-s", "4096"}},
 		{"send_lat", []string{"-s", "4096"}},
 		{"write_lat", []string{"-s", "64"}},
 		{"write_bw", []string{"-s", "64", "-l", "16"}},
