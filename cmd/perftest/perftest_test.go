@@ -133,8 +133,8 @@ func nextPort() int {
 }
 
 var (
-	latLine  = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
-	bwLine   = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$`)
+	latLine     = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
+	bwLine      = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$`)
 	deviceField = regexp.MustCompile(`Device         : \S+`)
 	addrLine    = regexp.MustCompile(`(?m)^ (local|remote) address: (LID .*)\n GID: (\S+)$`)
 )
