@@ -145,12 +145,12 @@ func TestPick(t *testing.T) {
 }
 
 func TestParseDependencies(t *testing.T) {
-	c, err := parse(tests[4], []string{"-l", "16", "-s", "64", "-n", "100"}) // write_bw
+	c, err := parse(tests[4], []string{"-l", "16", "-s", "64", "-n", "160"}) // write_bw
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.cqMod != 16 || c.txDepth != 100 || c.postList != 16 || c.size != 64 {
-		t.Errorf("write_bw -l 16 -s 64 -n 100: cq_mod %d tx_depth %d post_list %d size %d; want 16, 100, 16, 64", c.cqMod, c.txDepth, c.postList, c.size)
+	if c.cqMod != 16 || c.txDepth != 128 || c.postList != 16 || c.size != 64 {
+		t.Errorf("write_bw -l 16 -s 64 -n 160: cq_mod %d tx_depth %d post_list %d size %d; want 16, 128, 16, 64", c.cqMod, c.txDepth, c.postList, c.size)
 	}
 	c, err = parse(tests[0], nil) // send_lat defaults
 	if err != nil || c.size != 2 || c.iters != 1000 || c.txDepth != 1 || c.cqMod != 1 || c.rxDepth != 512 {
@@ -164,5 +164,11 @@ func TestParseDependencies(t *testing.T) {
 		if _, err := parse(tests[0], bad); err == nil {
 			t.Errorf("parse(%q) accepted it", bad)
 		}
+	}
+	if _, err := parse(tests[4], []string{"-e"}); err == nil || !strings.Contains(err.Error(), "WRITE") {
+		t.Errorf("write_bw -e: %v, want perftest's refusal of events on WRITE", err)
+	}
+	if _, err := parse(tests[4], []string{"-l", "16", "-n", "100"}); err == nil {
+		t.Error("write_bw -l 16 -n 100 accepted: perftest wants iterations a multiple of the post list")
 	}
 }

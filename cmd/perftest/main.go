@@ -331,7 +331,10 @@ func (c *config) dependencies(txSet, rxSet bool) error {
 			c.rxDepth = min(c.rxDepth, c.iters)
 		}
 	}
-	if c.postList > 1 {
+	if c.postList > 1 && c.kind == bw {
+		if c.duration == 0 && c.iters%c.postList != 0 {
+			return errors.New("Number of iterations must be a multiple of post list size")
+		}
 		if !c.cqModSet {
 			c.notes = append(c.notes, "Post List requested - CQ moderation will be the size of the post list")
 			c.cqMod = c.postList

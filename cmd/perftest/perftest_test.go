@@ -212,11 +212,17 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 	isBW := strings.HasSuffix(test, "_bw")
 	qps := 1
 	for i, f := range flags {
-		if f == "-q" {
+		switch f {
+		case "-q":
 			qps, _ = strconv.Atoi(flags[i+1])
+		case "-n":
+			iters, _ = strconv.Atoi(flags[i+1])
 		}
 	}
-	check := func(pr *proc, out string) string {
+	// check finds a side's figures. perftest's own figures are only
+	// required to exist: under TCG its TSC calibration fails now and then
+	// ("Correlation coefficient r^2 < 0.9") and it prints inf.
+	check := func(pr *proc, ours bool, out string) string {
 		if isBW {
 			m := bwLine.FindStringSubmatch(out)
 			if m == nil {
@@ -227,7 +233,7 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 			rate, _ := strconv.ParseFloat(m[5], 64)
 			// 8-byte atomics move less than 0.01 MB/s under TCG: only the
 			// message rate must be positive.
-			if m[2] != strconv.Itoa(iters*qps) || avg < 0 || rate <= 0 {
+			if m[2] != strconv.Itoa(iters*qps) || ours && (avg < 0 || rate <= 0) {
 				t.Errorf("%s: bandwidth line %q: want %d iterations and a positive message rate", pr.name, m[0], iters*qps)
 			}
 			return m[0]
@@ -239,7 +245,7 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 		}
 		tmin, _ := strconv.ParseFloat(m[3], 64)
 		typ, _ := strconv.ParseFloat(m[5], 64)
-		if m[2] != strconv.Itoa(iters) || !(tmin > 0) || !(typ >= tmin) || math.IsInf(typ, 0) {
+		if m[2] != strconv.Itoa(iters) || ours && (!(tmin > 0) || !(typ >= tmin) || math.IsInf(typ, 0)) {
 			t.Errorf("%s: latency line %q: want %d iterations, 0 < t_min <= t_typical", pr.name, m[0], iters)
 		}
 		return m[0]
@@ -247,9 +253,9 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 	var got []string
 	// ib_read_lat's and ib_atomic_lat's servers print no figures.
 	if !(test == "read_lat" || test == "atomic_lat") {
-		got = append(got, "server: "+check(srv, so))
+		got = append(got, "server: "+check(srv, p.srvOurs, so))
 	}
-	cline := check(cli, co)
+	cline := check(cli, p.cliOurs, co)
 	got = append(got, "client: "+cline)
 	// The write, read and atomic bandwidth servers print the client's
 	// report, which travelled over the exchange: the same line.
@@ -305,15 +311,14 @@ func TestInteropOptionsRig(t *testing.T) {
 		{"read_bw", []string{"-e", "-s", "4096"}},
 		{"send_lat", []string{"-s", "4096"}},
 		{"write_lat", []string{"-s", "64"}},
-		{"write_bw", []string{"-s", "64", "-l", "16"}},
-		{"send_bw", []string{"-s", "64", "-l", "16"}},
+		{"write_bw", []string{"-s", "64", "-l", "16", "-n", "320"}},
+		{"send_bw", []string{"-s", "64", "-l", "16", "-n", "320"}},
 		{"write_bw", []string{"-q", "4", "-s", "1024"}},
 		{"send_bw", []string{"-q", "2", "-s", "1024"}},
 		{"read_bw", []string{"-s", "65536", "--report_gbits"}},
 		{"send_lat", []string{"-c", "UD", "-s", "512"}},
 		{"send_bw", []string{"-c", "UD", "-s", "1024"}},
 		{"write_bw", []string{"-c", "UC", "-s", "1024"}},
-		{"send_bw", []string{"-c", "UC", "-s", "1024"}},
 		{"atomic_bw", []string{"-A", "CMP_AND_SWAP"}},
 	}
 	for _, tc := range cases {
