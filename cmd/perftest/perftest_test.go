@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,6 +306,12 @@ func TestInteropOptionsRig(t *testing.T) {
 		test  string
 		flags []string
 	}{
+		// perftest's ib_send_lat -e waits for an event of either CQ on its one
+		// channel and then polls the CQ it wanted once: when a receive's event
+		// comes while it waits for its send's, the receive is left in the CQ
+		// with its event consumed and the CQ re-armed, and it can wait forever
+		// (seen once on 6.12, with goverbs' server waiting for the next send).
+		// So send_lat -e runs goverbs against goverbs only.
 		{"send_lat", []string{"-e"}},
 		{"read_lat", []string{"-e"}},
 		{"send_bw", []string{"-e"}},
@@ -322,7 +329,11 @@ func TestInteropOptionsRig(t *testing.T) {
 		{"atomic_bw", []string{"-A", "CMP_AND_SWAP"}},
 	}
 	for _, tc := range cases {
-		for _, p := range pairs[:2] {
+		ps := pairs[:2]
+		if tc.test == "send_lat" && slices.Contains(tc.flags, "-e") {
+			ps = pairs[2:]
+		}
+		for _, p := range ps {
 			t.Run(tc.test+strings.Join(tc.flags, "")+"/"+p.name, func(t *testing.T) {
 				perftestCase(t, tc.test, p, "rxe0", "rxe0", "127.0.0.1", tc.flags, rigIters)
 			})
