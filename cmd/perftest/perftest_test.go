@@ -288,8 +288,17 @@ func TestInteropRig(t *testing.T) {
 	for _, tp := range topos {
 		for _, test := range allTests {
 			for _, p := range pairs {
+				// Across the veth pair the bandwidth tests send one-packet
+				// messages: with 64 KiB ones (64 packets at MTU 1024) 6.1's rxe
+				// failed a mixed pair now and then with a kernel-made error
+				// completion (LOC_QP_OP_ERR on a receive, REM_INV_REQ on a
+				// write), while 6.12 passed them all; loopback keeps 64 KiB.
+				var flags []string
+				if tp.name == "veth" && strings.HasSuffix(test, "_bw") && !strings.HasPrefix(test, "atomic") {
+					flags = []string{"-s", "1024"}
+				}
 				t.Run(tp.name+"/"+test+"/"+p.name, func(t *testing.T) {
-					perftestCase(t, test, p, tp.srvDev, tp.cliDev, tp.host, nil, rigIters)
+					perftestCase(t, test, p, tp.srvDev, tp.cliDev, tp.host, flags, rigIters)
 				})
 			}
 		}
