@@ -78,13 +78,13 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 		want = 6 + 16 + 1 + 1 // the text ends with ':', so one empty field
 	}
 	if len(f) != want {
-		return dest{}, fmt.Errorf("malformed address message %q (%d fields, want %d): do both sides use -x?", s, len(f), want)
+		return dest{}, failf("malformed address message %q (%d fields, want %d): do both sides use -x?", s, len(f), want)
 	}
 	var v [6]uint64
 	for i := range v {
 		n, err := strconv.ParseUint(f[i], 16, 64)
 		if err != nil {
-			return dest{}, fmt.Errorf("malformed address message %q: field %d: %v", s, i+1, err)
+			return dest{}, failf("malformed address message %q: field %d: %v", s, i+1, err)
 		}
 		v[i] = n
 	}
@@ -94,7 +94,7 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 		for i := range d.gid {
 			n, err := strconv.ParseUint(f[6+i], 16, 8)
 			if err != nil {
-				return dest{}, fmt.Errorf("malformed address message %q: GID byte %d: %v", s, i, err)
+				return dest{}, failf("malformed address message %q: GID byte %d: %v", s, i, err)
 			}
 			d.gid[i] = byte(n)
 		}
@@ -102,7 +102,7 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 	}
 	n, err := strconv.ParseUint(srq, 16, 32)
 	if err != nil {
-		return dest{}, fmt.Errorf("malformed address message %q: SRQ number: %v", s, err)
+		return dest{}, failf("malformed address message %q: SRQ number: %v", s, err)
 	}
 	d.srqn = uint32(n)
 	return d, nil
@@ -119,7 +119,7 @@ type comm struct {
 func dial(host string, port int) (*comm, error) {
 	c, err := net.Dial("tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("Couldn't connect to %s:%d: %v", host, port, err)
+		return nil, failf("Couldn't connect to %s:%d: %v", host, port, err)
 	}
 	return &comm{conn: c, client: true}, nil
 }
@@ -128,12 +128,12 @@ func dial(host string, port int) (*comm, error) {
 func accept(port int) (*comm, error) {
 	l, err := net.Listen("tcp4", ":"+strconv.Itoa(port))
 	if err != nil {
-		return nil, fmt.Errorf("Couldn't listen to port %d: %v", port, err)
+		return nil, failf("Couldn't listen to port %d: %v", port, err)
 	}
 	defer l.Close()
 	c, err := l.Accept()
 	if err != nil {
-		return nil, fmt.Errorf("accept() failed: %v", err)
+		return nil, failf("accept() failed: %v", err)
 	}
 	return &comm{conn: c}, nil
 }
@@ -146,13 +146,13 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 	theirs := make([]byte, len(mine))
 	read := func() error {
 		if _, err := io.ReadFull(c.conn, theirs); err != nil {
-			return fmt.Errorf("reading %d bytes from the peer: %v", len(theirs), err)
+			return failf("reading %d bytes from the peer: %v", len(theirs), err)
 		}
 		return nil
 	}
 	write := func() error {
 		if _, err := c.conn.Write(mine); err != nil {
-			return fmt.Errorf("writing %d bytes to the peer: %v", len(mine), err)
+			return failf("writing %d bytes to the peer: %v", len(mine), err)
 		}
 		return nil
 	}
@@ -174,7 +174,7 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 func (c *comm) handshake(mine dest) (dest, error) {
 	b, err := c.xchg(mine.encode(c.withGID))
 	if err != nil {
-		return dest{}, fmt.Errorf("Failed to exchange data between server and clients: %v", err)
+		return dest{}, failf("Failed to exchange data between server and clients: %v", err)
 	}
 	return decodeDest(b, c.withGID)
 }
@@ -186,14 +186,14 @@ func (c *comm) versions() (string, error) {
 	copy(mine, ptVersion)
 	b, err := c.xchg(mine)
 	if err != nil {
-		return "", fmt.Errorf("Failed to exchange data between server and clients: %v", err)
+		return "", failf("Failed to exchange data between server and clients: %v", err)
 	}
 	s := string(b)
 	if i := strings.IndexByte(s, 0); i >= 0 {
 		s = s[:i]
 	}
 	if v := atof(s); v < 5.70 {
-		return s, fmt.Errorf("Current implementation is not compatible with versions older than 5.70 (the peer is %q)", s)
+		return s, failf("Current implementation is not compatible with versions older than 5.70 (the peer is %q)", s)
 	}
 	return s, nil
 }
@@ -224,11 +224,11 @@ func (c *comm) int32s(v int32) (int32, error) {
 func (c *comm) sysData(cycle, line int) (int, int, error) {
 	rc, err := c.int32s(int32(cycle))
 	if err != nil {
-		return 0, 0, fmt.Errorf("Failed to exchange Page Size data between server and client: %v", err)
+		return 0, 0, failf("Failed to exchange Page Size data between server and client: %v", err)
 	}
 	rl, err := c.int32s(int32(line))
 	if err != nil {
-		return 0, 0, fmt.Errorf("Failed to exchange Cache Line Size data between server and client: %v", err)
+		return 0, 0, failf("Failed to exchange Cache Line Size data between server and client: %v", err)
 	}
 	return max(cycle, int(rc)), max(line, int(rl)), nil
 }
@@ -240,7 +240,7 @@ func (c *comm) mtu(mine int) (int, error) {
 	copy(b, strconv.Itoa(mine))
 	r, err := c.xchg(b)
 	if err != nil {
-		return 0, fmt.Errorf("Failed to exchange data between server and clients: %v", err)
+		return 0, failf("Failed to exchange data between server and clients: %v", err)
 	}
 	s := string(r)
 	if i := strings.IndexByte(s, 0); i >= 0 {
@@ -268,7 +268,7 @@ func (c *comm) bwReports(mine bwReport) (bwReport, error) {
 		binary.BigEndian.PutUint64(b[:], v)
 		got, err := c.xchg(b[:])
 		if err != nil {
-			return 0, fmt.Errorf("Failed to exchange data between server and clients: %v", err)
+			return 0, failf("Failed to exchange data between server and clients: %v", err)
 		}
 		return binary.BigEndian.Uint64(got), nil
 	}
@@ -296,13 +296,21 @@ func (c *comm) bwReports(mine bwReport) (bwReport, error) {
 // its NUL (nobody reads it), then the socket is closed.
 func (c *comm) closeConn(mine dest) error {
 	if _, err := c.handshake(mine); err != nil {
-		return fmt.Errorf("Failed to close connection between server and client: %v", err)
+		return failf("Failed to close connection between server and client: %v", err)
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, err := c.conn.Write([]byte("done\x00"))
 	c.conn.Close()
 	if err != nil {
-		return fmt.Errorf("Couldn't write to socket: %v", err)
+		return failf("Couldn't write to socket: %v", err)
 	}
 	return nil
 }
+
+// failure is an error whose text is what perftest prints (capitalised, as
+// it is).
+type failure string
+
+func (f failure) Error() string { return string(f) }
+
+func failf(format string, args ...any) error { return failure(fmt.Sprintf(format, args...)) }

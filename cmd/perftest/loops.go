@@ -36,7 +36,7 @@ func (s *session) poll(cq *uverbs.CQ, wc []uverbs.WorkCompletion) (int, error) {
 }
 
 func wcError(what string, wc *uverbs.WorkCompletion, n int) error {
-	return fmt.Errorf("Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)\n scnt=%d", what, wc.Status, wc.ID, wc.VendorErr, wc.Status, n)
+	return failf("Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)\n scnt=%d", what, wc.Status, wc.ID, wc.VendorErr, wc.Status, n)
 }
 
 // sendWR is the work request QP i posts for a message of size bytes.
@@ -81,7 +81,7 @@ func (s *session) postRecvs(i, size, n int) error {
 		wrs[j] = wr
 	}
 	if got, err := s.qps[i].PostRecv(wrs); got != n {
-		return fmt.Errorf("Couldn't post receive (%d of %d): %v", got, n, err)
+		return failf("Couldn't post receive (%d of %d): %v", got, n, err)
 	}
 	return nil
 }
@@ -115,7 +115,7 @@ func (s *session) sendLat() error {
 		for scnt < c.iters || rcnt < c.iters {
 			if rcnt < c.iters && !(scnt < 1 && client) {
 				if _, err := s.wait(s.recvCQ, wc); err != nil {
-					return fmt.Errorf("poll CQ failed: %v", err)
+					return failf("poll CQ failed: %v", err)
 				}
 				if wc[0].Status != uverbs.WCSuccess {
 					return wcError("receive", &wc[0], rcnt)
@@ -123,7 +123,7 @@ func (s *session) sendLat() error {
 				rcnt++
 				if rcnt+c.rxDepth <= c.iters {
 					if n, err := s.qps[wc[0].ID].PostRecv(rwr); n != 1 {
-						return fmt.Errorf("Couldn't post recv: rcnt=%d: %v", rcnt, err)
+						return failf("Couldn't post recv: rcnt=%d: %v", rcnt, err)
 					}
 				}
 			}
@@ -131,10 +131,10 @@ func (s *session) sendLat() error {
 				s.posted[scnt] = s.now()
 				scnt++
 				if n, err := qp.PostSend(wrs); n != 1 {
-					return fmt.Errorf("Couldn't post send: scnt=%d: %v", scnt, err)
+					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 				}
 				if _, err := s.wait(s.sendCQ, wc); err != nil {
-					return fmt.Errorf("poll on Send CQ failed: %v", err)
+					return failf("poll on Send CQ failed: %v", err)
 				}
 				if wc[0].Status != uverbs.WCSuccess {
 					return wcError("send", &wc[0], scnt)
@@ -175,12 +175,12 @@ func (s *session) writeLat() error {
 				scnt++
 				buf[postAt] = byte(scnt)
 				if n, err := qp.PostSend(wrs); n != 1 {
-					return fmt.Errorf("Couldn't post send: scnt=%d: %v", scnt, err)
+					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 				}
 			}
 			if ccnt < c.iters {
 				if _, err := s.wait(s.sendCQ, wc); err != nil {
-					return fmt.Errorf("poll CQ failed: %v", err)
+					return failf("poll CQ failed: %v", err)
 				}
 				if wc[0].Status != uverbs.WCSuccess {
 					return wcError("send", &wc[0], scnt)
@@ -217,10 +217,10 @@ func (s *session) readLat() error {
 			s.posted[scnt] = s.now()
 			scnt++
 			if n, err := qp.PostSend(wrs); n != 1 {
-				return fmt.Errorf("Couldn't post send: scnt=%d: %v", scnt, err)
+				return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 			}
 			if _, err := s.wait(s.sendCQ, wc); err != nil {
-				return fmt.Errorf("poll CQ failed: %v", err)
+				return failf("poll CQ failed: %v", err)
 			}
 			if wc[0].Status != uverbs.WCSuccess {
 				return wcError("send", &wc[0], scnt)
@@ -356,7 +356,7 @@ func (s *session) bwClient(size int) (bwReport, error) {
 					s.posted[totS] = s.now()
 				}
 				if n, err := qp.PostSend(wrs); n != len(wrs) {
-					return bwReport{}, fmt.Errorf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
+					return bwReport{}, failf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
 				}
 				scnt[i] += c.postList
 				totS += c.postList
@@ -365,7 +365,7 @@ func (s *session) bwClient(size int) (bwReport, error) {
 		if totC < total {
 			n, err := s.poll(s.sendCQ, wc)
 			if err != nil {
-				return bwReport{}, fmt.Errorf("poll CQ failed: %v", err)
+				return bwReport{}, failf("poll CQ failed: %v", err)
 			}
 			for k := range wc[:n] {
 				if wc[k].Status != uverbs.WCSuccess {
@@ -409,7 +409,7 @@ func (s *session) bwServer(size int) (bwReport, error) {
 	for rcnt := 0; rcnt < total; {
 		n, err := s.poll(s.recvCQ, wc)
 		if err != nil {
-			return bwReport{}, fmt.Errorf("poll CQ failed: %v", err)
+			return bwReport{}, failf("poll CQ failed: %v", err)
 		}
 		if n > 0 && first {
 			s.posted[0] = s.now()
@@ -423,7 +423,7 @@ func (s *session) bwServer(size int) (bwReport, error) {
 			i := wc[k].ID
 			if posted[i]+1 <= c.iters {
 				if got, err := s.qps[i].PostRecv(rwrs[i]); got != 1 {
-					return bwReport{}, fmt.Errorf("Couldn't post recv: %v", err)
+					return bwReport{}, failf("Couldn't post recv: %v", err)
 				}
 				posted[i]++
 			}

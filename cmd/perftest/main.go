@@ -148,7 +148,7 @@ func pick(args []string) (test, []string, error) {
 	for _, t := range tests {
 		names = append(names, t.name)
 	}
-	return test{}, nil, fmt.Errorf("usage: %s TEST [options] [server]\n  TEST: %s (or run it as ib_TEST)", base, strings.Join(names, ", "))
+	return test{}, nil, failf("usage: %s TEST [options] [server]\n  TEST: %s (or run it as ib_TEST)", base, strings.Join(names, ", "))
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -202,12 +202,12 @@ func parse(t test, args []string) (config, error) {
 	txSet, rxSet := false, false
 	for _, o := range p.opts {
 		if msg, ok := unsupported[o.short]; ok {
-			return c, errors.New(msg)
+			return c, failure(msg)
 		}
 		num := func(lo, hi int64, what string) (int, error) {
 			v, err := number(o.val)
 			if err != nil || v < lo || v > hi {
-				return 0, fmt.Errorf("%s should be between %d and %d (got %q)", what, lo, hi, o.val)
+				return 0, failf("%s should be between %d and %d (got %q)", what, lo, hi, o.val)
 			}
 			return int(v), nil
 		}
@@ -221,7 +221,7 @@ func parse(t test, args []string) (config, error) {
 		case 'm':
 			c.mtu, err = num(256, 4096, "MTU")
 			if err == nil && c.mtu&(c.mtu-1) != 0 {
-				err = fmt.Errorf("invalid MTU %d: 256, 512, 1024, 2048 or 4096", c.mtu)
+				err = failf("invalid MTU %d: 256, 512, 1024, 2048 or 4096", c.mtu)
 			}
 		case 's':
 			c.size, err = num(1, 1<<31-1, "Message size")
@@ -253,7 +253,7 @@ func parse(t test, args []string) (config, error) {
 			case "UD":
 				c.conn = connUD
 			default:
-				err = fmt.Errorf("connection type %q: goverbs' perftest runs RC, UC and UD", o.val)
+				err = failf("connection type %q: goverbs' perftest runs RC, UC and UD", o.val)
 			}
 		case 'q':
 			c.numQP, err = num(1, 16384, "Num of QPs")
@@ -264,7 +264,7 @@ func parse(t test, args []string) (config, error) {
 		case 'o':
 			c.outReads, err = num(1, 1024, "Outstanding reads")
 		case 'h':
-			return c, errors.New(usage(t))
+			return c, failure(usage(t))
 		case 'Q':
 			c.cqMod, err = num(1, 1024, "CQ moderation")
 			c.cqModSet = true
@@ -278,7 +278,7 @@ func parse(t test, args []string) (config, error) {
 				c.atomicCAS = true
 			case "FETCH_AND_ADD":
 			default:
-				err = fmt.Errorf("invalid atomic type %q: CMP_AND_SWAP or FETCH_AND_ADD", o.val)
+				err = failf("invalid atomic type %q: CMP_AND_SWAP or FETCH_AND_ADD", o.val)
 			}
 		case 'l':
 			c.postList, err = num(1, 1<<20, "Post list")
@@ -296,7 +296,7 @@ func parse(t test, args []string) (config, error) {
 	case 1:
 		c.server = p.operands[0]
 	default:
-		return c, fmt.Errorf("more than one server name: %q", p.operands)
+		return c, failf("more than one server name: %q", p.operands)
 	}
 	return c, c.dependencies(txSet, rxSet)
 }
@@ -305,25 +305,25 @@ func parse(t test, args []string) (config, error) {
 func (c *config) dependencies(txSet, rxSet bool) error {
 	_ = rxSet
 	if c.verb != verbSend && c.conn == connUD {
-		return fmt.Errorf("%s does not run on UD QPs", c.verb)
+		return failf("%s does not run on UD QPs", c.verb)
 	}
 	if (c.verb == verbRead || c.verb == verbAtomic) && c.conn == connUC {
-		return fmt.Errorf("%s does not run on UC QPs", c.verb)
+		return failf("%s does not run on UC QPs", c.verb)
 	}
 	if c.kind == lat && c.postList > 1 {
-		return errors.New("post list is for bandwidth tests")
+		return failure("post list is for bandwidth tests")
 	}
 	if c.verb == verbWrite && c.events {
-		return errors.New("Events feature not available on WRITE verb")
+		return failure("Events feature not available on WRITE verb")
 	}
 	if c.duration > 0 {
 		return errNoDuration
 	}
 	if c.all && c.duration > 0 {
-		return errors.New("-a and -D cannot be used together")
+		return failure("-a and -D cannot be used together")
 	}
 	if c.verb == verbAtomic && c.size != 8 {
-		return errors.New("message size must be 8 bytes for atomic tests")
+		return failure("message size must be 8 bytes for atomic tests")
 	}
 	if c.duration == 0 {
 		c.txDepth = min(c.txDepth, c.iters)
@@ -333,17 +333,17 @@ func (c *config) dependencies(txSet, rxSet bool) error {
 	}
 	if c.postList > 1 && c.kind == bw {
 		if c.duration == 0 && c.iters%c.postList != 0 {
-			return errors.New("Number of iterations must be a multiple of post list size")
+			return failure("Number of iterations must be a multiple of post list size")
 		}
 		if !c.cqModSet {
 			c.notes = append(c.notes, "Post List requested - CQ moderation will be the size of the post list")
 			c.cqMod = c.postList
 		} else if c.postList%c.cqMod != 0 {
-			return errors.New("post list size must be a multiple of CQ moderation")
+			return failure("post list size must be a multiple of CQ moderation")
 		}
 		if c.txDepth < c.postList {
 			if txSet {
-				return errors.New("tx depth must be at least the post list")
+				return failure("tx depth must be at least the post list")
 			}
 			c.txDepth = c.postList
 		}

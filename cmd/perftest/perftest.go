@@ -81,7 +81,7 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 		s.comm, err = dial(c.server, c.port)
 	}
 	if err != nil {
-		return fmt.Errorf("Unable to init the socket connection: %v", err)
+		return failf("Unable to init the socket connection: %v", err)
 	}
 	s.comm.withGID = c.gidx >= 0
 	if _, err := s.comm.versions(); err != nil {
@@ -104,7 +104,7 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 			fmt.Fprintf(s.errOut, " Max msg size in UD is MTU %d\n Changing to this MTU\n", s.mtu.Bytes())
 			s.c.size = s.mtu.Bytes()
 		} else {
-			return errors.New("Max message size in UD cannot be greater than MTU")
+			return failure("Max message size in UD cannot be greater than MTU")
 		}
 	}
 	if err := s.resources(); err != nil {
@@ -140,7 +140,7 @@ func (s *session) open() error {
 	c := s.c
 	devs, err := uverbs.Devices()
 	if err != nil {
-		return fmt.Errorf("Unable to find the Infiniband/RoCE device: %v", err)
+		return failf("Unable to find the Infiniband/RoCE device: %v", err)
 	}
 	found := false
 	for _, d := range devs {
@@ -151,24 +151,24 @@ func (s *session) open() error {
 	}
 	if !found {
 		if c.ibDev != "" {
-			return fmt.Errorf("IB device %s not found\n Unable to find the Infiniband/RoCE device", c.ibDev)
+			return failf("IB device %s not found\n Unable to find the Infiniband/RoCE device", c.ibDev)
 		}
-		return errors.New("No IB devices found\n Unable to find the Infiniband/RoCE device")
+		return failure("No IB devices found\n Unable to find the Infiniband/RoCE device")
 	}
 	if s.ctx, err = uverbs.Open(s.dev); err != nil {
-		return fmt.Errorf("Couldn't get context for the device: %v", err)
+		return failf("Couldn't get context for the device: %v", err)
 	}
 	if s.port, err = s.ctx.QueryPort(c.ibPort); err != nil {
-		return fmt.Errorf("Couldn't query port %d of %s: %v", c.ibPort, s.dev.Name, err)
+		return failf("Couldn't query port %d of %s: %v", c.ibPort, s.dev.Name, err)
 	}
 	if s.port.LinkLayer == uverbs.LinkLayerEthernet && c.gidx < 0 {
-		return fmt.Errorf("%s is RoCE: give the GID index with -x (index 1 is RoCEv2 IPv4 on the rig's rxe)", s.dev.Name)
+		return failf("%s is RoCE: give the GID index with -x (index 1 is RoCEv2 IPv4 on the rig's rxe)", s.dev.Name)
 	}
 	s.outReads = 1
 	if c.verb == verbRead || c.verb == verbAtomic {
 		a, err := s.ctx.QueryDevice()
 		if err != nil {
-			return fmt.Errorf("Couldn't query device %s: %v", s.dev.Name, err)
+			return failf("Couldn't query device %s: %v", s.dev.Name, err)
 		}
 		s.outReads = int(a.MaxQPRdAtom)
 		if c.outReads > s.outReads {
@@ -208,11 +208,11 @@ func (s *session) resources() error {
 	var err error
 	if c.events {
 		if s.ch, err = s.ctx.CreateCompChannel(); err != nil {
-			return fmt.Errorf("Couldn't create completion channel: %v", err)
+			return failf("Couldn't create completion channel: %v", err)
 		}
 	}
 	if s.pd, err = s.ctx.AllocPD(); err != nil {
-		return fmt.Errorf("Couldn't allocate PD: %v", err)
+		return failf("Couldn't allocate PD: %v", err)
 	}
 	size := c.size
 	if c.conn == connUD {
@@ -222,7 +222,7 @@ func (s *session) resources() error {
 	page := os.Getpagesize()
 	s.bufSize = (s.bufSize + page - 1) / page * page
 	if s.mem, err = mmap.Anonymous(2 * c.numQP * s.bufSize); err != nil {
-		return fmt.Errorf("Couldn't allocate work buf: %v", err)
+		return failf("Couldn't allocate work buf: %v", err)
 	}
 	b := s.mem.Bytes()
 	for i := range b {
@@ -230,16 +230,16 @@ func (s *session) resources() error {
 	}
 	access := uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead | uverbs.AccessRemoteAtomic
 	if s.mr, err = s.pd.RegMR(b, access); err != nil {
-		return fmt.Errorf("Couldn't allocate MR: %v", err)
+		return failf("Couldn't allocate MR: %v", err)
 	}
 	sendCQE := c.txDepth * c.numQP
 	if s.sendCQ, err = s.ctx.CreateCQ(sendCQE, uverbs.CQOptions{Channel: s.ch}); err != nil {
-		return fmt.Errorf("Couldn't create CQ: %v", err)
+		return failf("Couldn't create CQ: %v", err)
 	}
 	s.recvCQ = s.sendCQ
 	if c.verb == verbSend {
 		if s.recvCQ, err = s.ctx.CreateCQ(c.rxDepth*c.numQP, uverbs.CQOptions{Channel: s.ch}); err != nil {
-			return fmt.Errorf("Couldn't create a receiver CQ: %v", err)
+			return failf("Couldn't create a receiver CQ: %v", err)
 		}
 	}
 	typ := map[connType]uverbs.QPType{connRC: uverbs.QPTypeRC, connUC: uverbs.QPTypeUC, connUD: uverbs.QPTypeUD}[c.conn]
@@ -250,7 +250,7 @@ func (s *session) resources() error {
 	for range c.numQP {
 		qp, err := s.pd.CreateQP(uverbs.QPInit{Type: typ, SendCQ: s.sendCQ, RecvCQ: s.recvCQ, Cap: qpCap})
 		if err != nil {
-			return fmt.Errorf("Couldn't create QP: %v", err)
+			return failf("Couldn't create QP: %v", err)
 		}
 		s.qps = append(s.qps, qp)
 	}
@@ -273,7 +273,7 @@ func (s *session) resources() error {
 			mask |= uverbs.QPAttrAccessFlags
 		}
 		if err := qp.Modify(a, mask); err != nil {
-			return fmt.Errorf("Failed to modify QP to INIT: %v", err)
+			return failf("Failed to modify QP to INIT: %v", err)
 		}
 	}
 	return nil
@@ -316,14 +316,14 @@ func (s *session) connect() error {
 		}
 		if c.conn == connUD {
 			if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState); err != nil {
-				return fmt.Errorf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
+				return failf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
 			}
 			if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: s.mine[i].psn}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
-				return fmt.Errorf("Failed to modify QP to RTS: %v", err)
+				return failf("Failed to modify QP to RTS: %v", err)
 			}
 			ah, err := s.pd.CreateAH(av)
 			if err != nil {
-				return fmt.Errorf("Failed to create AH for UD: %v", err)
+				return failf("Failed to create AH for UD: %v", err)
 			}
 			s.ahs = append(s.ahs, ah)
 			continue
@@ -335,7 +335,7 @@ func (s *session) connect() error {
 			mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
 		}
 		if err := qp.Modify(rtr, mask); err != nil {
-			return fmt.Errorf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
+			return failf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
 		}
 		rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: s.mine[i].psn}
 		mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
@@ -344,7 +344,7 @@ func (s *session) connect() error {
 			mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic
 		}
 		if err := qp.Modify(rts, mask); err != nil {
-			return fmt.Errorf("Failed to modify QP to RTS: %v", err)
+			return failf("Failed to modify QP to RTS: %v", err)
 		}
 	}
 	return nil
@@ -391,7 +391,7 @@ func (s *session) checkGIDs() error {
 		return g[10] == 0xff && g[11] == 0xff
 	}
 	if v4(s.mine[0].gid) != v4(s.remote[0].gid) {
-		return errors.New("\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.")
+		return failure("\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.")
 	}
 	return nil
 }
@@ -414,7 +414,7 @@ func (s *session) runTest() error {
 		return err
 	}
 	if err := s.connect(); err != nil {
-		return fmt.Errorf("Unable to Connect the HCA's through the link: %v", err)
+		return failf("Unable to Connect the HCA's through the link: %v", err)
 	}
 	if c.verb == verbSend {
 		if err := s.sync(); err != nil {
@@ -473,7 +473,7 @@ func (s *session) close() error {
 	var first error
 	note := func(err error, what string) {
 		if err != nil && first == nil {
-			first = fmt.Errorf("Couldn't %s: %v", what, err)
+			first = failf("Couldn't %s: %v", what, err)
 		}
 	}
 	for i := len(s.ahs) - 1; i >= 0; i-- {
