@@ -134,7 +134,7 @@ func nextPort() int {
 }
 
 var (
-	latLine     = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)$`)
+	latLine     = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$`)
 	bwLine      = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$`)
 	deviceField = regexp.MustCompile(`Device         : \S+`)
 	addrLine    = regexp.MustCompile(`(?m)^ (local|remote) address: (LID .*)\n GID: (\S+)$`)
