@@ -172,3 +172,31 @@ func TestParseDependencies(t *testing.T) {
 		t.Error("write_bw -l 16 -n 100 accepted: perftest wants iterations a multiple of the post list")
 	}
 }
+
+// TestResultLines: the rig tests' patterns read perftest's result lines
+// as perftest prints them (padding, inf from a failed calibration) and as
+// goverbs prints them.
+func TestResultLines(t *testing.T) {
+	for _, l := range []string{
+		" 8       200          37.21          899.02       38.46    \t       57.88       \t84.00  \t\t884.36  \t\t899.02 \n",
+		" 2       200          inf            inf          inf      \t       inf         \t-nan   \t\tinf     \t\tinf    \n",
+	} {
+		if !latLine.MatchString(l) {
+			t.Errorf("latLine does not match perftest's %q", l)
+		}
+	}
+	if l := " 65536      100              11.01              3.39   \t\t   0.000054\n"; !bwLine.MatchString(l) {
+		t.Errorf("bwLine does not match perftest's %q", l)
+	}
+	var out strings.Builder
+	s := &session{out: &out, posted: []int64{0, 2000, 4000, 6500, 9000, 11000, 13000}}
+	s.printLat(2, 2)
+	if !latLine.MatchString(out.String()) {
+		t.Errorf("latLine does not match goverbs' %q", out.String())
+	}
+	out.Reset()
+	s.printBW(bwReport{size: 64, iters: 1000, peak: 1.5, avg: 1.25, msgRateMpps: 0.02})
+	if !bwLine.MatchString(out.String()) {
+		t.Errorf("bwLine does not match goverbs' %q", out.String())
+	}
+}
