@@ -20,7 +20,8 @@
 # compare the ratios, not the absolute figures.
 # Knobs: RUNS, KERNEL, LAT_ITERS (default 300), BW_ITERS (default 960, a
 # fifth at 64 KiB; a multiple of 16 for the post lists), LAT_SIZES,
-# BW_SIZES, PLISTS. Both programs run with -F: perftest's TSC calibration
+# BW_SIZES, PLISTS, LAT_TESTS (default "send_lat: write_lat: read_lat:
+# send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS. Both programs run with -F: perftest's TSC calibration
 # is unreliable under TCG and sometimes reports inf; such runs are left out
 # of the medians (and counted).
 set -euo pipefail
@@ -52,34 +53,37 @@ if [ "${1:-}" = --guest ]; then
   median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
   echo "compare: kernel $(uname -r), $(nproc) CPUs, rxe0 loopback, $runs runs each, $(ib_send_lat --version 2>&1 | head -1) vs goverbs"
   if [ "$what" = all ] || [ "$what" = lat ]; then
-    for cfg in send_lat: write_lat: read_lat: send_lat:-e read_lat:-e; do
+    for cfg in ${LAT_TESTS:-send_lat: write_lat: read_lat: send_lat:-e read_lat:-e}; do
       t=${cfg%%:*} ev=${cfg#*:}
       for size in ${LAT_SIZES:-2 64 4096}; do
-        go=() pt=()
+        go=() pt=() gmin=() pmin=()
         for r in $(seq "$runs"); do
           # shellcheck disable=SC2086 # ev is a flag or nothing
-          g=$(pair gv_ib_$t gv_ib_$t -s "$size" -n "${LAT_ITERS:-300}" $ev | awk '{print $5}')
+          g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "${LAT_ITERS:-300}" $ev)
           # shellcheck disable=SC2086
-          p=$(pair ib_$t ib_$t -s "$size" -n "${LAT_ITERS:-300}" $ev | awk '{print $5}')
-          go+=("$g") pt+=("$p")
-          printf '  %-9s %-2s -s %-5s run %d: t_typical goverbs %10s usec   perftest %10s usec\n' "$t" "$ev" "$size" "$r" "$g" "$p"
+          p=$(pair "ib_$t" "ib_$t" -s "$size" -n "${LAT_ITERS:-300}" $ev)
+          go+=("$(echo "$g" | awk '{print $5}')") pt+=("$(echo "$p" | awk '{print $5}')")
+          gmin+=("$(echo "$g" | awk '{print $3}')") pmin+=("$(echo "$p" | awk '{print $3}')")
+          printf '  %-9s %-2s -s %-5s run %d: t_typical goverbs %10s usec   perftest %10s usec   (t_min %s, %s)\n' \
+            "$t" "$ev" "$size" "$r" "${go[-1]}" "${pt[-1]}" "${gmin[-1]}" "${pmin[-1]}"
         done
         mg=$(echo "${go[*]}" | median) mp=$(echo "${pt[*]}" | median)
-        awk -v t="$t" -v e="$ev" -v s="$size" -v g="$mg" -v p="$mp" 'BEGIN {
-          printf "RESULT lat %-9s %-2s %5s B: median t_typical goverbs %9.2f usec, perftest %9.2f usec; ratio goverbs/perftest %s\n", t, e, s, g, p, (p + 0 > 0 && g + 0 > 0) ? sprintf("%.3f", g / p) : "n/a" }'
+        ng=$(echo "${gmin[*]}" | median) np=$(echo "${pmin[*]}" | median)
+        awk -v t="$t" -v e="$ev" -v s="$size" -v g="$mg" -v p="$mp" -v ng="$ng" -v np="$np" 'BEGIN {
+          printf "RESULT lat %-9s %-2s %5s B: median t_typical goverbs %9.2f usec, perftest %9.2f usec; ratio goverbs/perftest %s; median t_min %.2f, %.2f, ratio %s\n", t, e, s, g, p, (p + 0 > 0 && g + 0 > 0) ? sprintf("%.3f", g / p) : "n/a", ng, np, (np + 0 > 0 && ng + 0 > 0) ? sprintf("%.3f", ng / np) : "n/a" }'
       done
     done
   fi
   if [ "$what" = all ] || [ "$what" = bw ]; then
-    for t in write_bw send_bw; do
+    for t in ${BW_TESTS:-write_bw send_bw}; do
       for size in ${BW_SIZES:-64 4096 65536}; do
         for pl in ${PLISTS:-1 16}; do
           iters=${BW_ITERS:-960}
           [ "$size" -ge 65536 ] && iters=$((iters / 5))
           gb=() gm=() pb=() pm=()
           for r in $(seq "$runs"); do
-            g=$(pair gv_ib_$t gv_ib_$t -s "$size" -n "$iters" -l "$pl")
-            p=$(pair ib_$t ib_$t -s "$size" -n "$iters" -l "$pl")
+            g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl")
+            p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl")
             gb+=("$(echo "$g" | awk '{print $4}')") gm+=("$(echo "$g" | awk '{print $5}')")
             pb+=("$(echo "$p" | awk '{print $4}')") pm+=("$(echo "$p" | awk '{print $5}')")
             printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps\n' \
@@ -104,6 +108,6 @@ for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_
 done
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-5400} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} compare.sh --guest ${1:-all}"
