@@ -1,0 +1,30 @@
+// Command perftest is perftest 4.5's latency and bandwidth tests on
+// goverbs: ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat,
+// ib_send_bw, ib_write_bw, ib_read_bw and ib_atomic_bw in one static
+// binary. The test is chosen by the name the binary runs under (a link
+// called ib_send_lat, or any name ending in send_lat) or by its first
+// argument:
+//
+//	perftest send_lat -d rxe0 -x 1               # server
+//	perftest send_lat -d rxe0 -x 1 10.0.2.15     # client
+//
+// It speaks perftest's out-of-band TCP exchange (version "6.06": the
+// version, page and cache line sizes, MTU, the QP addresses with LID, QPN,
+// PSN, rkey, buffer address and GID in perftest's text format, the
+// synchronising handshakes each program makes, the bandwidth report the
+// write, read and atomic clients send their server, and the closing
+// "done"), so either side can be perftest's own program, and prints
+// perftest's banner, address lines and result columns so the two reports
+// compare line by line.
+//
+// Flags: -p -d -i -m -s -a -n -x -q -t -r -l -Q -c RC|UC|UD -e -I -o -A
+// -N -F -V --report_gbits. Not supported (each refused with a message):
+// -R and -z (rdma_cm: goverbs has no rdma_cm package in this build), -D
+// (duration), -b (bidirectional), -C/-H/-U, multicast, dual port, SRQ.
+//
+// Differences from perftest: time is read from the monotonic clock
+// (nanoseconds) rather than the TSC, so -F only silences nothing; RDMA
+// bandwidth tests post every message to the same remote address (perftest
+// walks a page-sized cycle buffer); the peak bandwidth uses the same
+// windows as perftest.
+package main

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// pollBatch is how many completions a bandwidth loop polls at a time
+// (perftest's CTX_POLL_BATCH).
+const pollBatch = 16
+
+// wait returns at least one completion of cq: busy polling, or parked on
+// the completion channel with -e.
+func (s *session) wait(cq *uverbs.CQ, wc []uverbs.WorkCompletion) (int, error) {
+	if s.c.events {
+		return cq.Wait(context.Background(), wc)
+	}
+	for {
+		n, err := cq.Poll(wc)
+		if n != 0 || err != nil {
+			return n, err
+		}
+	}
+}
+
+// poll is one look at cq (bandwidth loops poll and go back to posting);
+// with -e it sleeps until there is something.
+func (s *session) poll(cq *uverbs.CQ, wc []uverbs.WorkCompletion) (int, error) {
+	if s.c.events {
+		return cq.Wait(context.Background(), wc)
+	}
+	return cq.Poll(wc)
+}
+
+func wcError(what string, wc *uverbs.WorkCompletion, n int) error {
+	return failf("Completion with error at %s:\n Failed status %d: wr_id %d syndrom 0x%x (%s)\n scnt=%d", what, wc.Status, wc.ID, wc.VendorErr, wc.Status, n)
+}
+
+// sendWR is the work request QP i posts for a message of size bytes.
+func (s *session) sendWR(i, size int) uverbs.SendWR {
+	c := s.c
+	wr := uverbs.SendWR{ID: uint64(i), SGL: []uverbs.SGE{{Addr: s.sendAddr(i), Length: uint32(size), LKey: s.mr.LKey()}}}
+	r := s.remote[i]
+	switch c.verb {
+	case verbSend:
+		wr.Opcode = uverbs.WRSend
+		if c.conn == connUD {
+			wr.UD = uverbs.UDDest{AH: s.ahs[i], RemoteQPN: r.qpn, QKey: udQKey}
+		}
+	case verbWrite:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = uverbs.WRRDMAWrite, r.vaddr, r.rkey
+	case verbRead:
+		wr.Opcode, wr.RemoteAddr, wr.RKey = uverbs.WRRDMARead, r.vaddr, r.rkey
+	case verbAtomic:
+		wr.Opcode, wr.RemoteAddr, wr.RKey, wr.CompareAdd = uverbs.WRAtomicFetchAndAdd, r.vaddr, r.rkey, 1
+		if c.atomicCAS {
+			wr.Opcode, wr.Swap = uverbs.WRAtomicCmpAndSwp, 1
+		}
+		wr.SGL[0].Length = 8
+	}
+	if size <= s.inline && c.verb != verbRead && c.verb != verbAtomic {
+		wr.Flags |= uverbs.SendInline
+	}
+	return wr
+}
+
+// recvWRs are rx_depth receives for QP i, each into its receive area.
+func (s *session) postRecvs(i, size, n int) error {
+	if n <= 0 {
+		return nil
+	}
+	if s.c.conn == connUD {
+		size += udGRH
+	}
+	wr := uverbs.RecvWR{ID: uint64(i), SGL: []uverbs.SGE{{Addr: s.recvAddr(i), Length: uint32(size), LKey: s.mr.LKey()}}}
+	wrs := make([]uverbs.RecvWR, n)
+	for j := range wrs {
+		wrs[j] = wr
+	}
+	if got, err := s.qps[i].PostRecv(wrs); got != n {
+		return failf("Couldn't post receive (%d of %d): %v", got, n, err)
+	}
+	return nil
+}
+
+// sendLat is ib_send_lat: the two sides send to each other in turn, each
+// send signaled and waited for; the latency is half the time between two
+// sends of one side.
+func (s *session) sendLat() error {
+	c := s.c
+	s.printLatHeader()
+	client := c.server != ""
+	for _, size := range s.sizes() {
+		for i := range s.qps {
+			if err := s.postRecvs(i, size, c.rxDepth); err != nil {
+				return err
+			}
+		}
+		if err := s.sync(); err != nil {
+			return err
+		}
+		s.stamps(c.iters)
+		qp := s.qps[0]
+		wrs := []uverbs.SendWR{s.sendWR(0, size)}
+		wrs[0].Flags |= uverbs.SendSignaled
+		rwr := []uverbs.RecvWR{{ID: 0, SGL: []uverbs.SGE{{Addr: s.recvAddr(0), Length: uint32(size), LKey: s.mr.LKey()}}}}
+		if c.conn == connUD {
+			rwr[0].SGL[0].Length += udGRH
+		}
+		wc := make([]uverbs.WorkCompletion, 1)
+		scnt, rcnt := 0, 0
+		for scnt < c.iters || rcnt < c.iters {
+			if rcnt < c.iters && !(scnt < 1 && client) {
+				if _, err := s.wait(s.recvCQ, wc); err != nil {
+					return failf("poll CQ failed: %v", err)
+				}
+				if wc[0].Status != uverbs.WCSuccess {
+					return wcError("receive", &wc[0], rcnt)
+				}
+				rcnt++
+				if rcnt+c.rxDepth <= c.iters {
+					if n, err := s.qps[wc[0].ID].PostRecv(rwr); n != 1 {
+						return failf("Couldn't post recv: rcnt=%d: %v", rcnt, err)
+					}
+				}
+			}
+			if scnt < c.iters {
+				s.posted[scnt] = s.now()
+				scnt++
+				if n, err := qp.PostSend(wrs); n != 1 {
+					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
+				}
+				if _, err := s.wait(s.sendCQ, wc); err != nil {
+					return failf("poll on Send CQ failed: %v", err)
+				}
+				if wc[0].Status != uverbs.WCSuccess {
+					return wcError("send", &wc[0], scnt)
+				}
+			}
+		}
+		s.printLat(size, 2)
+	}
+	fmt.Fprint(s.out, resultLine)
+	return s.comm.closeConn(s.mine[0])
+}
+
+// writeLat is ib_write_lat: each side RDMA-writes a message whose last
+// byte counts the iterations, and spins on that byte of its own receive
+// area for the peer's write before it writes again.
+func (s *session) writeLat() error {
+	c := s.c
+	s.printLatHeader()
+	server := c.server == ""
+	buf := s.mem.Bytes()
+	for _, size := range s.sizes() {
+		s.stamps(c.iters)
+		qp := s.qps[0]
+		wrs := []uverbs.SendWR{s.sendWR(0, size)}
+		wrs[0].Flags |= uverbs.SendSignaled
+		postAt := size - 1
+		pollAt := c.numQP*s.bufSize + size - 1
+		wc := make([]uverbs.WorkCompletion, 1)
+		scnt, ccnt, rcnt := 0, 0, 0
+		for scnt < c.iters || ccnt < c.iters || rcnt < c.iters {
+			if rcnt < c.iters && !(scnt < 1 && server) {
+				rcnt++
+				for loadByte(buf, pollAt) != byte(rcnt) {
+				}
+			}
+			if scnt < c.iters {
+				s.posted[scnt] = s.now()
+				scnt++
+				buf[postAt] = byte(scnt)
+				if n, err := qp.PostSend(wrs); n != 1 {
+					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
+				}
+			}
+			if ccnt < c.iters {
+				if _, err := s.wait(s.sendCQ, wc); err != nil {
+					return failf("poll CQ failed: %v", err)
+				}
+				if wc[0].Status != uverbs.WCSuccess {
+					return wcError("send", &wc[0], scnt)
+				}
+				ccnt++
+			}
+		}
+		s.printLat(size, 2)
+	}
+	fmt.Fprint(s.out, resultLine)
+	return nil
+}
+
+// readLat is ib_read_lat and ib_atomic_lat: the client reads (or runs an
+// atomic on) the server's buffer and waits for each to complete; the
+// server only waits for the client to finish.
+func (s *session) readLat() error {
+	c := s.c
+	if c.server == "" {
+		if err := s.comm.closeConn(s.mine[0]); err != nil {
+			return err
+		}
+		fmt.Fprint(s.out, resultLine)
+		return nil
+	}
+	s.printLatHeader()
+	for _, size := range s.sizes() {
+		s.stamps(c.iters)
+		qp := s.qps[0]
+		wrs := []uverbs.SendWR{s.sendWR(0, size)}
+		wrs[0].Flags |= uverbs.SendSignaled
+		wc := make([]uverbs.WorkCompletion, 1)
+		for scnt := 0; scnt < c.iters; {
+			s.posted[scnt] = s.now()
+			scnt++
+			if n, err := qp.PostSend(wrs); n != 1 {
+				return failf("Couldn't post send: scnt=%d: %v", scnt, err)
+			}
+			if _, err := s.wait(s.sendCQ, wc); err != nil {
+				return failf("poll CQ failed: %v", err)
+			}
+			if wc[0].Status != uverbs.WCSuccess {
+				return wcError("send", &wc[0], scnt)
+			}
+		}
+		s.printLat(size, 1)
+	}
+	if err := s.comm.closeConn(s.mine[0]); err != nil {
+		return err
+	}
+	fmt.Fprint(s.out, resultLine)
+	return nil
+}
+
+// sendBW is ib_send_bw: the client streams sends, the server counts the
+// receives and measures from the first to the last.
+func (s *session) sendBW() error {
+	c := s.c
+	s.printBWHeader()
+	for _, size := range s.sizes() {
+		if c.server == "" {
+			for i := range s.qps {
+				if err := s.postRecvs(i, size, c.rxDepth); err != nil {
+					return err
+				}
+			}
+		}
+		if err := s.sync(); err != nil {
+			return err
+		}
+		var rep bwReport
+		var err error
+		if c.server == "" {
+			rep, err = s.bwServer(size)
+		} else {
+			rep, err = s.bwClient(size)
+		}
+		if err != nil {
+			return err
+		}
+		s.printBW(rep)
+		if c.all {
+			if err := s.sync(); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprint(s.out, resultLine)
+	return s.comm.closeConn(s.mine[0])
+}
+
+// rdmaBW is ib_write_bw, ib_read_bw and ib_atomic_bw: the client streams
+// and reports, then sends its figures to the server, which prints them.
+func (s *session) rdmaBW() error {
+	c := s.c
+	s.printBWHeader()
+	if c.server == "" {
+		if err := s.sync(); err != nil {
+			return err
+		}
+		rem, err := s.comm.bwReports(bwReport{})
+		if err != nil {
+			return err
+		}
+		s.printBW(rem)
+		if err := s.comm.closeConn(s.mine[0]); err != nil {
+			return err
+		}
+		fmt.Fprint(s.out, resultLine)
+		return nil
+	}
+	var rep bwReport
+	for _, size := range s.sizes() {
+		var err error
+		if rep, err = s.bwClient(size); err != nil {
+			return err
+		}
+		s.printBW(rep)
+	}
+	fmt.Fprint(s.out, resultLine)
+	if err := s.sync(); err != nil {
+		return err
+	}
+	if _, err := s.comm.bwReports(rep); err != nil {
+		return err
+	}
+	return s.comm.closeConn(s.mine[0])
+}
+
+// bwClient is run_iter_bw: keep up to tx_depth WRs outstanding on every
+// QP, post_list at a time, one in cq_mod signaled; stamp each post and
+// each completion.
+func (s *session) bwClient(size int) (bwReport, error) {
+	c := s.c
+	nqp := len(s.qps)
+	total := c.iters * nqp
+	if c.noPeak {
+		s.stamps(1)
+	} else {
+		s.stamps(total)
+	}
+	lists := make([][]uverbs.SendWR, nqp)
+	for i := range lists {
+		wr := s.sendWR(i, size)
+		lists[i] = make([]uverbs.SendWR, c.postList)
+		for j := range lists[i] {
+			lists[i][j] = wr
+			if c.postList > 1 && (j+1)%c.cqMod == 0 {
+				lists[i][j].Flags |= uverbs.SendSignaled
+			}
+		}
+	}
+	scnt := make([]int, nqp)
+	ccnt := make([]int, nqp)
+	wc := make([]uverbs.WorkCompletion, pollBatch)
+	totS, totC := 0, 0
+	if c.noPeak {
+		s.posted[0] = s.now()
+	}
+	for totS < total || totC < total {
+		for i, qp := range s.qps {
+			wrs := lists[i]
+			for scnt[i] < c.iters && scnt[i]-ccnt[i]+c.postList <= c.txDepth {
+				if c.postList == 1 {
+					// Signal one in cq_mod, and always the last.
+					if (scnt[i]%c.cqMod == c.cqMod-1) || scnt[i] == c.iters-1 {
+						wrs[0].Flags |= uverbs.SendSignaled
+					} else {
+						wrs[0].Flags &^= uverbs.SendSignaled
+					}
+				}
+				if !c.noPeak {
+					s.posted[totS] = s.now()
+				}
+				if n, err := qp.PostSend(wrs); n != len(wrs) {
+					return bwReport{}, failf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
+				}
+				scnt[i] += c.postList
+				totS += c.postList
+			}
+		}
+		if totC < total {
+			n, err := s.poll(s.sendCQ, wc)
+			if err != nil {
+				return bwReport{}, failf("poll CQ failed: %v", err)
+			}
+			for k := range wc[:n] {
+				if wc[k].Status != uverbs.WCSuccess {
+					return bwReport{}, wcError("send", &wc[k], totS)
+				}
+				ccnt[wc[k].ID] += c.cqMod
+				totC += c.cqMod
+				if !c.noPeak {
+					s.completed[min(totC, total)-1] = s.now()
+				}
+			}
+		}
+	}
+	if c.noPeak {
+		s.completed[0] = s.now()
+	}
+	return s.bwFigures(size, total), nil
+}
+
+// bwServer is run_iter_bw_server: count the receives on every QP, keep
+// the receive queues full, time from the first receive to the last.
+func (s *session) bwServer(size int) (bwReport, error) {
+	c := s.c
+	nqp := len(s.qps)
+	total := c.iters * nqp
+	s.stamps(1)
+	rsize := size
+	if c.conn == connUD {
+		rsize += udGRH
+	}
+	rwrs := make([][]uverbs.RecvWR, nqp)
+	for i := range rwrs {
+		rwrs[i] = []uverbs.RecvWR{{ID: uint64(i), SGL: []uverbs.SGE{{Addr: s.recvAddr(i), Length: uint32(rsize), LKey: s.mr.LKey()}}}}
+	}
+	posted := make([]int, nqp)
+	for i := range posted {
+		posted[i] = c.rxDepth
+	}
+	wc := make([]uverbs.WorkCompletion, pollBatch)
+	first := true
+	for rcnt := 0; rcnt < total; {
+		n, err := s.poll(s.recvCQ, wc)
+		if err != nil {
+			return bwReport{}, failf("poll CQ failed: %v", err)
+		}
+		if n > 0 && first {
+			s.posted[0] = s.now()
+			first = false
+		}
+		for k := range wc[:n] {
+			if wc[k].Status != uverbs.WCSuccess {
+				return bwReport{}, wcError("receive", &wc[k], rcnt)
+			}
+			rcnt++
+			i := wc[k].ID
+			if posted[i]+1 <= c.iters {
+				if got, err := s.qps[i].PostRecv(rwrs[i]); got != 1 {
+					return bwReport{}, failf("Couldn't post recv: %v", err)
+				}
+				posted[i]++
+			}
+		}
+	}
+	s.completed[0] = s.now()
+	return s.bwFigures(size, total), nil
+}
+
+var errNoDuration = errors.New("-D (duration) is not supported by goverbs' perftest yet: use -n")

@@ -1,0 +1,360 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+)
+
+// runEnv makes the test binary run the program instead of the tests, so
+// the rig tests start goverbs' side as a process without a separately built
+// binary: GOVERBS_PERFTEST_MAIN=1 ./cmd_perftest.test send_lat -d rxe0 ...
+const runEnv = "GOVERBS_PERFTEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runEnv) == "1" {
+		os.Exit(run(append([]string{"perftest"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a started process whose output is collected.
+type proc struct {
+	name           string
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+	err            error
+}
+
+func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *proc) wait() error {
+	<-p.done
+	return p.err
+}
+
+func (p *proc) output() string {
+	return fmt.Sprintf("---- %s: %s\n%s---- stderr:\n%s", p.name, strings.Join(p.cmd.Args, " "), p.stdout.String(), p.stderr.String())
+}
+
+// command is one side: goverbs' (this binary) or perftest's ib_<test>.
+func command(t *testing.T, ctx context.Context, test string, ours bool, dev string, args []string, host string) *exec.Cmd {
+	t.Helper()
+	args = append([]string{"-d", dev, "-x", "1"}, args...)
+	if host != "" {
+		args = append(args, host)
+	}
+	if ours {
+		self, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, self, append([]string{test}, args...)...)
+		cmd.Env = append(os.Environ(), runEnv+"=1")
+		return cmd
+	}
+	tool := "ib_" + test
+	path, err := exec.LookPath(tool)
+	if err != nil {
+		t.Fatalf("%s is not in PATH: the rig has perftest's tools", tool)
+	}
+	return exec.CommandContext(ctx, path, args...)
+}
+
+// waitListen waits until a TCP socket listens on port, or the server ends.
+func waitListen(t *testing.T, p *proc, port int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if listening(port) {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the server ended before listening: %v\n%s", p.err, p.output())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nothing listens on TCP port %d after %v\n%s", port, timeout, p.output())
+}
+
+func listening(port int) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		fs := strings.Fields(line)
+		if len(fs) < 4 || fs[3] != "0A" { // TCP_LISTEN
+			continue
+		}
+		_, hexPort, _ := strings.Cut(fs[1], ":")
+		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+			return true
+		}
+	}
+	return false
+}
+
+var portSeq = struct {
+	sync.Mutex
+	next int
+}{next: 18800}
+
+func nextPort() int {
+	portSeq.Lock()
+	defer portSeq.Unlock()
+	portSeq.next++
+	return portSeq.next
+}
+
+var (
+	latLine     = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$`)
+	bwLine      = regexp.MustCompile(`(?m)^ (\d+)\s+(\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)\s+(\d+\.\d+)$`)
+	deviceField = regexp.MustCompile(`Device         : \S+`)
+	addrLine    = regexp.MustCompile(`(?m)^ (local|remote) address: (LID .*)\n GID: (\S+)$`)
+)
+
+// addresses returns a side's local and remote address lines (with GIDs).
+func addresses(out string) (local, remote []string) {
+	for _, m := range addrLine.FindAllStringSubmatch(out, -1) {
+		if m[1] == "local" {
+			local = append(local, m[2]+" GID "+m[3])
+		} else {
+			remote = append(remote, m[2]+" GID "+m[3])
+		}
+	}
+	return local, remote
+}
+
+// banner is the test description between the first two result lines,
+// without the lines only one role prints.
+func banner(out string) []string {
+	parts := strings.Split(out, resultLine)
+	for i := 1; i < len(parts); i++ {
+		if strings.Contains(parts[i], " Test\n") {
+			var keep []string
+			for _, l := range strings.Split(strings.TrimSpace(parts[i]), "\n") {
+				if strings.HasPrefix(l, " TX depth") || strings.HasPrefix(l, " RX depth") {
+					continue
+				}
+				l = deviceField.ReplaceAllString(l, "Device         : DEV")
+				keep = append(keep, l)
+			}
+			return keep
+		}
+	}
+	return nil
+}
+
+// pair is one interop case: a server and a client, each goverbs' or
+// perftest's.
+type pair struct {
+	name             string
+	srvOurs, cliOurs bool
+}
+
+var pairs = []pair{{"goverbs-server", true, false}, {"goverbs-client", false, true}, {"goverbs-both", true, true}}
+
+// perftestCase runs one test between a server and a client to completion
+// and checks both: exit 0, each side's view of the other's address equal
+// to what the other printed as its own, the same banner on a goverbs and a
+// perftest side, and sane figures on the sides that report.
+func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string, flags []string, iters int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	port := nextPort()
+	// -F: perftest's TSC calibration fails under TCG without it.
+	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
+	srv := start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, args, ""))
+	waitListen(t, srv, port, time.Minute)
+	cli := start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, args, host))
+	cerr, serr := cli.wait(), srv.wait()
+	if cerr != nil || serr != nil {
+		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.output(), cli.output())
+	}
+	so, co := srv.stdout.String(), cli.stdout.String()
+	sl, sr := addresses(so)
+	cl, cr := addresses(co)
+	if len(sl) == 0 || strings.Join(sl, "|") != strings.Join(cr, "|") || strings.Join(cl, "|") != strings.Join(sr, "|") {
+		t.Errorf("address lines disagree:\nserver local  %q\nclient remote %q\nclient local  %q\nserver remote %q", sl, cr, cl, sr)
+	}
+	if p.srvOurs != p.cliOurs {
+		if sb, cb := banner(so), banner(co); strings.Join(sb, "\n") != strings.Join(cb, "\n") {
+			t.Errorf("banners differ:\nserver:\n%s\nclient:\n%s", strings.Join(sb, "\n"), strings.Join(cb, "\n"))
+		}
+	}
+	isBW := strings.HasSuffix(test, "_bw")
+	qps := 1
+	for i, f := range flags {
+		switch f {
+		case "-q":
+			qps, _ = strconv.Atoi(flags[i+1])
+		case "-n":
+			iters, _ = strconv.Atoi(flags[i+1])
+		}
+	}
+	// check finds a side's figures. perftest's own figures are only
+	// required to exist: under TCG its TSC calibration fails now and then
+	// ("Correlation coefficient r^2 < 0.9") and it prints inf.
+	check := func(pr *proc, ours bool, out string) string {
+		if isBW {
+			m := bwLine.FindStringSubmatch(out)
+			if m == nil {
+				t.Errorf("%s printed no bandwidth line\n%s", pr.name, pr.output())
+				return ""
+			}
+			avg, _ := strconv.ParseFloat(m[4], 64)
+			rate, _ := strconv.ParseFloat(m[5], 64)
+			// 8-byte atomics move less than 0.01 MB/s under TCG: only the
+			// message rate must be positive.
+			if m[2] != strconv.Itoa(iters*qps) || ours && (avg < 0 || rate <= 0) {
+				t.Errorf("%s: bandwidth line %q: want %d iterations and a positive message rate", pr.name, m[0], iters*qps)
+			}
+			return m[0]
+		}
+		m := latLine.FindStringSubmatch(out)
+		if m == nil {
+			t.Errorf("%s printed no latency line\n%s", pr.name, pr.output())
+			return ""
+		}
+		tmin, _ := strconv.ParseFloat(m[3], 64)
+		typ, _ := strconv.ParseFloat(m[5], 64)
+		if m[2] != strconv.Itoa(iters) || ours && (!(tmin > 0) || !(typ >= tmin) || math.IsInf(typ, 0)) {
+			t.Errorf("%s: latency line %q: want %d iterations, 0 < t_min <= t_typical", pr.name, m[0], iters)
+		}
+		return m[0]
+	}
+	var got []string
+	// ib_read_lat's and ib_atomic_lat's servers print no figures.
+	if !(test == "read_lat" || test == "atomic_lat") {
+		got = append(got, "server: "+check(srv, p.srvOurs, so))
+	}
+	cline := check(cli, p.cliOurs, co)
+	got = append(got, "client: "+cline)
+	// The write, read and atomic bandwidth servers print the client's
+	// report, which travelled over the exchange: the same line.
+	if isBW && test != "send_bw" {
+		if sline := bwLine.FindString(so); sline != cline {
+			t.Errorf("the server printed %q, the client %q: the report exchange garbled them", sline, cline)
+		}
+	}
+	t.Logf("%s", strings.Join(got, "\n"))
+}
+
+// rigIters is the iterations of each case: the rig runs rxe under TCG.
+const rigIters = 200
+
+var allTests = []string{"send_lat", "write_lat", "read_lat", "atomic_lat", "send_bw", "write_bw", "read_bw", "atomic_bw"}
+
+// TestInteropRig runs every test goverbs against perftest in both roles
+// (and against itself) on rxe0 in loopback and across the veth pair
+// (server on rxeb at 10.99.0.2, client on rxea).
+func TestInteropRig(t *testing.T) {
+	rigtest.Require(t)
+	for _, d := range []string{"rxe0", "rxea", "rxeb"} {
+		rigtest.Device(t, d)
+	}
+	topos := []struct{ name, srvDev, cliDev, host string }{
+		{"loopback", "rxe0", "rxe0", "127.0.0.1"},
+		{"veth", "rxeb", "rxea", "10.99.0.2"},
+	}
+	for _, tp := range topos {
+		for _, test := range allTests {
+			for _, p := range pairs {
+				// Across the veth pair the bandwidth tests send one-packet
+				// messages: with 64 KiB ones (64 packets at MTU 1024) 6.1's rxe
+				// failed a mixed pair now and then with a kernel-made error
+				// completion (LOC_QP_OP_ERR on a receive, REM_INV_REQ on a
+				// write), while 6.12 passed them all; loopback keeps 64 KiB.
+				var flags []string
+				if tp.name == "veth" && strings.HasSuffix(test, "_bw") && !strings.HasPrefix(test, "atomic") {
+					flags = []string{"-s", "1024"}
+				}
+				t.Run(tp.name+"/"+test+"/"+p.name, func(t *testing.T) {
+					perftestCase(t, test, p, tp.srvDev, tp.cliDev, tp.host, flags, rigIters)
+				})
+			}
+		}
+	}
+}
+
+// TestInteropOptionsRig runs the options that change the data path against
+// perftest in both roles on rxe0: events, post lists, several QPs, small
+// and large messages, UC and UD.
+func TestInteropOptionsRig(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "rxe0")
+	cases := []struct {
+		test  string
+		flags []string
+	}{
+		// perftest's ib_send_lat -e waits for an event of either CQ on its one
+		// channel and then polls the CQ it wanted once: when a receive's event
+		// comes while it waits for its send's, the receive is left in the CQ
+		// with its event consumed and the CQ re-armed, and it can wait forever
+		// (seen once on 6.12, with goverbs' server waiting for the next send).
+		// So send_lat -e runs goverbs against goverbs only.
+		{"send_lat", []string{"-e"}},
+		{"read_lat", []string{"-e"}},
+		{"send_bw", []string{"-e"}},
+		{"read_bw", []string{"-e", "-s", "4096"}},
+		{"send_lat", []string{"-s", "4096"}},
+		{"write_lat", []string{"-s", "64"}},
+		{"write_bw", []string{"-s", "64", "-l", "16", "-n", "320"}},
+		{"send_bw", []string{"-s", "64", "-l", "16", "-n", "320"}},
+		{"write_bw", []string{"-q", "4", "-s", "1024"}},
+		{"send_bw", []string{"-q", "2", "-s", "1024"}},
+		{"read_bw", []string{"-s", "65536", "--report_gbits"}},
+		{"send_lat", []string{"-c", "UD", "-s", "512"}},
+		{"send_bw", []string{"-c", "UD", "-s", "1024"}},
+		{"write_bw", []string{"-c", "UC", "-s", "1024"}},
+		{"atomic_bw", []string{"-A", "CMP_AND_SWAP"}},
+	}
+	for _, tc := range cases {
+		ps := pairs[:2]
+		if tc.test == "send_lat" && slices.Contains(tc.flags, "-e") {
+			ps = pairs[2:]
+		}
+		for _, p := range ps {
+			t.Run(tc.test+strings.Join(tc.flags, "")+"/"+p.name, func(t *testing.T) {
+				perftestCase(t, tc.test, p, "rxe0", "rxe0", "127.0.0.1", tc.flags, rigIters)
+			})
+		}
+	}
+}
+
+// TestRDMACMRefused: -R is refused with a message naming rdma_cm, and
+// exit status 1, before anything is opened.
+func TestRDMACMRefused(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if rc := run([]string{"ib_send_lat", "-R"}, &out, &errOut); rc != 1 || !strings.Contains(errOut.String(), "rdma_cm") {
+		t.Errorf("run -R: status %d, stderr %q: want 1 and a message naming rdma_cm", rc, errOut.String())
+	}
+}
