@@ -33,6 +33,9 @@ var accessNames = []struct {
 	{AccessOnDemand, "ON_DEMAND"}, {AccessHugeTLB, "HUGETLB"}, {AccessRelaxedOrdering, "RELAXED_ORDERING"},
 }
 
+// String is the rights by their libibverbs names without the IBV_ACCESS_
+// prefix, joined by "|" ("LOCAL_WRITE|REMOTE_READ"); unnamed bits come last
+// in hexadecimal, and no right is "0x0".
 func (a Access) String() string {
 	var parts []string
 	for _, n := range accessNames {
