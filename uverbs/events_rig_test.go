@@ -119,21 +119,9 @@ func (e *evEnv) rcQP(t *testing.T, scq, rcq *CQ, srq *SRQ, sendWR, recvWR uint32
 // remote on the same device (loopback, with a GRH).
 func (e *evEnv) connect(t *testing.T, qp *QP, remote uint32) {
 	t.Helper()
-	steps := []struct {
-		a    QPAttr
-		mask QPAttrMask
-	}{
-		{QPAttr{State: QPStateInit, PortNum: 1}, QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-		{QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: remote, RQPSN: 0x10, MaxDestRDAtomic: 1, MinRNRTimer: 1,
-			AH: AHAttr{PortNum: 1, GRH: &GlobalRoute{DGID: e.gid, SGIDIndex: 1, HopLimit: 64}}},
-			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRDAtomic | QPAttrMinRNRTimer},
-		{QPAttr{State: QPStateRTS, SQPSN: 0x10, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 1},
-			QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRDAtomic},
-	}
-	for _, s := range steps {
-		if err := qp.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify QP %d to %v: %v", qp.QPN(), s.a.State, err)
-		}
+	local := Endpoint{QPN: qp.QPN(), PSN: 0x10, GID: e.gid, GIDIndex: 1, Port: 1}
+	if err := qp.Connect(local, Endpoint{QPN: remote, PSN: 0x10, GID: e.gid}, ConnectOptions{MTU: MTU1024, MinRNRTimer: 1}); err != nil {
+		t.Fatalf("Connect QP %d: %v", qp.QPN(), err)
 	}
 }
 

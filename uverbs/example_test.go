@@ -90,30 +90,12 @@ func ExampleCQ_Wait() {
 	}
 	defer qp.Close()
 
-	// RoCE addresses by GID: index 1 is the IPv4-mapped RoCEv2 GID here.
-	gid, err := ctx.QueryGID(1, 1)
-	if err != nil {
+	// Connect the QP to itself: RESET → INIT → RTR → RTS. RoCE addresses by
+	// GID: index 1 of port 1 is the IPv4-mapped RoCEv2 GID here. Across a
+	// network, each side sends its qp.Endpoint to the other and calls
+	// qp.Connect(local, remote, options).
+	if err := uverbs.ConnectPair(qp, qp, 1, 1, uverbs.ConnectOptions{}); err != nil {
 		log.Fatal(err)
-	}
-	steps := []struct {
-		attr uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessLocalWrite},
-			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU1024, DestQPN: qp.QPN(), RQPSN: 0,
-			MaxDestRDAtomic: 1, MinRNRTimer: 12,
-			AH: uverbs.AHAttr{PortNum: 1, GRH: &uverbs.GlobalRoute{DGID: gid.GID, SGIDIndex: 1, HopLimit: 64}}},
-			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-				uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: 0, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 1},
-			uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt |
-				uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic},
-	}
-	for _, s := range steps {
-		if err := qp.Modify(&s.attr, s.mask); err != nil {
-			log.Fatal(err)
-		}
 	}
 
 	copy(buf.Bytes(), "hello, verbs")
