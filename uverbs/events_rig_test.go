@@ -592,7 +592,7 @@ func testSRQLimit(t *testing.T) {
 	b := e.rcQP(t, cq, cq, srq, 1, 0)
 	e.pair(t, a, b)
 	e.recv(t, nil, srq, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-	if err := srq.Modify(0, 8, SRQAttrLimit); err != nil {
+	if err := srq.Modify(SRQAttr{Limit: 8}, SRQAttrLimit); err != nil {
 		t.Fatalf("ModifySRQ(limit 8): %v", err)
 	}
 	for i := range 3 { // 10 posted, 7 left < 8
@@ -602,8 +602,8 @@ func testSRQLimit(t *testing.T) {
 	if ev.SRQ != srq || ev.QP != nil || ev.CQ != nil || ev.Port != 0 {
 		t.Errorf("SRQ limit event %+v: want SRQ %p", ev, srq)
 	}
-	if _, _, limit, err := srq.Query(); err != nil || limit != 0 {
-		t.Errorf("after the event the SRQ limit is %d, %v; want 0 (disarmed)", limit, err)
+	if a, err := srq.Query(); err != nil || a.Limit != 0 {
+		t.Errorf("after the event the SRQ limit is %d, %v; want 0 (disarmed)", a.Limit, err)
 	}
 }
 

@@ -137,9 +137,8 @@ const (
 	ReregAccess      Rereg = 1 << 2 // new access rights
 )
 
-// Rereg re-registers the region (REREG_MR: one syscall): a new address
-// range, PD or access rights, as flags say; the keys may change.
-func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
+// rereg is Rereg (mr_options.go).
+func (mr *MR) rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
 	sp := mr.pd.ctx.begin("ReregMR")
 	defer func() { sp.end(err) }()
 	ctx := mr.pd.ctx

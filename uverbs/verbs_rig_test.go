@@ -105,7 +105,7 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	// sw/siw/siw_main.c), and uverbs then answers EOPNOTSUPP: it must come
 	// back as ErrNotSupported. A kernel that has it must apply it.
 	before := c.File().Syscalls()
-	switch err := mr.Rereg(ReregAccess, nil, 0, 0, AccessLocalWrite|AccessRemoteRead); {
+	switch err := mr.Rereg(ReregAttr{Access: AccessLocalWrite | AccessRemoteRead}, ReregAccess); {
 	case errors.Is(err, ErrNotSupported):
 		t.Logf("ReregMR: %v", err)
 	case err != nil:
@@ -149,11 +149,11 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	}
 	var srq *SRQ
 	oneSyscall(t, c, "CreateSRQ", func() (err error) { srq, err = pd.CreateSRQ(SRQInit{MaxWR: 32, MaxSGE: 1}); return })
-	oneSyscall(t, c, "ModifySRQ", func() error { return srq.Modify(0, 4, SRQAttrLimit) })
+	oneSyscall(t, c, "ModifySRQ", func() error { return srq.Modify(SRQAttr{Limit: 4}, SRQAttrLimit) })
 	oneSyscall(t, c, "QuerySRQ", func() error {
-		maxWR, _, limit, err := srq.Query()
-		if err == nil && (maxWR < 32 || limit != 4) {
-			err = fmt.Errorf("max_wr %d limit %d", maxWR, limit)
+		a, err := srq.Query()
+		if err == nil && (a.MaxWR < 32 || a.Limit != 4) {
+			err = fmt.Errorf("max_wr %d limit %d", a.MaxWR, a.Limit)
 		}
 		return err
 	})
