@@ -270,14 +270,14 @@ func cqWaiters(t *testing.T, shared bool) {
 	}()
 	// Every waiter polls, arms its CQ (one REQ_NOTIFY_CQ write on the
 	// command file each: counted there) and parks.
-	armed := e.ctx.File().Syscalls()
+	armed := e.ctx.Syscalls()
 	for i := range cqs {
 		startWaiter(i)
 	}
 	deadline := time.Now().Add(evTimeout)
-	for e.ctx.File().Syscalls()-armed < uint64(n) {
+	for e.ctx.Syscalls()-armed < uint64(n) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d CQs armed after %v", e.ctx.File().Syscalls()-armed, n, evTimeout)
+			t.Fatalf("%d of %d CQs armed after %v", e.ctx.Syscalls()-armed, n, evTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

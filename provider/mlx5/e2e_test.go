@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
@@ -201,7 +200,7 @@ func TestContextNegotiation(t *testing.T) {
 			model.ContextInfo{RequestLen: 16, CQEVersion: 0, StaticUARs: 8}},
 		{"cqe-version-0-device", model.Options{MaxCQEVersion: -1}, uverbs.OpenOptions{},
 			model.ContextInfo{RequestLen: 32, DEVX: true, CQEVersion: 0, DynamicUAR: true}},
-		{"write-policy", model.Options{}, uverbs.OpenOptions{Transport: abi.PolicyWrite},
+		{"write-policy", model.Options{}, uverbs.OpenOptions{Transport: uverbs.PolicyWrite},
 			model.ContextInfo{RequestLen: 32, DEVX: true, CQEVersion: 1, StaticUARs: 8}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -445,12 +444,11 @@ func TestArmWithoutSyscall(t *testing.T) {
 	defer b.Close()
 	connect(t, a, b.QPN(), grhTo(d))
 	connect(t, b, a.QPN(), grhTo(d))
-	f := n.ctx.File()
-	before := f.Syscalls()
+	before := n.ctx.Syscalls()
 	if err := cq.ReqNotify(false); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.Syscalls() - before; d != 0 {
+	if d := n.ctx.Syscalls() - before; d != 0 {
 		t.Errorf("ReqNotify made %d syscalls", d)
 	}
 	if _, err := a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
