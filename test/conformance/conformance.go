@@ -16,6 +16,9 @@
 // other, addressed with a GRH on RoCE), or, with Options.Peer, two devices
 // (the rig's rxea and rxeb on a veth pair): then every QP that sends is on
 // the first device and every QP that receives on the second.
+//
+// It imports uverbs and mmap only: it sees a provider through the public API,
+// as a program does.
 package conformance
 
 import (
