@@ -3,6 +3,7 @@ package uverbs
 import (
 	"fmt"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -23,17 +24,7 @@ const (
 )
 
 // String is "none", "ioctl" or "write".
-func (t CommandTransport) String() string {
-	switch t {
-	case CommandNone:
-		return "none"
-	case CommandIoctl:
-		return "ioctl"
-	case CommandWrite:
-		return "write"
-	}
-	return fmt.Sprintf("transport(%d)", uint8(t))
-}
+func (t CommandTransport) String() string { return abi.Transport(t).String() }
 
 // CommandPolicy chooses the command transport for commands the kernel
 // offers both ways (OpenOptions.Transport).

@@ -58,7 +58,7 @@ func TestConstantsMatchABI(t *testing.T) {
 			t.Errorf("CommandTransport(%d) = %q, abi says %q", tr, CommandTransport(tr), tr)
 		}
 	}
-	if PolicyWrite.String() != "write" || CommandPolicy(9).String() != "policy(9)" {
+	if CommandIoctl.String() != "ioctl" || PolicyWrite.String() != "write" || CommandPolicy(9).String() != "policy(9)" {
 		t.Errorf("CommandPolicy strings: %v %v", PolicyWrite, CommandPolicy(9))
 	}
 }
