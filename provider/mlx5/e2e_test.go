@@ -97,46 +97,28 @@ func (n *node) qp(typ uverbs.QPType, cq *uverbs.CQ, c uverbs.QPCap) *uverbs.QP {
 	return qp
 }
 
-// connect takes an RC or UC QP to RTS, addressed by av.
+// connect takes an RC or UC QP to RTS, addressed by av (uverbs.QP.Connect
+// with the endpoints av stands for).
 func connect(t testing.TB, q *uverbs.QP, remote uint32, av uverbs.AHAttr) {
 	t.Helper()
-	steps := []struct {
-		a    uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: allAccess &^ uverbs.AccessLocalWrite},
-			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU4096, DestQPN: remote, MaxDestRDAtomic: 4, MinRNRTimer: 1, AH: av},
-			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-				uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
-			uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic},
+	local, peer := uverbs.Endpoint{QPN: q.QPN(), Port: 1}, uverbs.Endpoint{QPN: remote, LID: av.DLID}
+	o := uverbs.ConnectOptions{Access: allAccess &^ uverbs.AccessLocalWrite, MTU: uverbs.MTU4096, SL: av.SL,
+		MaxDestRDAtomic: 4, MinRNRTimer: 1, MaxRDAtomic: 4}
+	if g := av.GRH; g != nil {
+		local.GIDIndex, peer.GID, o.HopLimit = int(g.SGIDIndex), g.DGID, g.HopLimit
 	}
 	if q.Type() == uverbs.QPTypeUC {
-		steps[0].a.AccessFlags = uverbs.AccessRemoteWrite
-		steps[1].mask &^= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
-		steps[2].mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
+		o.Access = uverbs.AccessRemoteWrite
 	}
-	for _, s := range steps {
-		if err := q.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify QP %d to %v: %v", q.QPN(), s.a.State, err)
-		}
+	if err := q.Connect(local, peer, o); err != nil {
+		t.Fatalf("Connect QP %d: %v", q.QPN(), err)
 	}
 }
 
 func connectUD(t testing.TB, q *uverbs.QP, qkey uint32) {
 	t.Helper()
-	for _, s := range []struct {
-		a    uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
-	} {
-		if err := q.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify UD QP to %v: %v", s.a.State, err)
-		}
+	if err := q.Connect(uverbs.Endpoint{QPN: q.QPN(), Port: 1}, uverbs.Endpoint{}, uverbs.ConnectOptions{QKey: qkey}); err != nil {
+		t.Fatalf("Connect UD QP %d: %v", q.QPN(), err)
 	}
 }
 
