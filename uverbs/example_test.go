@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/goverbs/goverbs/mmap"
@@ -24,6 +25,8 @@ func ExampleDevices() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Devices come in the kernel's index order; print them by name.
+	slices.SortFunc(devs, func(a, b uverbs.Device) int { return strings.Compare(a.Name, b.Name) })
 	for _, d := range devs {
 		fmt.Printf("%s: driver %v, %v, found by %s\n", d.Name, d.Driver, d.Transport, d.Source)
 	}
