@@ -5,7 +5,7 @@
 #   make rig     the rig suite: rig tests on Debian's kernels in QEMU (test/rig/README.md);
 #                KERNELS may name any of the matrix: 5.10 6.1 6.12 newest
 #   make demo    boot one kernel (KERNEL=5.10|6.1|6.12|newest) and show goverbs working in it
-#   make lint    gofmt, go vet, staticcheck
+#   make lint    gofmt, go vet, staticcheck (pinned: STATICCHECK_VERSION)
 #   make setup   install the host packages the rig needs (Debian 12)
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -28,6 +28,11 @@ KERNEL ?= 6.1
 RIG_TOOLS ?= ./cmd/...
 CACHE := $(CURDIR)/.cache
 GOBIN_CACHE := $(CACHE)/gobin
+# Lint tools are pinned: a new staticcheck release can add checks that fail
+# a tree that passed yesterday. v0.8.2 (staticcheck 2026.2.2) understands Go
+# 1.26; the binary's name carries the version, so bumping it reinstalls.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GOBIN_CACHE)/staticcheck-$(STATICCHECK_VERSION)
 
 # The demo runs ibvinfo and ping-pongs goverbs against rdma-core in the guest.
 # DEMO=rigtests runs the rig tests instead (the demo before the tools worked).
@@ -73,6 +78,8 @@ lint:
 	bad=$$(gofmt -l $$files); \
 	if [ -n "$$bad" ]; then echo "gofmt -l: these files need gofmt -w:"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
-	@[ -x $(GOBIN_CACHE)/staticcheck ] || { echo "lint: installing staticcheck into $(GOBIN_CACHE)"; \
-	  GOBIN=$(GOBIN_CACHE) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest; }
-	$(GOBIN_CACHE)/staticcheck ./...
+	@[ -x $(STATICCHECK) ] || { echo "lint: installing staticcheck $(STATICCHECK_VERSION) into $(GOBIN_CACHE)"; \
+	  mkdir -p $(GOBIN_CACHE)/staticcheck-tmp; \
+	  GOBIN=$(GOBIN_CACHE)/staticcheck-tmp $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION); \
+	  mv $(GOBIN_CACHE)/staticcheck-tmp/staticcheck $(STATICCHECK); rmdir $(GOBIN_CACHE)/staticcheck-tmp; }
+	$(STATICCHECK) ./...

@@ -5,4 +5,9 @@
 //
 // Nothing here is stable API: it follows the kernel. Programs use package
 // uverbs; providers use abi to frame their driver data.
+//
+// It owns the ABI layer: the generated uapi structs and constants, the ioctl
+// attribute builder, write() framing and the command file, the one syscall
+// chokepoint. It imports only internal/kernel (the syscall seam); it knows
+// nothing of verbs objects.
 package abi

@@ -28,4 +28,7 @@
 // Every use of package unsafe is in a file named *_unsafe.go. The syscalls
 // here take pointers to the mappings themselves, never to Go memory, so no
 // runtime.KeepAlive is needed around them.
+//
+// It owns device-visible memory off the Go heap and imports nothing of
+// goverbs.
 package mmap

@@ -11,6 +11,9 @@
 //
 // The work-request and completion types are defined here, below both, and
 // re-exported by uverbs, which is what programs import.
+//
+// It owns the seam's interfaces and the work-request and completion types,
+// and imports abi only; never uverbs, never a provider.
 package provider
 
 import (

@@ -34,6 +34,8 @@ var wrOpcodeNames = map[WROpcode]string{
 	WRSendWithInv: "SEND_WITH_INV",
 }
 
+// String is the opcode's libibverbs name without IBV_WR_ ("RDMA_WRITE"),
+// or "WROpcode(N)".
 func (o WROpcode) String() string {
 	if s, ok := wrOpcodeNames[o]; ok {
 		return s
@@ -147,6 +149,8 @@ var statusNames = [...]string{
 	"TM error", "TM software rendezvous",
 }
 
+// String is libibverbs' ibv_wc_status_str text ("success",
+// "Work Request Flushed Error", …), or "unknown status N".
 func (s WCStatus) String() string {
 	if int(s) < len(statusNames) {
 		return statusNames[s]
@@ -176,6 +180,8 @@ var wcOpcodeNames = map[WCOpcode]string{
 	WCRecvRDMAWithImm: "RECV_RDMA_WITH_IMM",
 }
 
+// String is the opcode's libibverbs name without IBV_WC_ ("RECV"), or
+// "WCOpcode(N)".
 func (o WCOpcode) String() string {
 	if s, ok := wcOpcodeNames[o]; ok {
 		return s
@@ -224,6 +230,7 @@ const (
 	QPTypeUD QPType = 4
 )
 
+// String is "RC", "UC", "UD", or "QPType(N)".
 func (t QPType) String() string {
 	switch t {
 	case QPTypeRC:
@@ -260,6 +267,7 @@ const (
 
 var qpStateNames = [...]string{"RESET", "INIT", "RTR", "RTS", "SQD", "SQE", "ERR"}
 
+// String is the state's name without IBV_QPS_ ("RTS"), or "QPState(N)".
 func (s QPState) String() string {
 	if int(s) < len(qpStateNames) {
 		return qpStateNames[s]

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"golang.org/x/sys/unix"
 )
@@ -198,7 +197,7 @@ func TestDeviceGoneRig(t *testing.T) {
 // (ib_safe_file_access), and the error says why. The thread is discarded.
 func TestCredentialsAdviceRig(t *testing.T) {
 	rigtest.Require(t)
-	c, err := OpenWith(rigDevice(t, "rxe0"), OpenOptions{Transport: abi.PolicyWrite})
+	c, err := OpenWith(rigDevice(t, "rxe0"), OpenOptions{Transport: PolicyWrite})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,9 +19,11 @@ type OpenOptions struct {
 	// Transport forces the command transport (tests force each path);
 	// the default is rdma-core's rule: ioctl first, write() where the
 	// kernel has no ioctl method.
-	Transport abi.Policy
+	Transport CommandPolicy
 	// Recorder, if set, records the cost of every verb from Open on.
 	Recorder *Recorder
+	// MLX5 tunes the mlx5 provider (ConnectX devices only).
+	MLX5 MLX5Options
 }
 
 // Context is an open device: the uverbs command file, the kernel's user
@@ -83,12 +85,12 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	if err != nil {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
-	f.SetPolicy(o.Transport)
+	f.SetPolicy(abi.Policy(o.Transport))
 	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE}
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()
-	drv := driverFor(d.Driver)
+	drv := driverWith(d.Driver, o)
 	prov, err := drv.NewContext(kernelOps{c})
 	if err != nil {
 		f.Close()
@@ -112,15 +114,11 @@ func (c *Context) Device() Device { return c.dev }
 // CQ can be bound to.
 func (c *Context) NumCompVectors() int { return c.numCompVectors }
 
-// File is the uverbs command file: its Syscalls count is every syscall the
-// context's slow path and doorbells made.
-func (c *Context) File() *abi.File { return c.file }
-
 // Transports reports, for every verb called on this context, whether its
 // last call went by ioctl or write (or neither).
-func (c *Context) Transports() map[string]abi.Transport {
-	m := map[string]abi.Transport{}
-	c.transports.Range(func(k, v any) bool { m[k.(string)] = v.(abi.Transport); return true })
+func (c *Context) Transports() map[string]CommandTransport {
+	m := map[string]CommandTransport{}
+	c.transports.Range(func(k, v any) bool { m[k.(string)] = CommandTransport(v.(abi.Transport)); return true })
 	return m
 }
 

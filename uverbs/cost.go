@@ -34,7 +34,8 @@ type VerbCost struct {
 	Mappings uint64 // the mmap/munmap calls among Syscalls
 	BytesIn  uint64 // command bytes handed to the kernel (requests, driver data, ioctl framing)
 	BytesOut uint64 // response bytes the kernel could write
-	// ByTransport counts calls by how their command went (index: abi.Transport).
+	// ByTransport counts calls by how their command went (index: a
+	// CommandTransport).
 	ByTransport [3]uint64
 	Latency     Histogram
 }
@@ -48,11 +49,11 @@ func (v *VerbCost) SyscallsPerCall() float64 {
 }
 
 // Transport is the transport most of the verb's calls used.
-func (v *VerbCost) Transport() abi.Transport {
-	best := abi.TransportNone
+func (v *VerbCost) Transport() CommandTransport {
+	best := CommandNone
 	for t, n := range v.ByTransport {
 		if n > v.ByTransport[best] {
-			best = abi.Transport(t)
+			best = CommandTransport(t)
 		}
 	}
 	return best

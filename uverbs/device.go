@@ -8,8 +8,6 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/goverbs/goverbs/abi"
 )
 
 // ErrNoDevice is returned (wrapped) by DeviceByName when no RDMA device with a
@@ -23,29 +21,29 @@ type DriverID uint32
 
 // Driver ids, with their C names.
 const (
-	DriverUnknown   DriverID = abi.RDMA_DRIVER_UNKNOWN    // RDMA_DRIVER_UNKNOWN
-	DriverMLX5      DriverID = abi.RDMA_DRIVER_MLX5       // RDMA_DRIVER_MLX5
-	DriverMLX4      DriverID = abi.RDMA_DRIVER_MLX4       // RDMA_DRIVER_MLX4
-	DriverCXGB3     DriverID = abi.RDMA_DRIVER_CXGB3      // RDMA_DRIVER_CXGB3 (driver removed from Linux)
-	DriverCXGB4     DriverID = abi.RDMA_DRIVER_CXGB4      // RDMA_DRIVER_CXGB4
-	DriverMTHCA     DriverID = abi.RDMA_DRIVER_MTHCA      // RDMA_DRIVER_MTHCA
-	DriverBNXTRE    DriverID = abi.RDMA_DRIVER_BNXT_RE    // RDMA_DRIVER_BNXT_RE
-	DriverOCRDMA    DriverID = abi.RDMA_DRIVER_OCRDMA     // RDMA_DRIVER_OCRDMA
-	DriverNES       DriverID = abi.RDMA_DRIVER_NES        // RDMA_DRIVER_NES (driver removed from Linux)
-	DriverI40IW     DriverID = abi.RDMA_DRIVER_I40IW      // RDMA_DRIVER_I40IW
-	DriverIRDMA     DriverID = abi.RDMA_DRIVER_IRDMA      // RDMA_DRIVER_IRDMA (= RDMA_DRIVER_I40IW)
-	DriverVMWPVRDMA DriverID = abi.RDMA_DRIVER_VMW_PVRDMA // RDMA_DRIVER_VMW_PVRDMA
-	DriverQEDR      DriverID = abi.RDMA_DRIVER_QEDR       // RDMA_DRIVER_QEDR
-	DriverHNS       DriverID = abi.RDMA_DRIVER_HNS        // RDMA_DRIVER_HNS
-	DriverUSNIC     DriverID = abi.RDMA_DRIVER_USNIC      // RDMA_DRIVER_USNIC
-	DriverRXE       DriverID = abi.RDMA_DRIVER_RXE        // RDMA_DRIVER_RXE
-	DriverHFI1      DriverID = abi.RDMA_DRIVER_HFI1       // RDMA_DRIVER_HFI1
-	DriverQIB       DriverID = abi.RDMA_DRIVER_QIB        // RDMA_DRIVER_QIB
-	DriverEFA       DriverID = abi.RDMA_DRIVER_EFA        // RDMA_DRIVER_EFA
-	DriverSIW       DriverID = abi.RDMA_DRIVER_SIW        // RDMA_DRIVER_SIW
-	DriverERDMA     DriverID = abi.RDMA_DRIVER_ERDMA      // RDMA_DRIVER_ERDMA
-	DriverMANA      DriverID = 20                         // RDMA_DRIVER_MANA (Linux 6.2+; not in 6.1's header)
-	DriverIONIC     DriverID = 21                         // RDMA_DRIVER_IONIC (newer kernels; not in 6.1's header)
+	DriverUnknown   DriverID = 0  // RDMA_DRIVER_UNKNOWN
+	DriverMLX5      DriverID = 1  // RDMA_DRIVER_MLX5
+	DriverMLX4      DriverID = 2  // RDMA_DRIVER_MLX4
+	DriverCXGB3     DriverID = 3  // RDMA_DRIVER_CXGB3 (driver removed from Linux)
+	DriverCXGB4     DriverID = 4  // RDMA_DRIVER_CXGB4
+	DriverMTHCA     DriverID = 5  // RDMA_DRIVER_MTHCA
+	DriverBNXTRE    DriverID = 6  // RDMA_DRIVER_BNXT_RE
+	DriverOCRDMA    DriverID = 7  // RDMA_DRIVER_OCRDMA
+	DriverNES       DriverID = 8  // RDMA_DRIVER_NES (driver removed from Linux)
+	DriverI40IW     DriverID = 9  // RDMA_DRIVER_I40IW
+	DriverIRDMA     DriverID = 9  // RDMA_DRIVER_IRDMA (= RDMA_DRIVER_I40IW)
+	DriverVMWPVRDMA DriverID = 10 // RDMA_DRIVER_VMW_PVRDMA
+	DriverQEDR      DriverID = 11 // RDMA_DRIVER_QEDR
+	DriverHNS       DriverID = 12 // RDMA_DRIVER_HNS
+	DriverUSNIC     DriverID = 13 // RDMA_DRIVER_USNIC
+	DriverRXE       DriverID = 14 // RDMA_DRIVER_RXE
+	DriverHFI1      DriverID = 15 // RDMA_DRIVER_HFI1
+	DriverQIB       DriverID = 16 // RDMA_DRIVER_QIB
+	DriverEFA       DriverID = 17 // RDMA_DRIVER_EFA
+	DriverSIW       DriverID = 18 // RDMA_DRIVER_SIW
+	DriverERDMA     DriverID = 19 // RDMA_DRIVER_ERDMA
+	DriverMANA      DriverID = 20 // RDMA_DRIVER_MANA (Linux 6.2+; not in 6.1's header)
+	DriverIONIC     DriverID = 21 // RDMA_DRIVER_IONIC (newer kernels; not in 6.1's header)
 )
 
 // driverNames are rdma-core's provider names (verbs_device_ops.name) for
@@ -93,14 +91,14 @@ type NodeType uint8
 
 // Node types, with their C names.
 const (
-	NodeUnknown     NodeType = 0                         // IBV_NODE_UNKNOWN (-1 in libibverbs)
-	NodeCA          NodeType = abi.RDMA_NODE_IB_CA       // RDMA_NODE_IB_CA
-	NodeSwitch      NodeType = abi.RDMA_NODE_IB_SWITCH   // RDMA_NODE_IB_SWITCH
-	NodeRouter      NodeType = abi.RDMA_NODE_IB_ROUTER   // RDMA_NODE_IB_ROUTER
-	NodeRNIC        NodeType = abi.RDMA_NODE_RNIC        // RDMA_NODE_RNIC
-	NodeUSNIC       NodeType = abi.RDMA_NODE_USNIC       // RDMA_NODE_USNIC
-	NodeUSNICUDP    NodeType = abi.RDMA_NODE_USNIC_UDP   // RDMA_NODE_USNIC_UDP
-	NodeUnspecified NodeType = abi.RDMA_NODE_UNSPECIFIED // RDMA_NODE_UNSPECIFIED
+	NodeUnknown     NodeType = 0 // IBV_NODE_UNKNOWN (-1 in libibverbs)
+	NodeCA          NodeType = 1 // RDMA_NODE_IB_CA
+	NodeSwitch      NodeType = 2 // RDMA_NODE_IB_SWITCH
+	NodeRouter      NodeType = 3 // RDMA_NODE_IB_ROUTER
+	NodeRNIC        NodeType = 4 // RDMA_NODE_RNIC
+	NodeUSNIC       NodeType = 5 // RDMA_NODE_USNIC
+	NodeUSNICUDP    NodeType = 6 // RDMA_NODE_USNIC_UDP
+	NodeUnspecified NodeType = 7 // RDMA_NODE_UNSPECIFIED
 )
 
 var nodeTypeNames = [...]string{

@@ -11,9 +11,22 @@
 //	                       │      └→ AH
 //	                       └→ async events
 //
+// The main flows: Devices (discover), Open and PD.RegMR (register; memory
+// from package mmap), QP.Endpoint, the peers' exchange and QP.Connect
+// (connect: RESET → INIT → RTR → RTS in one call; ConnectPair on one host),
+// QP.PostSend and PostRecv with MR.SGE naming a region's bytes (post), and
+// CQ.Poll or CQ.Wait (wait). The examples show each, and docs/DESIGN.md
+// walks a CreateQP and a PostSend through the layers.
+//
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
 // device's provider and allocates nothing.
+//
+// It owns the verbs: every kernel command (the uverbs ABI, ioctl first and
+// write() where needed), object lifetimes, device discovery (netlink and
+// sysfs), async and completion events, errors and cost recording. It imports
+// abi (commands), provider and the providers it registers (rxe, mlx5, siw);
+// no package below it imports it, and its exported API names no abi type.
 //
 // Lifetimes and concurrency: every object is safe for concurrent use except
 // the fast path's own rules (one goroutine polls a CQ at a time; PostSend

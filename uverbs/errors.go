@@ -22,11 +22,11 @@ var ErrClosed = provider.ErrClosed
 // OpError is a verb that failed: which verb, on which device, how it went
 // to the kernel, and why. errors.Is(err, unix.EINVAL) reaches the errno.
 type OpError struct {
-	Verb      string        // "CreateCQ", "RegMR", …
-	Device    string        // kernel device name
-	Transport abi.Transport // how the command went (none: refused before any syscall)
-	Err       error         // the errno, or a goverbs error
-	Advice    string        // what to do about it, when the cause is known
+	Verb      string           // "CreateCQ", "RegMR", …
+	Device    string           // kernel device name
+	Transport CommandTransport // how the command went (none: refused before any syscall)
+	Err       error            // the errno, or a goverbs error
+	Advice    string           // what to do about it, when the cause is known
 }
 
 func (e *OpError) Error() string {
@@ -37,7 +37,7 @@ func (e *OpError) Error() string {
 		b.WriteString(" on ")
 		b.WriteString(e.Device)
 	}
-	if e.Transport != abi.TransportNone {
+	if e.Transport != CommandNone {
 		fmt.Fprintf(&b, " (%s)", e.Transport)
 	}
 	b.WriteString(": ")
@@ -56,7 +56,7 @@ func opError(verb, dev string, tr abi.Transport, err error) error {
 	if err == nil {
 		return nil
 	}
-	e := &OpError{Verb: verb, Device: dev, Transport: tr, Err: err}
+	e := &OpError{Verb: verb, Device: dev, Transport: CommandTransport(tr), Err: err}
 	switch {
 	case verb == "Open" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV)):
 		e.Advice = "the device is gone (removed, or its driver unloaded); list the devices again with Devices()"

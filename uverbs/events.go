@@ -50,6 +50,8 @@ var eventNames = [...]string{
 	"SRQ limit reached", "last WQE reached", "client reregistration", "GID table change", "WQ fatal",
 }
 
+// String is libibverbs' ibv_event_type_str text ("port active", …), or
+// "unknown event N".
 func (t EventType) String() string {
 	if int(t) < len(eventNames) {
 		return eventNames[t]

@@ -119,21 +119,9 @@ func (e *evEnv) rcQP(t *testing.T, scq, rcq *CQ, srq *SRQ, sendWR, recvWR uint32
 // remote on the same device (loopback, with a GRH).
 func (e *evEnv) connect(t *testing.T, qp *QP, remote uint32) {
 	t.Helper()
-	steps := []struct {
-		a    QPAttr
-		mask QPAttrMask
-	}{
-		{QPAttr{State: QPStateInit, PortNum: 1}, QPAttrState | QPAttrPKeyIndex | QPAttrPort | QPAttrAccessFlags},
-		{QPAttr{State: QPStateRTR, PathMTU: MTU1024, DestQPN: remote, RQPSN: 0x10, MaxDestRDAtomic: 1, MinRNRTimer: 1,
-			AH: AHAttr{PortNum: 1, GRH: &GlobalRoute{DGID: e.gid, SGIDIndex: 1, HopLimit: 64}}},
-			QPAttrState | QPAttrAV | QPAttrPathMTU | QPAttrDestQPN | QPAttrRQPSN | QPAttrMaxDestRDAtomic | QPAttrMinRNRTimer},
-		{QPAttr{State: QPStateRTS, SQPSN: 0x10, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 1},
-			QPAttrState | QPAttrSQPSN | QPAttrTimeout | QPAttrRetryCnt | QPAttrRNRRetry | QPAttrMaxQPRDAtomic},
-	}
-	for _, s := range steps {
-		if err := qp.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify QP %d to %v: %v", qp.QPN(), s.a.State, err)
-		}
+	local := Endpoint{QPN: qp.QPN(), PSN: 0x10, GID: e.gid, GIDIndex: 1, Port: 1}
+	if err := qp.Connect(local, Endpoint{QPN: remote, PSN: 0x10, GID: e.gid}, ConnectOptions{MTU: MTU1024, MinRNRTimer: 1}); err != nil {
+		t.Fatalf("Connect QP %d: %v", qp.QPN(), err)
 	}
 }
 
@@ -282,14 +270,14 @@ func cqWaiters(t *testing.T, shared bool) {
 	}()
 	// Every waiter polls, arms its CQ (one REQ_NOTIFY_CQ write on the
 	// command file each: counted there) and parks.
-	armed := e.ctx.File().Syscalls()
+	armed := e.ctx.Syscalls()
 	for i := range cqs {
 		startWaiter(i)
 	}
 	deadline := time.Now().Add(evTimeout)
-	for e.ctx.File().Syscalls()-armed < uint64(n) {
+	for e.ctx.Syscalls()-armed < uint64(n) {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d CQs armed after %v", e.ctx.File().Syscalls()-armed, n, evTimeout)
+			t.Fatalf("%d of %d CQs armed after %v", e.ctx.Syscalls()-armed, n, evTimeout)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -604,7 +592,7 @@ func testSRQLimit(t *testing.T) {
 	b := e.rcQP(t, cq, cq, srq, 1, 0)
 	e.pair(t, a, b)
 	e.recv(t, nil, srq, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
-	if err := srq.Modify(0, 8, SRQAttrLimit); err != nil {
+	if err := srq.Modify(SRQAttr{Limit: 8}, SRQAttrLimit); err != nil {
 		t.Fatalf("ModifySRQ(limit 8): %v", err)
 	}
 	for i := range 3 { // 10 posted, 7 left < 8
@@ -614,8 +602,8 @@ func testSRQLimit(t *testing.T) {
 	if ev.SRQ != srq || ev.QP != nil || ev.CQ != nil || ev.Port != 0 {
 		t.Errorf("SRQ limit event %+v: want SRQ %p", ev, srq)
 	}
-	if _, _, limit, err := srq.Query(); err != nil || limit != 0 {
-		t.Errorf("after the event the SRQ limit is %d, %v; want 0 (disarmed)", limit, err)
+	if a, err := srq.Query(); err != nil || a.Limit != 0 {
+		t.Errorf("after the event the SRQ limit is %d, %v; want 0 (disarmed)", a.Limit, err)
 	}
 }
 

@@ -74,11 +74,11 @@ func TestNoLeaksRig(t *testing.T) {
 			cycle() // warm up: the first cycle may grow runtime structures
 			fds, maps, devMaps := countFDs(t), mustCount(t), deviceMappings(t)
 			res := kernelResources(t, name)
-			sys := c.File().Syscalls()
+			sys := c.Syscalls()
 			for i := 0; i < *leakCycles; i++ {
 				cycle()
 			}
-			perCycle := float64(c.File().Syscalls()-sys) / float64(*leakCycles)
+			perCycle := float64(c.Syscalls()-sys) / float64(*leakCycles)
 			if got := countFDs(t); got != fds {
 				t.Errorf("open fds %d → %d after %d cycles", fds, got, *leakCycles)
 			}

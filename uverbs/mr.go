@@ -35,6 +35,9 @@ var accessNames = []struct {
 	{AccessOnDemand, "ON_DEMAND"}, {AccessHugeTLB, "HUGETLB"}, {AccessRelaxedOrdering, "RELAXED_ORDERING"},
 }
 
+// String is the rights by their libibverbs names without the IBV_ACCESS_
+// prefix, joined by "|" ("LOCAL_WRITE|REMOTE_READ"); unnamed bits come last
+// in hexadecimal, and no right is "0x0".
 func (a Access) String() string {
 	var parts []string
 	for _, n := range accessNames {
@@ -201,9 +204,8 @@ const (
 	ReregAccess      Rereg = 1 << 2 // new access rights
 )
 
-// Rereg re-registers the region (REREG_MR: one syscall): a new address
-// range, PD or access rights, as flags say; the keys may change.
-func (mr *MR) Rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
+// rereg is Rereg (mr_options.go).
+func (mr *MR) rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
 	ctx := mr.ctx()
 	sp := ctx.begin("ReregMR")
 	defer func() { sp.end(err) }()

@@ -489,7 +489,7 @@ func expectPort(p PortAttr) map[string]string {
 }
 
 // openRig opens a rig device with a transport policy.
-func openRig(t *testing.T, name string, p abi.Policy) *Context {
+func openRig(t *testing.T, name string, p CommandPolicy) *Context {
 	t.Helper()
 	rigtest.Device(t, name)
 	d, err := DeviceByName(name)
@@ -548,7 +548,7 @@ func TestRigQueryMatchesDevinfo(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "rxea", "siw0"} {
 		t.Run(name, func(t *testing.T) {
-			c := openRig(t, name, abi.PolicyAuto)
+			c := openRig(t, name, PolicyAuto)
 			info := parseDevinfo(t, rigtest.Command(t, "ibv_devinfo", "-v", "-d", name))[name]
 			if info == nil {
 				t.Fatalf("ibv_devinfo printed no %s", name)
@@ -650,8 +650,8 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "siw0"} {
 		t.Run(name, func(t *testing.T) {
-			ci := openRig(t, name, abi.PolicyIoctl)
-			cw := openRig(t, name, abi.PolicyWrite)
+			ci := openRig(t, name, PolicyIoctl)
+			cw := openRig(t, name, PolicyWrite)
 			ai, err := ci.QueryDevice()
 			if err != nil {
 				t.Fatal(err)
@@ -727,12 +727,12 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 			if !errors.Is(erri, unix.EINVAL) || !errors.Is(errw, unix.EINVAL) {
 				t.Errorf("bad port: ioctl %v, write %v; want EINVAL", erri, errw)
 			}
-			for verb, want := range map[string]abi.Transport{"QueryDevice": abi.TransportIoctl, "QueryPort": abi.TransportIoctl, "QueryGIDTable": abi.TransportIoctl} {
+			for verb, want := range map[string]CommandTransport{"QueryDevice": CommandIoctl, "QueryPort": CommandIoctl, "QueryGIDTable": CommandIoctl} {
 				if got := ci.Transports()[verb]; got != want {
 					t.Errorf("ioctl context: %s went by %v", verb, got)
 				}
 			}
-			for verb, want := range map[string]abi.Transport{"QueryDevice": abi.TransportWrite, "QueryPort": abi.TransportWrite, "QueryGIDTable": abi.TransportNone} {
+			for verb, want := range map[string]CommandTransport{"QueryDevice": CommandWrite, "QueryPort": CommandWrite, "QueryGIDTable": CommandNone} {
 				if got := cw.Transports()[verb]; got != want {
 					t.Errorf("write context: %s went by %v", verb, got)
 				}
@@ -746,9 +746,9 @@ func TestRigQuerySyscalls(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "siw0"} {
 		t.Run(name, func(t *testing.T) {
-			for _, p := range []abi.Policy{abi.PolicyAuto, abi.PolicyIoctl, abi.PolicyWrite} {
+			for _, p := range []CommandPolicy{PolicyAuto, PolicyIoctl, PolicyWrite} {
 				c := openRig(t, name, p)
-				f := c.File()
+				f := c.file
 				count := func(what string, want uint64, fn func() error) {
 					t.Helper()
 					before := f.Syscalls()
@@ -764,7 +764,7 @@ func TestRigQuerySyscalls(t *testing.T) {
 				count("QueryDevice", 1, func() error { _, err := c.QueryDevice(); return err })
 				count("QueryPort", 1, func() error { _, err := c.QueryPort(1); return err })
 				gidCalls := uint64(1)
-				if p == abi.PolicyWrite {
+				if p == PolicyWrite {
 					gidCalls = 0 // sysfs
 				}
 				count("QueryGIDTable", gidCalls, func() error { _, err := c.QueryGIDTable(); return err })
@@ -855,12 +855,12 @@ func TestQueryLegacyKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	before := c.File().Syscalls()
+	before := c.Syscalls()
 	a, err := c.QueryDevice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := c.File().Syscalls() - before; n != 2 {
+	if n := c.Syscalls() - before; n != 2 {
 		t.Errorf("QueryDevice on a legacy kernel: %d syscalls, want 2 (extended, then legacy)", n)
 	}
 	if a.Extended || a.MaxQP != 42 || a.NodeGUID != 0x0002c90300498f20 || a.PhysPortCnt != 2 || a.MaxPKeys != 128 ||
@@ -885,7 +885,7 @@ func TestQueryLegacyKernel(t *testing.T) {
 	if _, err := c.QueryPort(0); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("QueryPort(0): %v, want EINVAL", err)
 	}
-	for verb, want := range map[string]abi.Transport{"QueryDevice": abi.TransportWrite, "QueryPort": abi.TransportWrite} {
+	for verb, want := range map[string]CommandTransport{"QueryDevice": CommandWrite, "QueryPort": CommandWrite} {
 		if got := c.Transports()[verb]; got != want {
 			t.Errorf("%s went by %v, want %v", verb, got, want)
 		}

@@ -105,8 +105,8 @@ const (
 	SRQAttrLimit SRQAttrMask = 1 << 1 // arm the limit event
 )
 
-// Modify resizes the SRQ or arms its limit event (MODIFY_SRQ: one syscall).
-func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
+// modify is Modify (srq_options.go).
+func (srq *SRQ) modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
 	sp := srq.pd.ctx.begin("ModifySRQ")
 	defer func() { sp.end(err) }()
 	c := srq.pd.ctx
@@ -123,8 +123,8 @@ func (srq *SRQ) Modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
 	return c.invoke("ModifySRQ", &cmd)
 }
 
-// Query returns the SRQ's max_wr, max_sge and limit (QUERY_SRQ: one syscall).
-func (srq *SRQ) Query() (maxWR, maxSGE, limit uint32, err error) {
+// query is Query (srq_options.go).
+func (srq *SRQ) query() (maxWR, maxSGE, limit uint32, err error) {
 	sp := srq.pd.ctx.begin("QuerySRQ")
 	defer func() { sp.end(err) }()
 	if err := srq.use("QuerySRQ", srq.pd.ctx.dev.Name); err != nil {

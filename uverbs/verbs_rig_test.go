@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/mmap"
 	"golang.org/x/sys/unix"
@@ -27,20 +26,20 @@ func rigDevice(t *testing.T, name string) Device {
 
 var policies = []struct {
 	name string
-	p    abi.Policy
-}{{"auto", abi.PolicyAuto}, {"ioctl", abi.PolicyIoctl}, {"write", abi.PolicyWrite}}
+	p    CommandPolicy
+}{{"auto", PolicyAuto}, {"ioctl", PolicyIoctl}, {"write", PolicyWrite}}
 
 // oneSyscall runs f and checks it made exactly one command syscall, as
 // rdma-core's verbs do; a provider's queue mappings (rxe mmaps each queue
 // the kernel hands out, as librxe does) are counted apart and logged.
 func oneSyscall(t *testing.T, c *Context, verb string, f func() error) {
 	t.Helper()
-	sys, maps := c.File().Syscalls(), c.File().Mappings()
+	sys, maps := c.Syscalls(), c.Mappings()
 	if err := f(); err != nil {
 		t.Fatalf("%s: %v", verb, err)
 	}
-	m := c.File().Mappings() - maps
-	if n := c.File().Syscalls() - sys - m; n != 1 {
+	m := c.Mappings() - maps
+	if n := c.Syscalls() - sys - m; n != 1 {
 		t.Errorf("%s made %d command syscalls, want 1", verb, n)
 	}
 	if m > 0 {
@@ -75,14 +74,14 @@ func TestSlowPathRig(t *testing.T) {
 				slowPath(t, c, name == "siw0")
 				checkRecorded(t, rec, pol.p)
 				for verb, tr := range c.Transports() {
-					want := abi.TransportIoctl
-					if pol.p == abi.PolicyWrite {
-						want = abi.TransportWrite
+					want := CommandIoctl
+					if pol.p == PolicyWrite {
+						want = CommandWrite
 					}
 					if verb == "CreateCompChannel" || verb == "ReqNotifyCQ" {
 						continue // write-only commands, tunnelled by INVOKE_WRITE or not
 					}
-					if pol.p != abi.PolicyAuto && tr != want {
+					if pol.p != PolicyAuto && tr != want {
 						t.Errorf("%s went by %v under policy %s", verb, tr, pol.name)
 					}
 				}
@@ -104,8 +103,8 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	// Neither rxe nor siw implements rereg_user_mr in 6.1 (sw/rxe/rxe_verbs.c,
 	// sw/siw/siw_main.c), and uverbs then answers EOPNOTSUPP: it must come
 	// back as ErrNotSupported. A kernel that has it must apply it.
-	before := c.File().Syscalls()
-	switch err := mr.Rereg(ReregAccess, nil, 0, 0, AccessLocalWrite|AccessRemoteRead); {
+	before := c.Syscalls()
+	switch err := mr.Rereg(ReregAttr{Access: AccessLocalWrite | AccessRemoteRead}, ReregAccess); {
 	case errors.Is(err, ErrNotSupported):
 		t.Logf("ReregMR: %v", err)
 	case err != nil:
@@ -113,10 +112,10 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	case mr.Access() != AccessLocalWrite|AccessRemoteRead:
 		t.Errorf("access after rereg = %v", mr.Access())
 	}
-	if n := c.File().Syscalls() - before; n != 1 {
+	if n := c.Syscalls() - before; n != 1 {
 		t.Errorf("ReregMR made %d syscalls, want 1", n)
 	}
-	if c.File().Mappings() != 0 && c.Device().Driver != DriverRXE {
+	if c.Mappings() != 0 && c.Device().Driver != DriverRXE {
 		t.Errorf("%v made mappings", c.Device().Driver)
 	}
 	// Destroying a PD in use must fail and leave everything usable.
@@ -149,11 +148,11 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 	}
 	var srq *SRQ
 	oneSyscall(t, c, "CreateSRQ", func() (err error) { srq, err = pd.CreateSRQ(SRQInit{MaxWR: 32, MaxSGE: 1}); return })
-	oneSyscall(t, c, "ModifySRQ", func() error { return srq.Modify(0, 4, SRQAttrLimit) })
+	oneSyscall(t, c, "ModifySRQ", func() error { return srq.Modify(SRQAttr{Limit: 4}, SRQAttrLimit) })
 	oneSyscall(t, c, "QuerySRQ", func() error {
-		maxWR, _, limit, err := srq.Query()
-		if err == nil && (maxWR < 32 || limit != 4) {
-			err = fmt.Errorf("max_wr %d limit %d", maxWR, limit)
+		a, err := srq.Query()
+		if err == nil && (a.MaxWR < 32 || a.Limit != 4) {
+			err = fmt.Errorf("max_wr %d limit %d", a.MaxWR, a.Limit)
 		}
 		return err
 	})
@@ -232,7 +231,7 @@ func slowPath(t *testing.T, c *Context, iwarp bool) {
 // checkRecorded compares the recorder with what the chokepoint counted:
 // one command per call for every verb that succeeded, by the policy's
 // transport.
-func checkRecorded(t *testing.T, rec *Recorder, p abi.Policy) {
+func checkRecorded(t *testing.T, rec *Recorder, p CommandPolicy) {
 	t.Helper()
 	snap := rec.Snapshot()
 	seen := map[string]bool{}
@@ -244,7 +243,7 @@ func checkRecorded(t *testing.T, rec *Recorder, p abi.Policy) {
 		switch v.Verb {
 		case "Open": // GET_CONTEXT, then ASYNC_EVENT_ALLOC after an ioctl GET_CONTEXT
 			want := uint64(2)
-			if p == abi.PolicyWrite {
+			if p == PolicyWrite {
 				want = 1
 			}
 			if v.Syscalls != want {
@@ -320,14 +319,14 @@ func TestSlowPathErrorsRig(t *testing.T) {
 				t.Errorf("error does not name the verb and device: %v", err)
 			}
 			// Refused before any syscall: remote write without local write.
-			before := c.File().Syscalls()
+			before := c.Syscalls()
 			if _, err := pd.RegMR(newBuffer(t, 4096).Bytes(), AccessRemoteWrite); !errors.Is(err, unix.EINVAL) {
 				t.Errorf("RegMR remote write without local write: err = %v", err)
 			}
 			if _, err := c.CreateCQ(0, CQOptions{}); !errors.Is(err, unix.EINVAL) {
 				t.Errorf("CreateCQ(0): err = %v", err)
 			}
-			if n := c.File().Syscalls() - before; n != 0 {
+			if n := c.Syscalls() - before; n != 0 {
 				t.Errorf("bad input made %d syscalls", n)
 			}
 			// Memory that is not mapped.

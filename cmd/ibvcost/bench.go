@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -220,8 +219,8 @@ func (a *recAcc) add(rec *uverbs.Recorder, per int) {
 		a.in += v.BytesIn
 		a.out += v.BytesOut
 		for t, n := range v.ByTransport {
-			if n > 0 && abi.Transport(t) != abi.TransportNone {
-				a.transport[abi.Transport(t).String()] += int(n)
+			if n > 0 && uverbs.CommandTransport(t) != uverbs.CommandNone {
+				a.transport[uverbs.CommandTransport(t).String()] += int(n)
 			}
 		}
 		if !slices.Contains(a.verbs, v.Verb) {

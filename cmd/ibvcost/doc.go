@@ -87,4 +87,7 @@
 // (soft lockup, oops): there ibvcost counts only with -perf, and
 // test/cost/guest.sh first registers the tracepoint from a single-threaded
 // holder (verbs_cost -H), after which no counter patches anything.
+//
+// It imports uverbs and mmap (the public API, as any program) and nothing
+// internal to the library.
 package main

@@ -83,15 +83,7 @@ func (w *workload) newEnd() (*end, error) {
 
 // connect takes e's QP to RTS, aimed at remote.
 func (w *workload) connect(e *end, remote uint32) error {
-	for _, step := range []func() (*uverbs.QPAttr, uverbs.QPAttrMask){
-		initAttr, func() (*uverbs.QPAttr, uverbs.QPAttrMask) { return w.rtrAttr(remote) }, rtsAttr,
-	} {
-		a, m := step()
-		if err := e.qp.Modify(a, m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return e.qp.Connect(w.endpoint(e.qp.QPN()), w.endpoint(remote), connectOptions)
 }
 
 // fastPath measures the fast-path rows; it returns why it could not.

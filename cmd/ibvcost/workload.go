@@ -331,28 +331,23 @@ func isIPv4Mapped(g [16]byte) bool {
 	return g[10] == 0xff && g[11] == 0xff
 }
 
-// av is the address of this port's GID -g: loopback, through a GRH.
-func (w *workload) av() uverbs.AHAttr {
-	return uverbs.AHAttr{PortNum: port, GRH: &uverbs.GlobalRoute{DGID: w.gid, SGIDIndex: uint8(w.gidIndex), HopLimit: 64}}
+// endpoint is this port's GID -g with QP qpn: loopback, through a GRH.
+func (w *workload) endpoint(qpn uint32) uverbs.Endpoint {
+	return uverbs.Endpoint{QPN: qpn, PSN: startPSN, GID: w.gid, GIDIndex: w.gidIndex, Port: port}
 }
 
-// The attributes of each transition (ibv_rc_pingpong's and the conformance
-// suite's values).
-func initAttr() (*uverbs.QPAttr, uverbs.QPAttrMask) {
-	return &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: port, AccessFlags: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead},
-		uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags
-}
+// av is the address of this port's GID -g.
+func (w *workload) av() uverbs.AHAttr { return w.endpoint(0).PathTo(w.endpoint(0), connectOptions) }
 
-func (w *workload) rtrAttr(remote uint32) (*uverbs.QPAttr, uverbs.QPAttrMask) {
-	return &uverbs.QPAttr{State: uverbs.QPStateRTR, AH: w.av(), PathMTU: uverbs.MTU1024, DestQPN: remote, RQPSN: startPSN,
-			MaxDestRDAtomic: 4, MinRNRTimer: 1},
-		uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-			uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
-}
+// connectOptions are the connection's settings (ibv_rc_pingpong's and the
+// conformance suite's values; test/cost/verbs_cost.c uses the same).
+var connectOptions = uverbs.ConnectOptions{Access: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead, MTU: uverbs.MTU1024,
+	MaxDestRDAtomic: 4, MinRNRTimer: 1, MaxRDAtomic: 4}
 
-func rtsAttr() (*uverbs.QPAttr, uverbs.QPAttrMask) {
-	return &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: startPSN, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
-		uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic
+// steps are the transitions of a QP connected to QP remote (INIT, RTR,
+// RTS), as uverbs.QP.Connect makes them; ibvcost times each.
+func (w *workload) steps(remote uint32) []uverbs.QPTransition {
+	return uverbs.ConnectSteps(uverbs.QPTypeRC, w.endpoint(0), w.endpoint(remote), connectOptions)
 }
 
 // transitions takes one RC QP, connected to itself, round RESET → INIT →
@@ -374,17 +369,19 @@ func (w *workload) transitions(cq *uverbs.CQ) {
 	modify := func(a *uverbs.QPAttr, m uverbs.QPAttrMask) func() error {
 		return func() error { return qp.Modify(a, m) }
 	}
+	steps := w.steps(qp.QPN())
+	step := func(i int) func() error { return modify(&steps[i].Attr, steps[i].Mask) }
 	b.cycle(w.n, func(p *phase) error {
-		if err := p.do("modify_qp_init", w.ctx, modify(initAttr())); err != nil {
+		if err := p.do("modify_qp_init", w.ctx, step(0)); err != nil {
 			b.skip("modify_qp_rtr", "not reached: INIT failed")
 			b.skip("modify_qp_rts", "not reached: INIT failed")
 			return err
 		}
 		if w.gidOK {
-			if err := p.do("modify_qp_rtr", w.ctx, modify(w.rtrAttr(qp.QPN()))); err != nil {
+			if err := p.do("modify_qp_rtr", w.ctx, step(1)); err != nil {
 				b.skip("modify_qp_rts", "not reached: RTR failed")
 			} else {
-				p.do("modify_qp_rts", w.ctx, modify(rtsAttr()))
+				p.do("modify_qp_rts", w.ctx, step(2))
 			}
 		}
 		p.do("modify_qp_err", w.ctx, modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState))

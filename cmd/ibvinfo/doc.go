@@ -30,4 +30,6 @@
 // device or no device; 1 for a bad -i; otherwise the OR of per-device
 // codes: 1 open failed, 2 device query failed, 3 close failed, 4 no such
 // port, or the errno of a failed port query.
+//
+// It imports uverbs and the internal helpers getopt and inet.
 package main

@@ -1,12 +1,14 @@
 package main
 
-import "strings"
+import (
+	"strings"
 
-// The command line is parsed as glibc's getopt_long parses ibv_devinfo's:
-// optstring "d:i:lv" and the long options ib-dev=, ib-port=, list and
-// verbose. What follows is glibc 2.36's behaviour (posix/getopt.c), which
-// Debian 12's ibv_devinfo gets, written from its documented rules and
-// checked against the real tool in the rig:
+	"github.com/goverbs/goverbs/internal/getopt"
+)
+
+// The command line is parsed as glibc's getopt_long parses ibv_devinfo's
+// (internal/getopt): optstring "d:i:lv" and the long options ib-dev=,
+// ib-port=, list and verbose. ibv_devinfo ignores operands. In short:
 //
 //   - options and operands may be mixed; operands are skipped (and
 //     ignored by ibv_devinfo) unless POSIXLY_CORRECT is set, which stops
@@ -18,168 +20,21 @@ import "strings"
 //     next word;
 //   - errors are printed as "<argv0>: …" on stderr and end the parse.
 
-// longOpt is one entry of the long option table.
-type longOpt struct {
-	name   string
-	hasArg bool
-	val    byte
-}
-
 // devinfoLongOpts is ibv_devinfo's table, in its order (the order of the
 // "possibilities" listed for an ambiguous abbreviation).
-var devinfoLongOpts = []longOpt{
-	{"ib-dev", true, 'd'},
-	{"ib-port", true, 'i'},
-	{"list", false, 'l'},
-	{"verbose", false, 'v'},
+var devinfoLongOpts = []getopt.Long{
+	{Name: "ib-dev", HasArg: true, Val: 'd'},
+	{Name: "ib-port", HasArg: true, Val: 'i'},
+	{Name: "list", Val: 'l'},
+	{Name: "verbose", Val: 'v'},
 }
 
 const devinfoOptstring = "d:i:lv"
 
-// getopt walks a command line as getopt_long does. Next returns the
-// option character and its argument, '?' after printing an error, or 0 at
-// the end.
-type getopt struct {
-	args     []string // argv, args[0] the program name
-	optstr   string
-	long     []longOpt
-	posix    bool // POSIXLY_CORRECT: stop at the first operand
-	optind   int
-	next     string // rest of a group of short options
-	errorOut func(string)
-}
-
-func newGetopt(args []string, posix bool, errorOut func(string)) *getopt {
-	return &getopt{args: args, optstr: devinfoOptstring, long: devinfoLongOpts, posix: posix, optind: 1, errorOut: errorOut}
-}
-
-func (g *getopt) argv0() string { return g.args[0] }
-
-// Next returns the next option: its character and argument; '?' when the
-// option was bad (the error is already printed); 0 when there are no more.
-func (g *getopt) Next() (byte, string) {
-	if g.next == "" {
-		// Find the next option word, skipping operands.
-		for {
-			if g.optind >= len(g.args) {
-				return 0, ""
-			}
-			a := g.args[g.optind]
-			if a == "--" {
-				g.optind++
-				return 0, ""
-			}
-			if len(a) >= 2 && a[0] == '-' {
-				break
-			}
-			if g.posix {
-				return 0, ""
-			}
-			g.optind++ // an operand: ibv_devinfo ignores them
-		}
-		a := g.args[g.optind]
-		if strings.HasPrefix(a, "--") {
-			return g.longOption(a[2:])
-		}
-		g.next = a[1:]
-	}
-	c := g.next[0]
-	g.next = g.next[1:]
-	if g.next == "" {
-		g.optind++
-	}
-	i := strings.IndexByte(g.optstr, c)
-	if i < 0 || c == ':' || c == ';' {
-		g.errorOut(g.argv0() + ": invalid option -- '" + string([]byte{c}) + "'\n")
-		g.next = ""
-		return '?', ""
-	}
-	if i+1 < len(g.optstr) && g.optstr[i+1] == ':' {
-		switch {
-		case g.next != "":
-			arg := g.next
-			g.next = ""
-			g.optind++
-			return c, arg
-		case g.optind >= len(g.args):
-			g.errorOut(g.argv0() + ": option requires an argument -- '" + string([]byte{c}) + "'\n")
-			return '?', ""
-		default:
-			arg := g.args[g.optind]
-			g.optind++
-			return c, arg
-		}
-	}
-	return c, ""
-}
-
-// longOption handles "--name[=value]" (text is what follows "--").
-func (g *getopt) longOption(text string) (byte, string) {
-	name, value, hasValue := strings.Cut(text, "=")
-	var found *longOpt
-	for i := range g.long {
-		if g.long[i].name == name {
-			found = &g.long[i]
-			break
-		}
-	}
-	if found == nil {
-		var ambiguous []int
-		first := -1
-		for i := range g.long {
-			if !strings.HasPrefix(g.long[i].name, name) {
-				continue
-			}
-			if first < 0 {
-				first = i
-				continue
-			}
-			f := g.long[first]
-			if f.hasArg != g.long[i].hasArg || f.val != g.long[i].val {
-				if ambiguous == nil {
-					ambiguous = append(ambiguous, first)
-				}
-				ambiguous = append(ambiguous, i)
-			}
-		}
-		if ambiguous != nil {
-			var b strings.Builder
-			b.WriteString(g.argv0() + ": option '--" + text + "' is ambiguous; possibilities:")
-			for _, i := range ambiguous {
-				b.WriteString(" '--" + g.long[i].name + "'")
-			}
-			b.WriteString("\n")
-			g.errorOut(b.String())
-			g.optind++
-			return '?', ""
-		}
-		if first >= 0 {
-			found = &g.long[first]
-		}
-	}
-	if found == nil {
-		g.errorOut(g.argv0() + ": unrecognized option '--" + text + "'\n")
-		g.optind++
-		return '?', ""
-	}
-	g.optind++
-	if hasValue {
-		if !found.hasArg {
-			g.errorOut(g.argv0() + ": option '--" + found.name + "' doesn't allow an argument\n")
-			return '?', ""
-		}
-		return found.val, value
-	}
-	if found.hasArg {
-		if g.optind >= len(g.args) {
-			g.errorOut(g.argv0() + ": option '--" + found.name + "' requires an argument\n")
-			return '?', ""
-		}
-		arg := g.args[g.optind]
-		g.optind++
-		return found.val, arg
-	}
-	return found.val, ""
+// newGetopt parses ibv_devinfo's command line (internal/getopt is glibc's
+// getopt_long).
+func newGetopt(args []string, posix bool, errorOut func(string)) *getopt.Parser {
+	return getopt.New(args, devinfoOptstring, devinfoLongOpts, posix, errorOut)
 }
 
 // takeExtensions removes ibvinfo's own options from a command line before
@@ -210,7 +65,7 @@ func takeExtensions(args []string, posix bool) (rest []string, jsonOut, extra bo
 				options = false
 			}
 		case strings.HasPrefix(a, "--"):
-			if name, _, hasValue := strings.Cut(a[2:], "="); !hasValue && takesArg(name) && i+1 < len(args) {
+			if name, _, hasValue := strings.Cut(a[2:], "="); !hasValue && getopt.TakesArg(devinfoLongOpts, name) && i+1 < len(args) {
 				rest = append(rest, a, args[i+1])
 				i++
 				continue
@@ -219,8 +74,7 @@ func takeExtensions(args []string, posix bool) (rest []string, jsonOut, extra bo
 			// A short group whose last option wants an argument takes the
 			// next word.
 			for j := 1; j < len(a); j++ {
-				k := strings.IndexByte(devinfoOptstring, a[j])
-				if k >= 0 && a[j] != ':' && k+1 < len(devinfoOptstring) && devinfoOptstring[k+1] == ':' {
+				if getopt.ShortTakesArg(devinfoOptstring, a[j]) {
 					if j == len(a)-1 && i+1 < len(args) {
 						rest = append(rest, a, args[i+1])
 						i++
@@ -234,27 +88,6 @@ func takeExtensions(args []string, posix bool) (rest []string, jsonOut, extra bo
 	next:
 	}
 	return rest, jsonOut, extra
-}
-
-// takesArg reports whether a long option word (possibly abbreviated) names
-// an option with an argument: what getopt would do with the next word.
-func takesArg(name string) bool {
-	var match *longOpt
-	for i := range devinfoLongOpts {
-		o := &devinfoLongOpts[i]
-		if o.name == name {
-			return o.hasArg
-		}
-		if strings.HasPrefix(o.name, name) {
-			if match != nil && (match.hasArg != o.hasArg || match.val != o.val) {
-				return false // ambiguous: an error, the next word is not taken
-			}
-			if match == nil {
-				match = o
-			}
-		}
-	}
-	return match != nil && match.hasArg
 }
 
 // cStrtol is C's strtol(s, NULL, 0) on a 64-bit long: leading white

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strconv"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -359,10 +358,10 @@ func transports(ctx *uverbs.Context) map[string]string {
 }
 
 // transportName is "ioctl", "write", or "none" (no command: sysfs).
-func transportName(tr abi.Transport) string { return tr.String() }
+func transportName(tr uverbs.CommandTransport) string { return tr.String() }
 
 // sortedVerbs lists the verbs of a transports map in order.
-func sortedVerbs(m map[string]abi.Transport) []string {
+func sortedVerbs(m map[string]uverbs.CommandTransport) []string {
 	vs := make([]string, 0, len(m))
 	for v := range m {
 		vs = append(vs, v)

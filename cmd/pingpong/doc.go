@@ -52,4 +52,6 @@
 // client sends (0x7b bytes, for srq zeros, and with -c a zero at the start
 // of every page), so a goverbs server checks an rdma-core client and the
 // other way round. srq refuses a peer that sent fewer QP numbers than -q.
+//
+// It imports uverbs, mmap and the internal helpers getopt and inet.
 package main

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	gnu "github.com/goverbs/goverbs/internal/getopt"
 )
 
 // option is one command-line option as getopt_long(3) knows it.
@@ -30,88 +32,39 @@ type optVal struct {
 	val   string
 }
 
-// getopt parses args as glibc's getopt_long does with a short option
-// string: options and operands may be mixed (GNU permutation), "--" ends
-// the options, short options may be grouped ("-ec") and take their
-// argument attached ("-s64") or as the next word, long options take it
-// after "=" or as the next word and may be abbreviated to any unambiguous
-// prefix.
-func getopt(args []string, opts []option) (parsed, error) {
+// getopt parses args (without the program name) as glibc's getopt_long
+// does with the short option string and long table opts make
+// (internal/getopt): options and operands may be mixed (GNU permutation,
+// unless POSIXLY_CORRECT is set), "--" ends the options, short options may
+// be grouped ("-ec") and take their argument attached ("-s64") or as the
+// next word, long options take it after "=" or as the next word and may be
+// abbreviated to any unambiguous prefix. A bad option is an errUsage with
+// glibc's message.
+func getopt(args []string, opts []option, posix bool) (parsed, error) {
+	var optstring strings.Builder
+	long := make([]gnu.Long, len(opts))
+	for i, o := range opts {
+		optstring.WriteRune(o.short)
+		if o.arg {
+			optstring.WriteByte(':')
+		}
+		long[i] = gnu.Long{Name: o.long, HasArg: o.arg, Val: byte(o.short)}
+	}
+	const argv0 = "pingpong"
+	var msg string
+	g := gnu.New(append([]string{argv0}, args...), optstring.String(), long, posix, func(s string) { msg = s })
 	var p parsed
-	byShort := map[rune]option{}
-	for _, o := range opts {
-		byShort[o.short] = o
-	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--":
-			p.operands = append(p.operands, args[i+1:]...)
+	for {
+		c, arg := g.Next()
+		switch c {
+		case 0:
+			p.operands = g.Operands()
 			return p, nil
-		case strings.HasPrefix(a, "--"):
-			name, val, hasVal := strings.Cut(a[2:], "=")
-			o, err := findLong(opts, name)
-			if err != nil {
-				return p, err
-			}
-			switch {
-			case o.arg && !hasVal:
-				if i+1 >= len(args) {
-					return p, errUsage{fmt.Sprintf("option '--%s' requires an argument", o.long)}
-				}
-				i++
-				val = args[i]
-			case !o.arg && hasVal:
-				return p, errUsage{fmt.Sprintf("option '--%s' doesn't allow an argument", o.long)}
-			}
-			p.opts = append(p.opts, optVal{o.short, val})
-		case len(a) > 1 && a[0] == '-':
-			rs := []rune(a[1:])
-			for j := 0; j < len(rs); j++ {
-				o, ok := byShort[rs[j]]
-				if !ok {
-					return p, errUsage{fmt.Sprintf("invalid option -- '%c'", rs[j])}
-				}
-				if !o.arg {
-					p.opts = append(p.opts, optVal{o.short, ""})
-					continue
-				}
-				val := string(rs[j+1:])
-				if val == "" {
-					if i+1 >= len(args) {
-						return p, errUsage{fmt.Sprintf("option requires an argument -- '%c'", o.short)}
-					}
-					i++
-					val = args[i]
-				}
-				p.opts = append(p.opts, optVal{o.short, val})
-				break
-			}
-		default:
-			p.operands = append(p.operands, a)
+		case '?':
+			return p, errUsage{strings.TrimSuffix(strings.TrimPrefix(msg, argv0+": "), "\n")}
 		}
+		p.opts = append(p.opts, optVal{rune(c), arg})
 	}
-	return p, nil
-}
-
-// findLong finds a long option by its name or an unambiguous prefix.
-func findLong(opts []option, name string) (option, error) {
-	var found []option
-	for _, o := range opts {
-		if o.long == name {
-			return o, nil
-		}
-		if name != "" && strings.HasPrefix(o.long, name) {
-			found = append(found, o)
-		}
-	}
-	switch len(found) {
-	case 0:
-		return option{}, errUsage{fmt.Sprintf("unrecognized option '--%s'", name)}
-	case 1:
-		return found[0], nil
-	}
-	return option{}, errUsage{fmt.Sprintf("option '--%s' is ambiguous", name)}
 }
 
 // number parses an option's number as strtol(s, NULL, 0) accepts it:

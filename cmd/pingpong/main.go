@@ -122,7 +122,7 @@ func parseArgs(args []string) (config, error) {
 	if c.mode == modeUD {
 		c.size = 1024
 	}
-	p, err := getopt(args, options[c.mode])
+	p, err := getopt(args, options[c.mode], os.Getenv("POSIXLY_CORRECT") != "")
 	if err != nil {
 		return c, err
 	}

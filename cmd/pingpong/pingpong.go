@@ -317,30 +317,36 @@ func (s *session) printDest(what string, d dest, udLocal bool) {
 	fmt.Fprintf(s.out, "  %s LID 0x%04x, QPN 0x%06x, PSN 0x%06x%s GID %s\n", what, d.lid, d.qpn, d.psn, sep, inet.Ntop6(d.gid))
 }
 
-// av is the address of d: LID-routed, or with a GRH (hop limit 1) when d
-// has a GID, as pp_connect_ctx decides.
-func (s *session) av(d dest) uverbs.AHAttr {
-	a := uverbs.AHAttr{DLID: d.lid, SL: uint8(s.c.sl), PortNum: uint8(s.c.ibPort)}
+// endpoint is d as a uverbs.Endpoint on this session's port: addressed
+// with a GRH when d's GID has an interface id, LID-routed otherwise, as
+// pp_connect_ctx decides.
+func (s *session) endpoint(d dest) uverbs.Endpoint {
+	e := uverbs.Endpoint{QPN: d.qpn, PSN: d.psn, LID: d.lid, Port: s.c.ibPort, GIDIndex: s.c.gidx}
 	if d.hasInterfaceID() {
-		a.GRH = &uverbs.GlobalRoute{DGID: d.gid, HopLimit: 1, SGIDIndex: uint8(s.c.gidx)}
+		e.GID = d.gid
 	}
-	return a
+	return e
 }
 
-// connect is pp_connect_ctx: every QP to RTR and RTS towards its peer
-// (and, for UD, the address handle), then the sends are built.
+// connectOptions are pp_connect_ctx's: the -m path MTU, the -l service
+// level and a GRH hop limit of 1; the RC timers are libibverbs' examples',
+// uverbs.ConnectOptions' defaults.
+func (s *session) connectOptions() uverbs.ConnectOptions {
+	return uverbs.ConnectOptions{MTU: s.c.mtu, SL: uint8(s.c.sl), HopLimit: 1}
+}
+
+// connect is pp_connect_ctx: every QP (in INIT) to RTR and RTS towards its
+// peer (and, for UD, the address handle), then the sends are built.
 func (s *session) connect(mine, remote []dest) error {
 	c := s.c
+	o := s.connectOptions()
 	if c.mode == modeUD {
-		qp := s.qps[0]
-		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState); err != nil {
-			return failf("Failed to modify QP to RTR: %v", err)
-		}
-		if err := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: mine[0].psn}, uverbs.QPAttrState|uverbs.QPAttrSQPSN); err != nil {
-			return failf("Failed to modify QP to RTS: %v", err)
+		local := s.endpoint(mine[0])
+		if err := s.qps[0].Connect(local, uverbs.Endpoint{}, o); err != nil {
+			return failf("Failed to modify QP to RTR/RTS: %v", err)
 		}
 		var err error
-		if s.ah, err = s.pd.CreateAH(s.av(remote[0])); err != nil {
+		if s.ah, err = s.pd.CreateAH(local.PathTo(s.endpoint(remote[0]), o)); err != nil {
 			return failf("Failed to create AH: %v", err)
 		}
 	} else {
@@ -352,16 +358,8 @@ func (s *session) connect(mine, remote []dest) error {
 			if c.mode == modeSRQ {
 				name = fmt.Sprintf("QP[%d]", i)
 			}
-			rtr := &uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: c.mtu, DestQPN: remote[i].qpn, RQPSN: remote[i].psn,
-				MaxDestRDAtomic: 1, MinRNRTimer: 12, AH: s.av(remote[i])}
-			if err := qp.Modify(rtr, uverbs.QPAttrState|uverbs.QPAttrAV|uverbs.QPAttrPathMTU|uverbs.QPAttrDestQPN|
-				uverbs.QPAttrRQPSN|uverbs.QPAttrMaxDestRDAtomic|uverbs.QPAttrMinRNRTimer); err != nil {
-				return failf("Failed to modify %s to RTR: %v", name, err)
-			}
-			rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, SQPSN: mine[i].psn, MaxRDAtomic: 1}
-			if err := qp.Modify(rts, uverbs.QPAttrState|uverbs.QPAttrTimeout|uverbs.QPAttrRetryCnt|
-				uverbs.QPAttrRNRRetry|uverbs.QPAttrSQPSN|uverbs.QPAttrMaxQPRDAtomic); err != nil {
-				return failf("Failed to modify %s to RTS: %v", name, err)
+			if err := qp.Connect(s.endpoint(mine[i]), s.endpoint(remote[i]), o); err != nil {
+				return failf("Failed to modify %s to RTR/RTS: %v", name, err)
 			}
 		}
 	}

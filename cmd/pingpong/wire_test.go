@@ -159,7 +159,7 @@ func TestExchangeConnectFails(t *testing.T) {
 
 func TestGetopt(t *testing.T) {
 	opts := options[modeRC]
-	p, err := getopt([]string{"-g", "1", "host", "-s64", "--iters=10", "-ec", "--rx-d", "7", "--", "-x"}, opts)
+	p, err := getopt([]string{"-g", "1", "host", "-s64", "--iters=10", "-ec", "--rx-d", "7", "--", "-x"}, opts, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,17 +176,17 @@ func TestGetopt(t *testing.T) {
 		t.Errorf("operands %q", p.operands)
 	}
 	for _, bad := range [][]string{{"-z"}, {"-s"}, {"--size"}, {"--i", "1"}, {"--events=1"}, {"--nope"}} {
-		if _, err := getopt(bad, opts); err == nil {
+		if _, err := getopt(bad, opts, false); err == nil {
 			t.Errorf("getopt(%q) succeeded", bad)
 		} else if _, ok := err.(errUsage); !ok {
 			t.Errorf("getopt(%q): %v is not a usage error", bad, err)
 		}
 	}
 	// ud has no -m, srq has -q.
-	if _, err := getopt([]string{"-m", "1024"}, options[modeUD]); err == nil {
+	if _, err := getopt([]string{"-m", "1024"}, options[modeUD], false); err == nil {
 		t.Error("ud accepted -m")
 	}
-	if _, err := getopt([]string{"-q", "4"}, options[modeSRQ]); err != nil {
+	if _, err := getopt([]string{"-q", "4"}, options[modeSRQ], false); err != nil {
 		t.Errorf("srq refused -q: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 // Package inet formats addresses the way glibc does, for the tools whose
 // output must match rdma-core's byte for byte (ibvinfo's GID lines, the
 // addresses pingpong prints).
+//
+// It imports nothing of goverbs.
 package inet
 
 import (

@@ -3,6 +3,9 @@
 // device model) can play the kernel's side for a device path. It is internal
 // to the module on purpose: programs always talk to the real kernel, and no
 // exported API offers a way to swap it.
+//
+// It is the bottom of the tree: it imports nothing of goverbs, and abi is
+// its only user outside tests.
 package kernel
 
 import (

@@ -127,7 +127,7 @@ func (s *objects) verbsOn(buf []byte, base uint64, o Options) []verb {
 		{"AllocMW", func() error { _, err := s.pd.AllocMW(uverbs.MWType2); return err }},
 		{"CreateSRQ", func() error { _, err := s.pd.CreateSRQ(uverbs.SRQInit{MaxWR: 4, MaxSGE: 1}); return err }},
 		{"ReregMR", func() error {
-			return s.mr.Rereg(uverbs.ReregAccess, nil, 0, 0, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
+			return s.mr.Rereg(uverbs.ReregAttr{Access: uverbs.AccessLocalWrite | uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead}, uverbs.ReregAccess)
 		}},
 		{"ReqNotifyCQ", func() error { return s.cq.ReqNotify(false) }},
 		{"ResizeCQ", func() error { return s.cq.Resize(64) }},
@@ -144,8 +144,8 @@ func (s *objects) verbsOn(buf []byte, base uint64, o Options) []verb {
 			_, err := s.ch.Wait(ctx)
 			return err
 		}},
-		{"ModifySRQ", func() error { return s.srq.Modify(0, 1, uverbs.SRQAttrLimit) }},
-		{"QuerySRQ", func() error { _, _, _, err := s.srq.Query(); return err }},
+		{"ModifySRQ", func() error { return s.srq.Modify(uverbs.SRQAttr{Limit: 1}, uverbs.SRQAttrLimit) }},
+		{"QuerySRQ", func() error { _, err := s.srq.Query(); return err }},
 		{"PostSRQRecv", func() error { _, err := s.srq.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: sge}}); return err }},
 		{"ModifyQP", func() error {
 			return s.qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite},
@@ -168,7 +168,7 @@ func (s *objects) verbsOn(buf []byte, base uint64, o Options) []verb {
 // with ErrClosed, in an *uverbs.OpError naming the verb, without a syscall.
 func checkClosed(t *testing.T, c *uverbs.Context, s *objects, buf []byte, base uint64, o Options, after string) {
 	t.Helper()
-	before := c.File().Syscalls()
+	before := c.Syscalls()
 	for _, v := range s.verbsOn(buf, base, o) {
 		err := v.call()
 		var oe *uverbs.OpError
@@ -181,7 +181,7 @@ func checkClosed(t *testing.T, c *uverbs.Context, s *objects, buf []byte, base u
 			t.Errorf("after %s: %s error names verb %q: %v", after, v.name, oe.Verb, err)
 		}
 	}
-	if n := c.File().Syscalls() - before; n != 0 {
+	if n := c.Syscalls() - before; n != 0 {
 		t.Errorf("after %s: verbs on closed objects made %d syscalls, want 0", after, n)
 	}
 	for _, cl := range s.closers() {
@@ -267,11 +267,11 @@ func snapshot(t *testing.T, s *objects) state {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, limit, err := s.srq.Query()
+	sa, err := s.srq.Query()
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := state{QPState: a.State, QPAccess: a.AccessFlags, SRQLimit: limit, LKey: s.mr.LKey(), RKey: s.mr.RKey()}
+	st := state{QPState: a.State, QPAccess: a.AccessFlags, SRQLimit: sa.Limit, LKey: s.mr.LKey(), RKey: s.mr.RKey()}
 	st.Polled, err = s.cq.Poll(make([]uverbs.WorkCompletion, 4))
 	if err != nil {
 		st.PollErr = err.Error() // siw has no fast path yet: the same error both times

@@ -14,6 +14,8 @@
 // The rule every helper follows: outside the rig a missing device or tool
 // skips the test (so `go test ./...` on a laptop stays green), inside the rig
 // it fails the test. A rig test never passes by skipping.
+//
+// It is imported by tests only and imports nothing of goverbs.
 package rigtest
 
 import (

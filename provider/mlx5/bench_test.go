@@ -40,13 +40,13 @@ func newBenchPair(b *testing.B) *benchPair {
 // start pauses the model and starts the clock; stop does the reverse.
 func (p *benchPair) start(b *testing.B) {
 	p.d.Pause()
-	p.sys0 = p.n.ctx.File().Syscalls()
+	p.sys0 = p.n.ctx.Syscalls()
 	b.StartTimer()
 }
 
 func (p *benchPair) stop(b *testing.B) {
 	b.StopTimer()
-	p.sys += p.n.ctx.File().Syscalls() - p.sys0
+	p.sys += p.n.ctx.Syscalls() - p.sys0
 	p.d.Resume()
 }
 

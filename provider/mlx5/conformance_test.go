@@ -3,7 +3,6 @@ package mlx5_test
 import (
 	"testing"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/test/conformance"
 	"github.com/goverbs/goverbs/uverbs"
@@ -31,7 +30,7 @@ func TestConformance(t *testing.T) {
 		{name: "static-uar", model: model.Options{NoDynamicUAR: true}},
 		{name: "no-ioctl", model: model.Options{NoIoctl: true}},
 		{name: "no-invoke-write", model: model.Options{NoInvokeWrite: true}},
-		{name: "write-policy", open: uverbs.OpenOptions{Transport: abi.PolicyWrite}},
+		{name: "write-policy", open: uverbs.OpenOptions{Transport: uverbs.PolicyWrite}},
 		{name: "cqe128-no-blueflame", model: model.Options{NoBlueFlame: true}, cqe128: true},
 		// A 4.x kernel: no DEVX, no lib_caps (static UARs), CQE version 0.
 		{name: "old-kernel-cqe-v0", model: model.Options{RejectDEVX: true, KnownReqLen: 16, NoDynamicUAR: true, NoWC: true}},

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
@@ -98,46 +97,28 @@ func (n *node) qp(typ uverbs.QPType, cq *uverbs.CQ, c uverbs.QPCap) *uverbs.QP {
 	return qp
 }
 
-// connect takes an RC or UC QP to RTS, addressed by av.
+// connect takes an RC or UC QP to RTS, addressed by av (uverbs.QP.Connect
+// with the endpoints av stands for).
 func connect(t testing.TB, q *uverbs.QP, remote uint32, av uverbs.AHAttr) {
 	t.Helper()
-	steps := []struct {
-		a    uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: allAccess &^ uverbs.AccessLocalWrite},
-			uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrAccessFlags},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR, PathMTU: uverbs.MTU4096, DestQPN: remote, MaxDestRDAtomic: 4, MinRNRTimer: 1, AH: av},
-			uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN |
-				uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS, Timeout: 14, RetryCnt: 7, RNRRetry: 7, MaxRDAtomic: 4},
-			uverbs.QPAttrState | uverbs.QPAttrSQPSN | uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic},
+	local, peer := uverbs.Endpoint{QPN: q.QPN(), Port: 1}, uverbs.Endpoint{QPN: remote, LID: av.DLID}
+	o := uverbs.ConnectOptions{Access: allAccess &^ uverbs.AccessLocalWrite, MTU: uverbs.MTU4096, SL: av.SL,
+		MaxDestRDAtomic: 4, MinRNRTimer: 1, MaxRDAtomic: 4}
+	if g := av.GRH; g != nil {
+		local.GIDIndex, peer.GID, o.HopLimit = int(g.SGIDIndex), g.DGID, g.HopLimit
 	}
 	if q.Type() == uverbs.QPTypeUC {
-		steps[0].a.AccessFlags = uverbs.AccessRemoteWrite
-		steps[1].mask &^= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
-		steps[2].mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
+		o.Access = uverbs.AccessRemoteWrite
 	}
-	for _, s := range steps {
-		if err := q.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify QP %d to %v: %v", q.QPN(), s.a.State, err)
-		}
+	if err := q.Connect(local, peer, o); err != nil {
+		t.Fatalf("Connect QP %d: %v", q.QPN(), err)
 	}
 }
 
 func connectUD(t testing.TB, q *uverbs.QP, qkey uint32) {
 	t.Helper()
-	for _, s := range []struct {
-		a    uverbs.QPAttr
-		mask uverbs.QPAttrMask
-	}{
-		{uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, QKey: qkey}, uverbs.QPAttrState | uverbs.QPAttrPKeyIndex | uverbs.QPAttrPort | uverbs.QPAttrQKey},
-		{uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState},
-		{uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState | uverbs.QPAttrSQPSN},
-	} {
-		if err := q.Modify(&s.a, s.mask); err != nil {
-			t.Fatalf("Modify UD QP to %v: %v", s.a.State, err)
-		}
+	if err := q.Connect(uverbs.Endpoint{QPN: q.QPN(), Port: 1}, uverbs.Endpoint{}, uverbs.ConnectOptions{QKey: qkey}); err != nil {
+		t.Fatalf("Connect UD QP %d: %v", q.QPN(), err)
 	}
 }
 
@@ -201,7 +182,7 @@ func TestContextNegotiation(t *testing.T) {
 			model.ContextInfo{RequestLen: 16, CQEVersion: 0, StaticUARs: 8}},
 		{"cqe-version-0-device", model.Options{MaxCQEVersion: -1}, uverbs.OpenOptions{},
 			model.ContextInfo{RequestLen: 32, DEVX: true, CQEVersion: 0, DynamicUAR: true}},
-		{"write-policy", model.Options{}, uverbs.OpenOptions{Transport: abi.PolicyWrite},
+		{"write-policy", model.Options{}, uverbs.OpenOptions{Transport: uverbs.PolicyWrite},
 			model.ContextInfo{RequestLen: 32, DEVX: true, CQEVersion: 1, StaticUARs: 8}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -445,12 +426,11 @@ func TestArmWithoutSyscall(t *testing.T) {
 	defer b.Close()
 	connect(t, a, b.QPN(), grhTo(d))
 	connect(t, b, a.QPN(), grhTo(d))
-	f := n.ctx.File()
-	before := f.Syscalls()
+	before := n.ctx.Syscalls()
 	if err := cq.ReqNotify(false); err != nil {
 		t.Fatal(err)
 	}
-	if d := f.Syscalls() - before; d != 0 {
+	if d := n.ctx.Syscalls() - before; d != 0 {
 		t.Errorf("ReqNotify made %d syscalls", d)
 	}
 	if _, err := a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,

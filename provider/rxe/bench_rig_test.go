@@ -124,7 +124,7 @@ func reap(b *testing.B, cq *uverbs.CQ, wc []uverbs.WorkCompletion, n int) {
 }
 
 func reportSyscalls(b *testing.B, ctx *uverbs.Context, before uint64, ops int) {
-	b.ReportMetric(float64(ctx.File().Syscalls()-before)/float64(ops), "syscalls/op")
+	b.ReportMetric(float64(ctx.Syscalls()-before)/float64(ops), "syscalls/op")
 }
 
 // BenchmarkPostSend: one 8-byte RDMA WRITE per PostSend call, every 16th
@@ -145,7 +145,7 @@ func benchPostSend(b *testing.B, list int) {
 	}
 	wc := make([]uverbs.WorkCompletion, 16)
 	b.ReportAllocs()
-	before := p.ctx.File().Syscalls()
+	before := p.ctx.Syscalls()
 	b.ResetTimer()
 	n, signaled := 0, 0 // posted; signaled requests not yet reaped
 	for n < b.N {
@@ -206,12 +206,12 @@ func BenchmarkPostRecv(b *testing.B) {
 			posted = 0
 			b.StartTimer()
 		}
-		before := p.ctx.File().Syscalls()
+		before := p.ctx.Syscalls()
 		recv[0].ID = uint64(i)
 		if _, err := p.b.qp.PostRecv(recv); err != nil {
 			b.Fatal(err)
 		}
-		syscalls += p.ctx.File().Syscalls() - before
+		syscalls += p.ctx.Syscalls() - before
 		posted++
 	}
 	b.StopTimer()
@@ -246,7 +246,7 @@ func BenchmarkPollCQ(b *testing.B) {
 			left = depth - 1
 			b.StartTimer()
 		}
-		before := p.ctx.File().Syscalls()
+		before := p.ctx.Syscalls()
 		for {
 			n, err := p.a.cq.Poll(wc)
 			if err != nil || (n == 1 && wc[0].Status != uverbs.WCSuccess) {
@@ -261,7 +261,7 @@ func BenchmarkPollCQ(b *testing.B) {
 			time.Sleep(time.Millisecond)
 			b.StartTimer()
 		}
-		syscalls += p.ctx.File().Syscalls() - before
+		syscalls += p.ctx.Syscalls() - before
 		left--
 	}
 	b.StopTimer()
@@ -274,7 +274,7 @@ func BenchmarkPollCQEmpty(b *testing.B) {
 	p := newBenchPair(b, uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1})
 	wc := make([]uverbs.WorkCompletion, 16)
 	b.ReportAllocs()
-	before := p.ctx.File().Syscalls()
+	before := p.ctx.Syscalls()
 	b.ResetTimer()
 	for range b.N {
 		if n, _ := p.a.cq.Poll(wc); n != 0 {
@@ -323,7 +323,7 @@ func BenchmarkPingPong(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	before := p.ctx.File().Syscalls()
+	before := p.ctx.Syscalls()
 	start := time.Now()
 	b.ResetTimer()
 	for i := range b.N {
@@ -370,7 +370,7 @@ func BenchmarkMessageRate(b *testing.B) {
 		}
 	}
 	b.ReportAllocs()
-	before := p.ctx.File().Syscalls()
+	before := p.ctx.Syscalls()
 	start := time.Now()
 	b.ResetTimer()
 	sent, inflight := 0, 0

@@ -95,4 +95,7 @@
 // error state are flushed only when the kernel's responder runs again
 // (another MODIFY_QP to ERR), since a receive makes no syscall — librxe
 // behaves the same.
+//
+// It owns rxe's driver data, its kernel-mapped queues and its write()
+// doorbells, and imports provider and abi; never uverbs.
 package rxe

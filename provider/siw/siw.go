@@ -4,6 +4,8 @@
 // (siw's mapped send/receive/completion rings) is not written yet, and
 // PostSend, PostRecv and Poll report provider.ErrNotSupported. siw QPs also
 // need the iWARP connection manager (rdma_cm) to reach RTS.
+//
+// It owns siw's driver data and imports provider and abi; never uverbs.
 package siw
 
 import (

@@ -16,6 +16,9 @@
 // other, addressed with a GRH on RoCE), or, with Options.Peer, two devices
 // (the rig's rxea and rxeb on a veth pair): then every QP that sends is on
 // the first device and every QP that receives on the second.
+//
+// It imports uverbs and mmap only: it sees a provider through the public API,
+// as a program does.
 package conformance
 
 import (
@@ -315,47 +318,45 @@ func (e *env) pair(t *testing.T, c qpConfig) (a, b *end) {
 	return a, b
 }
 
+// endpoint is side s's endpoint for QP qpn: its port, GID (or LID) and
+// startPSN.
+func (e *env) endpoint(s *side, qpn uint32) uverbs.Endpoint {
+	ep := uverbs.Endpoint{QPN: qpn, PSN: startPSN, Port: int(e.o.Port), GIDIndex: int(s.gidIndex), LID: s.lid}
+	if !e.o.LIDRouted {
+		ep.GID = s.gid
+	}
+	return ep
+}
+
 // av is the address of side to, as seen from side from.
 func (e *env) av(from, to *side) uverbs.AHAttr {
-	a := uverbs.AHAttr{PortNum: e.o.Port, DLID: to.lid}
-	if !e.o.LIDRouted {
-		a.GRH = &uverbs.GlobalRoute{DGID: to.gid, SGIDIndex: from.gidIndex, HopLimit: 64}
-	}
-	return a
+	return e.endpoint(from, 0).PathTo(e.endpoint(to, 0), uverbs.ConnectOptions{})
 }
 
 const startPSN = 0x100
 
-// connect takes from's RC or UC QP through INIT, RTR and RTS to to's QP.
+// connect takes from's RC or UC QP through INIT, RTR and RTS to to's QP
+// (uverbs.QP.Connect).
 func (e *env) connect(t *testing.T, from, to *end, c qpConfig) {
 	t.Helper()
 	c.defaults()
-	qp, remote := from.qp, to.qp.QPN()
-	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: e.o.Port, AccessFlags: c.access},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags)
-	rtr := &uverbs.QPAttr{State: uverbs.QPStateRTR, AH: e.av(from.side, to.side), PathMTU: e.o.MTU, DestQPN: remote, RQPSN: startPSN}
-	mask := uverbs.QPAttrState | uverbs.QPAttrAV | uverbs.QPAttrPathMTU | uverbs.QPAttrDestQPN | uverbs.QPAttrRQPSN
-	if c.typ == uverbs.QPTypeRC {
-		rtr.MaxDestRDAtomic, rtr.MinRNRTimer = 4, c.minRNRTimer
-		mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
+	o := uverbs.ConnectOptions{Access: c.access, MTU: e.o.MTU, MaxDestRDAtomic: 4, MaxRDAtomic: 4,
+		MinRNRTimer: int(c.minRNRTimer), RNRRetry: int(c.rnrRetry)}
+	if c.rnrRetry == 0 {
+		o.RNRRetry = -1
 	}
-	modify(t, qp, rtr, mask)
-	rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: startPSN}
-	mask = uverbs.QPAttrState | uverbs.QPAttrSQPSN
-	if c.typ == uverbs.QPTypeRC {
-		rts.Timeout, rts.RetryCnt, rts.RNRRetry, rts.MaxRDAtomic = 14, 7, c.rnrRetry, 4
-		mask |= uverbs.QPAttrTimeout | uverbs.QPAttrRetryCnt | uverbs.QPAttrRNRRetry | uverbs.QPAttrMaxQPRDAtomic
+	if err := from.qp.Connect(e.endpoint(from.side, from.qp.QPN()), e.endpoint(to.side, to.qp.QPN()), o); err != nil {
+		t.Fatalf("Connect QP %d: %v", from.qp.QPN(), err)
 	}
-	modify(t, qp, rts, mask)
 }
 
 // connectUD takes a UD QP to RTS.
 func (e *env) connectUD(t *testing.T, qp *uverbs.QP, qkey uint32) {
 	t.Helper()
-	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateInit, PKeyIndex: 0, PortNum: e.o.Port, QKey: qkey},
-		uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrQKey)
-	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateRTR}, uverbs.QPAttrState)
-	modify(t, qp, &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: startPSN}, uverbs.QPAttrState|uverbs.QPAttrSQPSN)
+	if err := qp.Connect(uverbs.Endpoint{QPN: qp.QPN(), PSN: startPSN, Port: int(e.o.Port)}, uverbs.Endpoint{},
+		uverbs.ConnectOptions{QKey: qkey}); err != nil {
+		t.Fatalf("Connect UD QP %d: %v", qp.QPN(), err)
+	}
 }
 
 func modify(t *testing.T, qp *uverbs.QP, a *uverbs.QPAttr, mask uverbs.QPAttrMask) {

@@ -269,12 +269,12 @@ func testFence(t *testing.T, e *env) {
 // receives and polling cost no syscall.
 func testOneDoorbell(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
-	fa, fb := a.side.ctx.File(), b.side.ctx.File()
+	ca, cb := a.side.ctx, b.side.ctx
 	syscalls := func() uint64 {
-		if fa == fb {
-			return fa.Syscalls()
+		if ca == cb {
+			return ca.Syscalls()
 		}
-		return fa.Syscalls() + fb.Syscalls()
+		return ca.Syscalls() + cb.Syscalls()
 	}
 	ids := []uint64{1, 2, 3, 4, 5, 6, 7, 8}
 	before := syscalls()
@@ -615,12 +615,12 @@ func testRefusedList(t *testing.T, e *env) {
 	for _, c := range bad {
 		good := sendList(a, []uint64{next, next + 1}, uverbs.SendSignaled)
 		list := []uverbs.SendWR{good[0], c.wr, good[1]}
-		syscalls := a.side.ctx.File().Syscalls()
+		syscalls := a.side.ctx.Syscalls()
 		n, err := a.qp.PostSend(list)
 		if err == nil || n != 1 {
 			t.Fatalf("%s: PostSend = %d, %v; want an error at index 1", c.name, n, err)
 		}
-		if d := a.side.ctx.File().Syscalls() - syscalls; d != 0 {
+		if d := a.side.ctx.Syscalls() - syscalls; d != 0 {
 			t.Errorf("%s: a refused list made %d syscalls", c.name, d)
 		}
 		t.Logf("%s: %v", c.name, err)

@@ -19,6 +19,9 @@
 // Whatever the model sees that real hardware would choke on (a send counter
 // between WQEs, a doorbell that never reached the UAR, a CQ overrun...) is
 // recorded as a violation: tests check Violations is empty.
+//
+// It imports abi, mmap and internal/kernel (it stands in for the kernel's
+// syscalls); tests only use it.
 package model
 
 import (
