@@ -359,7 +359,11 @@ func TestRigCmtime(t *testing.T) {
 		return netip.AddrPortFrom(addrRXE0, uint16(port))
 	}
 	server(7480)
-	out, err := exec.CommandContext(ctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n)).CombinedOutput()
+	// rdma-core's cmtime waits forever for a connection that failed (seen
+	// under load with -c 1000): give it 5 minutes.
+	cctx, ccancel := context.WithTimeout(ctx, 300*time.Second)
+	defer ccancel()
+	out, err := exec.CommandContext(cctx, "cmtime", "-s", addrRXE0.String(), "-p", "7480", "-c", strconv.Itoa(n)).CombinedOutput()
 	if err != nil {
 		t.Fatalf("cmtime -c %d: %v\n%s", n, err, out)
 	}
