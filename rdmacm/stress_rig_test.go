@@ -346,6 +346,12 @@ func median(d []time.Duration) time.Duration {
 // and torn down, and single connections (connect to ESTABLISHED).
 func TestRigCmtime(t *testing.T) {
 	rigtest.Require(t)
+	// A comparison, not a check: it times rdma-core's cmtime beside goverbs
+	// and takes minutes per kernel, and cmtime itself can wait forever for
+	// a failed connection. It runs when asked for, not in every suite run.
+	if os.Getenv("GOVERBS_COMPARE") == "" {
+		t.Skip("comparison with rdma-core's cmtime: run with GOVERBS_COMPARE=1 (e.g. RIG_RUN=TestRigCmtime and GOVERBS_COMPARE=1 in the guest's environment)")
+	}
 	n := 1000
 	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
 		n, _ = strconv.Atoi(s)
