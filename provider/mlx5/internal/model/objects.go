@@ -257,6 +257,9 @@ func (u *ufile) release() {
 			delete(d.qps, o.qpn)
 			o.pins.release()
 		case *mcq:
+			if o.uar != nil {
+				d.serviceArmRegister(o.uar) // a doorbell written before the close
+			}
 			delete(d.cqs, o.cqn)
 			o.pins.release()
 		case *msrq:

@@ -702,6 +702,12 @@ func (u *ufile) destroyCQ(h uint32, r *abi.IbUverbsDestroyCqResp) error {
 	if q.users > 0 {
 		return unix.EBUSY
 	}
+	// An arm doorbell written before the destroy reached the device
+	// first: take it now, as hardware would have, not as a doorbell for
+	// a CQ that no longer exists.
+	if q.uar != nil {
+		u.d.serviceArmRegister(q.uar)
+	}
 	delete(u.ctx.objs, h)
 	delete(u.d.cqs, q.cqn)
 	q.pins.release()
