@@ -98,7 +98,7 @@ meta_of() {
 # shellcheck disable=SC2034
 # resolve_kernel SERIES: sets KPKG KVER KDEBVER and KIMG (the image package
 # and the packages it is split into on newer kernels: linux-binary-*,
-# linux-modules-*) from the apt lists of the series' set (no network).
+# linux-modules-*, linux-base-<kver>: modules.order, modules.builtin) from the apt lists of the series' set (no network).
 resolve_kernel() {
   local meta v best=''; meta=$(meta_of "$1")
   for v in $(apt_cache show "$meta" 2>/dev/null | awk '/^Version:/{print $2}'); do
@@ -115,7 +115,7 @@ resolve_kernel() {
     KDEBVER=$(apt_cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')
   [ -n "$KDEBVER" ] || return 1
   KIMG="$KPKG $(apt_cache depends "$KPKG=$KDEBVER" 2>/dev/null |
-    awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k) {print $2}' | sort -u | tr '\n' ' ')"
+    awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k || $2=="linux-base-"k) {print $2}' | sort -u | tr '\n' ' ')"
 }
 
 # candidates PKG...: "pkg=version ..." of the versions apt-get would fetch.
