@@ -19,13 +19,19 @@ import (
 //	late      boots, then a KVM internal error in the middle of the run
 //	good      boots like TCG
 //
-// Every run appends its -accel value to $FAKE_RUNS.
+// With FAKE_TCG=lockup the TCG guest boots and then its kernel reports a soft
+// lockup forever (seen on 5.10: a task stuck in rxe). Every run appends its
+// -accel value to $FAKE_RUNS.
 const fakeQEMU = `#!/bin/bash
 ulimit -c 0
 case " $* " in *" --version "*) echo "QEMU emulator version 0.0.0 (fake)"; exit 0 ;; esac
 accel= prev=
 for a; do [ "$prev" = -accel ] && accel=$a; prev=$a; done
 echo "$accel" >> "$FAKE_RUNS"
+if [ "$accel" = tcg ] && [ "$FAKE_TCG" = lockup ]; then
+  echo "[rig 0.50s] init started"
+  while :; do echo "[ 1337.361488] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x.test:1190]"; sleep 0.2; done
+fi
 if [ "$accel" = tcg ]; then echo "[rig 0.50s] init started"; echo "RIG-EXIT: 7"; exit 0; fi
 case $FAKE_KVM in
   internal) echo "KVM internal error. Suberror: 1" >&2; echo "emulation failure" >&2; exec sleep 300 ;;
@@ -199,5 +205,19 @@ func TestRigAccelKVM(t *testing.T) {
 	}
 	if report, runs, _ = f.boot("good", "RIG_KVM_DEV="+filepath.Join(f.dir, "no-kvm")); report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
 		t.Errorf("no /dev/kvm: %q with -accel %v, want TCG", report, runs)
+	}
+}
+
+// TestRigLockup: a guest kernel that keeps reporting a soft lockup keeps its
+// console busy, so the silence timer never fires; the rig kills it
+// RIG_LOCKUP seconds after the first report and says why.
+func TestRigLockup(t *testing.T) {
+	r := newRigAccel(t)
+	report, _, took := r.boot("good", "RIG_ACCEL=tcg", "FAKE_TCG=lockup", "RIG_LOCKUP=1")
+	if !strings.HasPrefix(report, "rc=124 accel=tcg why=hung: the guest kernel still reports a soft lockup 1s after its first: watchdog: BUG: soft lockup") {
+		t.Errorf("report %q: want a hung boot naming the soft lockup", report)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the lockup was given up after %v, want seconds", took)
 	}
 }

@@ -284,7 +284,7 @@ rig_qemu_once() {
   t0=$(date +%s)
   : > "$logf"
   timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1 &
-  local pid=$! follow='' stalled='' tick=
+  local pid=$! follow='' stalled='' tick='' lockup=
   # a background job ignores ^C: stop the guest when the script is stopped
   trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM
   [ "${RIG_QUIET:-0}" = 1 ] || { tail -n +1 -f --pid="$pid" "$logf" & follow=$!; }
@@ -306,6 +306,14 @@ rig_qemu_once() {
       fi
       if [ -n "$RIG_KVM_FAILED" ]; then kill "$pid" 2>/dev/null; break; fi
     fi
+    # A guest kernel that keeps reporting a soft lockup (a task stuck in the
+    # kernel, which no SIGKILL ends, while the watchdog keeps the console
+    # busy) is hung too: RIG_LOCKUP seconds after its first report, kill it.
+    if [ -z "$lockup" ]; then
+      if grep -q 'watchdog: BUG: soft lockup' "$logf"; then lockup=$(date +%s); fi
+    elif [ $(( $(date +%s) - lockup )) -gt "${RIG_LOCKUP:-180}" ]; then
+      stalled=lockup; kill "$pid" 2>/dev/null
+    fi
     if [ -n "${RIG_STALL:-}" ] && [ $(( $(date +%s) - $(stat -c %Y "$logf") )) -gt "$RIG_STALL" ]; then
       stalled=1; kill "$pid" 2>/dev/null   # timeout passes the TERM on to qemu
     fi
@@ -323,6 +331,10 @@ rig_qemu_once() {
     RIG_BOOT_FIRST=$(( $(date +%s) - t0 ))
   fi
   [ -z "$RIG_KVM_FAILED" ] || return 125
+  if [ "$stalled" = lockup ]; then
+    RIG_BOOT_WHY="hung: the guest kernel still reports a soft lockup ${RIG_LOCKUP:-180}s after its first: $(tr -d '\r' < "$logf" | grep -m1 -o 'watchdog: BUG: soft lockup.*')"
+    return 124
+  fi
   if [ -n "$stalled" ]; then
     RIG_BOOT_WHY="hung: no console output for ${RIG_STALL}s, killed by the host"; return 124
   fi
