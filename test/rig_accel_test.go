@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
 // fakeQEMU stands in for qemu-system-x86_64 in the accelerator tests. Under
@@ -19,13 +21,19 @@ import (
 //	late      boots, then a KVM internal error in the middle of the run
 //	good      boots like TCG
 //
-// Every run appends its -accel value to $FAKE_RUNS.
+// With FAKE_TCG=lockup the TCG guest boots and then its kernel reports a soft
+// lockup forever (seen on 5.10: a task stuck in rxe). Every run appends its
+// -accel value to $FAKE_RUNS.
 const fakeQEMU = `#!/bin/bash
 ulimit -c 0
 case " $* " in *" --version "*) echo "QEMU emulator version 0.0.0 (fake)"; exit 0 ;; esac
 accel= prev=
 for a; do [ "$prev" = -accel ] && accel=$a; prev=$a; done
 echo "$accel" >> "$FAKE_RUNS"
+if [ "$accel" = tcg ] && [ "$FAKE_TCG" = lockup ]; then
+  echo "[rig 0.50s] init started"
+  while :; do echo "[ 1337.361488] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x.test:1190]"; sleep 0.2; done
+fi
 if [ "$accel" = tcg ]; then echo "[rig 0.50s] init started"; echo "RIG-EXIT: 7"; exit 0; fi
 case $FAKE_KVM in
   internal) echo "KVM internal error. Suberror: 1" >&2; echo "emulation failure" >&2; exec sleep 300 ;;
@@ -47,6 +55,10 @@ type rigAccel struct {
 }
 
 func newRigAccel(t *testing.T) *rigAccel {
+	if rigtest.InRig() {
+		// These test the host's scripts; the guest has no test/rig/lib.sh.
+		t.Skip("host unit tier: the rig's host scripts are not in the guest")
+	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash: the rig's scripts are bash")
@@ -199,5 +211,19 @@ func TestRigAccelKVM(t *testing.T) {
 	}
 	if report, runs, _ = f.boot("good", "RIG_KVM_DEV="+filepath.Join(f.dir, "no-kvm")); report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
 		t.Errorf("no /dev/kvm: %q with -accel %v, want TCG", report, runs)
+	}
+}
+
+// TestRigLockup: a guest kernel that keeps reporting a soft lockup keeps its
+// console busy, so the silence timer never fires; the rig kills it
+// RIG_LOCKUP seconds after the first report and says why.
+func TestRigLockup(t *testing.T) {
+	r := newRigAccel(t)
+	report, _, took := r.boot("good", "RIG_ACCEL=tcg", "FAKE_TCG=lockup", "RIG_LOCKUP=1")
+	if !strings.HasPrefix(report, "rc=124 accel=tcg why=hung: the guest kernel still reports a soft lockup 1s after its first: watchdog: BUG: soft lockup") {
+		t.Errorf("report %q: want a hung boot naming the soft lockup", report)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the lockup was given up after %v, want seconds", took)
 	}
 }

@@ -585,6 +585,13 @@ func TestRigQueryMatchesDevinfo(t *testing.T) {
 				flags["general_odp_caps"] = a.ODPCaps.General.Names()
 			}
 			for k, v := range flags {
+				// Names() spells bits it has no name for "0xc0"; rdma-core 44
+				// prints "Unknown flags: 0xC0" (7.3's rxe sets ODP bits 0x40, 0x80).
+				for i, n := range v {
+					if strings.HasPrefix(n, "0x") {
+						v[i] = "Unknown flags: 0x" + strings.ToUpper(n[2:])
+					}
+				}
 				if !reflect.DeepEqual(info.flags[k], v) {
 					t.Errorf("%s: ibv_devinfo lists %q, goverbs %q", k, info.flags[k], v)
 				}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -274,6 +275,8 @@ func lineDiff(want, got string) string {
 	return b.String()
 }
 
+var unknownFlags = regexp.MustCompile(`Unknown flags: 0x[0-9A-F]+`)
+
 // TestRigJSON decodes ibvinfo -json and checks its values against
 // ibv_devinfo -v's text for every device.
 func TestRigJSON(t *testing.T) {
@@ -313,6 +316,11 @@ func TestRigJSON(t *testing.T) {
 				t.Errorf("%s: ibv_devinfo prints %s = %q, the JSON has no such field", d.HCAID, k, w)
 				continue
 			}
+			// Bits rdma-core 44 has no name for (7.x rxe's ODP flags 0x40 and
+			// 0x80) are "Unknown flags: 0xC0" in the text, "0xc0" in the JSON.
+			w = unknownFlags.ReplaceAllStringFunc(w, func(m string) string {
+				return strings.ToLower(strings.TrimPrefix(m, "Unknown flags: "))
+			})
 			if g != w {
 				t.Errorf("%s: %s: ibv_devinfo %q, JSON %q", d.HCAID, k, w, g)
 			}

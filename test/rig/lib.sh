@@ -98,7 +98,7 @@ meta_of() {
 # shellcheck disable=SC2034
 # resolve_kernel SERIES: sets KPKG KVER KDEBVER and KIMG (the image package
 # and the packages it is split into on newer kernels: linux-binary-*,
-# linux-modules-*) from the apt lists of the series' set (no network).
+# linux-modules-*, linux-base-<kver>: modules.order, modules.builtin) from the apt lists of the series' set (no network).
 resolve_kernel() {
   local meta v best=''; meta=$(meta_of "$1")
   for v in $(apt_cache show "$meta" 2>/dev/null | awk '/^Version:/{print $2}'); do
@@ -115,7 +115,7 @@ resolve_kernel() {
     KDEBVER=$(apt_cache show --no-all-versions "$KPKG" 2>/dev/null | awk '/^Version:/{print $2; exit}')
   [ -n "$KDEBVER" ] || return 1
   KIMG="$KPKG $(apt_cache depends "$KPKG=$KDEBVER" 2>/dev/null |
-    awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k) {print $2}' | sort -u | tr '\n' ' ')"
+    awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k || $2=="linux-base-"k) {print $2}' | sort -u | tr '\n' ' ')"
 }
 
 # candidates PKG...: "pkg=version ..." of the versions apt-get would fetch.
@@ -284,7 +284,7 @@ rig_qemu_once() {
   t0=$(date +%s)
   : > "$logf"
   timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1 &
-  local pid=$! follow='' stalled='' tick=
+  local pid=$! follow='' stalled='' tick='' lockup=
   # a background job ignores ^C: stop the guest when the script is stopped
   trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM
   [ "${RIG_QUIET:-0}" = 1 ] || { tail -n +1 -f --pid="$pid" "$logf" & follow=$!; }
@@ -306,6 +306,14 @@ rig_qemu_once() {
       fi
       if [ -n "$RIG_KVM_FAILED" ]; then kill "$pid" 2>/dev/null; break; fi
     fi
+    # A guest kernel that keeps reporting a soft lockup (a task stuck in the
+    # kernel, which no SIGKILL ends, while the watchdog keeps the console
+    # busy) is hung too: RIG_LOCKUP seconds after its first report, kill it.
+    if [ -z "$lockup" ]; then
+      if grep -q 'watchdog: BUG: soft lockup' "$logf"; then lockup=$(date +%s); fi
+    elif [ $(( $(date +%s) - lockup )) -gt "${RIG_LOCKUP:-180}" ]; then
+      stalled=lockup; kill "$pid" 2>/dev/null
+    fi
     if [ -n "${RIG_STALL:-}" ] && [ $(( $(date +%s) - $(stat -c %Y "$logf") )) -gt "$RIG_STALL" ]; then
       stalled=1; kill "$pid" 2>/dev/null   # timeout passes the TERM on to qemu
     fi
@@ -323,6 +331,10 @@ rig_qemu_once() {
     RIG_BOOT_FIRST=$(( $(date +%s) - t0 ))
   fi
   [ -z "$RIG_KVM_FAILED" ] || return 125
+  if [ "$stalled" = lockup ]; then
+    RIG_BOOT_WHY="hung: the guest kernel still reports a soft lockup ${RIG_LOCKUP:-180}s after its first: $(tr -d '\r' < "$logf" | grep -m1 -o 'watchdog: BUG: soft lockup.*')"
+    return 124
+  fi
   if [ -n "$stalled" ]; then
     RIG_BOOT_WHY="hung: no console output for ${RIG_STALL}s, killed by the host"; return 124
   fi
