@@ -154,8 +154,11 @@ func TestRigAccelFallback(t *testing.T) {
 			if !equal(runs, []string{"kvm", "tcg"}) {
 				t.Errorf("QEMU ran with -accel %v, want kvm then tcg", runs)
 			}
-			if took > 8*time.Second {
-				t.Errorf("the fallback took %v: a failing KVM must be given up within seconds", took)
+			// The fake KVM guest hangs for 300 s and the boot's host timeout
+			// is 60 s: a fallback that waited for either is a failure. The
+			// bound leaves room for a loaded host (~5 s quiet, 11 s at load 27).
+			if took > 45*time.Second {
+				t.Errorf("the fallback took %v: a failing KVM must be given up at once, not by the host timeout", took)
 			}
 			if v := r.verdict(); !strings.HasPrefix(v, "tcg "+strings.SplitN(c.why, " (", 2)[0]) {
 				t.Errorf("cached verdict %q, want tcg with the reason %q", v, c.why)
@@ -223,7 +226,7 @@ func TestRigLockup(t *testing.T) {
 	if !strings.HasPrefix(report, "rc=124 accel=tcg why=hung: the guest kernel still reports a soft lockup 1s after its first: watchdog: BUG: soft lockup") {
 		t.Errorf("report %q: want a hung boot naming the soft lockup", report)
 	}
-	if took > 10*time.Second {
-		t.Errorf("the lockup was given up after %v, want seconds", took)
+	if took > 45*time.Second { // the fake locks up forever; the boot's host timeout is 60 s
+		t.Errorf("the lockup was given up after %v, want RIG_LOCKUP (1 s) after the first report, not the host timeout", took)
 	}
 }
