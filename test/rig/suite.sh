@@ -40,7 +40,7 @@ ov=$RIG_OUT/payload
 rm -rf "$ov"
 printf '#!/bin/sh\nexec sh /rig/run-tests.sh\n' > "$RIG_OUT/cmd"
 make_overlay "$ov" "$RIG_OUT/cmd"
-write_env "$ov/rig/env" RIG_RUN RIG_TEST_TIMEOUT RIG_TEST_ARGS
+write_env "$ov/rig/env" RIG_RUN RIG_TEST_TIMEOUT RIG_TEST_ARGS GOVERBS_COMPARE
 cd "$TOP"
 for p in ${tools[@]+"${tools[@]}"}; do
   CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" || die "go build $p failed"
