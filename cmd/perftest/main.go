@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
@@ -100,18 +102,21 @@ const (
 	optDontXchg
 )
 
-var options = []option{
-	{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'m', "mtu", true},
-	{'s', "size", true}, {'n', "iters", true}, {'t', "tx-depth", true}, {'u', "qp-timeout", true},
-	{'S', "sl", true}, {'x', "gid-index", true}, {'a', "all", false}, {'F', "CPU-freq", false},
-	{'c', "connection", true}, {'q', "qp", true}, {'e', "events", false}, {'I', "inline_size", true},
-	{'o', "outs", true}, {'R', "rdma_cm", false}, {'z', "comm_rdma_cm", false}, {'h', "help", false},
-	{'r', "rx-depth", true}, {'b', "bidirectional", false}, {'Q', "cq-mod", true}, {'N', "noPeak", false},
-	{'V', "version", false}, {'A', "atomic_type", true}, {'l', "post_list", true}, {'D', "duration", true},
-	{'C', "report-cycles", false}, {'H', "report-histogrm", false}, {'U', "report-unsorted", false},
-	{'g', "mcg", false}, {'O', "dualport", false}, {'X', "vector", true}, {'T', "tos", true},
-	{optReportGbits, "report_gbits", false}, {optRunInfinitely, "run_infinitely", false},
-	{optUseSRQ, "use-srq", false}, {optOutput, "output", true}, {optDontXchg, "dont_xchg_versions", false},
+var options = []getopt.Option{
+	{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+	{Short: 'm', Long: "mtu", Arg: true}, {Short: 's', Long: "size", Arg: true}, {Short: 'n', Long: "iters", Arg: true},
+	{Short: 't', Long: "tx-depth", Arg: true}, {Short: 'u', Long: "qp-timeout", Arg: true}, {Short: 'S', Long: "sl", Arg: true},
+	{Short: 'x', Long: "gid-index", Arg: true}, {Short: 'a', Long: "all"}, {Short: 'F', Long: "CPU-freq"},
+	{Short: 'c', Long: "connection", Arg: true}, {Short: 'q', Long: "qp", Arg: true}, {Short: 'e', Long: "events"},
+	{Short: 'I', Long: "inline_size", Arg: true}, {Short: 'o', Long: "outs", Arg: true}, {Short: 'R', Long: "rdma_cm"},
+	{Short: 'z', Long: "comm_rdma_cm"}, {Short: 'h', Long: "help"}, {Short: 'r', Long: "rx-depth", Arg: true},
+	{Short: 'b', Long: "bidirectional"}, {Short: 'Q', Long: "cq-mod", Arg: true}, {Short: 'N', Long: "noPeak"},
+	{Short: 'V', Long: "version"}, {Short: 'A', Long: "atomic_type", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
+	{Short: 'D', Long: "duration", Arg: true}, {Short: 'C', Long: "report-cycles"}, {Short: 'H', Long: "report-histogrm"},
+	{Short: 'U', Long: "report-unsorted"}, {Short: 'g', Long: "mcg"}, {Short: 'O', Long: "dualport"},
+	{Short: 'X', Long: "vector", Arg: true}, {Short: 'T', Long: "tos", Arg: true}, {Short: optReportGbits, Long: "report_gbits"},
+	{Short: optRunInfinitely, Long: "run_infinitely"}, {Short: optUseSRQ, Long: "use-srq"}, {Short: optOutput, Long: "output", Arg: true},
+	{Short: optDontXchg, Long: "dont_xchg_versions"},
 }
 
 // unsupported options are recognised and refused, never silently ignored.
@@ -195,27 +200,27 @@ func parse(t test, args []string) (config, error) {
 	if t.verb == verbAtomic {
 		c.size = 8
 	}
-	p, err := getopt(args, options)
+	p, err := getopt.Parse(args, options, false) // perftest's own parser never read POSIXLY_CORRECT
 	if err != nil {
 		return c, err
 	}
 	txSet, rxSet := false, false
-	for _, o := range p.opts {
-		if msg, ok := unsupported[o.short]; ok {
+	for _, o := range p.Options {
+		if msg, ok := unsupported[o.Short]; ok {
 			return c, failure(msg)
 		}
 		num := func(lo, hi int64, what string) (int, error) {
-			v, err := number(o.val)
+			v, err := getopt.Number(o.Arg)
 			if err != nil || v < lo || v > hi {
-				return 0, failf("%s should be between %d and %d (got %q)", what, lo, hi, o.val)
+				return 0, failf("%s should be between %d and %d (got %q)", what, lo, hi, o.Arg)
 			}
 			return int(v), nil
 		}
-		switch o.short {
+		switch o.Short {
 		case 'p':
 			c.port, err = num(1, 65535, "Port")
 		case 'd':
-			c.ibDev = o.val
+			c.ibDev = o.Arg
 		case 'i':
 			c.ibPort, err = num(1, 255, "IB port")
 		case 'm':
@@ -245,7 +250,7 @@ func parse(t test, args []string) (config, error) {
 		case 'F':
 			c.cpuFreqWarn = true
 		case 'c':
-			switch o.val {
+			switch o.Arg {
 			case "RC":
 				c.conn = connRC
 			case "UC":
@@ -253,7 +258,7 @@ func parse(t test, args []string) (config, error) {
 			case "UD":
 				c.conn = connUD
 			default:
-				err = failf("connection type %q: goverbs' perftest runs RC, UC and UD", o.val)
+				err = failf("connection type %q: goverbs' perftest runs RC, UC and UD", o.Arg)
 			}
 		case 'q':
 			c.numQP, err = num(1, 16384, "Num of QPs")
@@ -273,12 +278,12 @@ func parse(t test, args []string) (config, error) {
 		case 'V':
 			return c, errExit
 		case 'A':
-			switch o.val {
+			switch o.Arg {
 			case "CMP_AND_SWAP":
 				c.atomicCAS = true
 			case "FETCH_AND_ADD":
 			default:
-				err = failf("invalid atomic type %q: CMP_AND_SWAP or FETCH_AND_ADD", o.val)
+				err = failf("invalid atomic type %q: CMP_AND_SWAP or FETCH_AND_ADD", o.Arg)
 			}
 		case 'l':
 			c.postList, err = num(1, 1<<20, "Post list")
@@ -291,12 +296,12 @@ func parse(t test, args []string) (config, error) {
 			return c, err
 		}
 	}
-	switch len(p.operands) {
+	switch len(p.Operands) {
 	case 0:
 	case 1:
-		c.server = p.operands[0]
+		c.server = p.Operands[0]
 	default:
-		return c, failf("more than one server name: %q", p.operands)
+		return c, failf("more than one server name: %q", p.Operands)
 	}
 	return c, c.dependencies(txSet, rxSet)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 
+	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -44,24 +45,27 @@ type config struct {
 }
 
 // options are each mode's options, as its getopt_long table has them.
-var options = map[mode][]option{
+var options = map[mode][]getopt.Option{
 	modeRC: {
-		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
-		{'m', "mtu", true}, {'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true},
-		{'e', "events", false}, {'g', "gid-idx", true}, {'o', "odp", false}, {'O', "iodp", false},
-		{'P', "prefetch", false}, {'t', "ts", false}, {'c', "chk", false}, {'j', "dm", false},
-		{'N', "new_send", false},
+		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+		{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
+		{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"},
+		{Short: 'g', Long: "gid-idx", Arg: true}, {Short: 'o', Long: "odp"}, {Short: 'O', Long: "iodp"},
+		{Short: 'P', Long: "prefetch"}, {Short: 't', Long: "ts"}, {Short: 'c', Long: "chk"},
+		{Short: 'j', Long: "dm"}, {Short: 'N', Long: "new_send"},
 	},
 	modeUD: {
-		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
-		{'r', "rx-depth", true}, {'n', "iters", true}, {'l', "sl", true}, {'e', "events", false},
-		{'g', "gid-idx", true}, {'c', "chk", false},
+		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+		{Short: 's', Long: "size", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true}, {Short: 'n', Long: "iters", Arg: true},
+		{Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"}, {Short: 'g', Long: "gid-idx", Arg: true},
+		{Short: 'c', Long: "chk"},
 	},
 	modeSRQ: {
-		{'p', "port", true}, {'d', "ib-dev", true}, {'i', "ib-port", true}, {'s', "size", true},
-		{'m', "mtu", true}, {'q', "num-qp", true}, {'r', "rx-depth", true}, {'n', "iters", true},
-		{'l', "sl", true}, {'e', "events", false}, {'o', "odp", false}, {'g', "gid-idx", true},
-		{'c', "chk", false},
+		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+		{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'q', Long: "num-qp", Arg: true},
+		{Short: 'r', Long: "rx-depth", Arg: true}, {Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true},
+		{Short: 'e', Long: "events"}, {Short: 'o', Long: "odp"}, {Short: 'g', Long: "gid-idx", Arg: true},
+		{Short: 'c', Long: "chk"},
 	},
 }
 
@@ -109,7 +113,7 @@ func usage(w io.Writer, m mode) {
 }
 
 // parseArgs reads "[rc|ud|srq] [options] [host]". An error of type
-// errUsage means: print the usage text.
+// getopt.UsageError means: print the usage text.
 func parseArgs(args []string) (config, error) {
 	c := config{mode: modeRC, tcpPort: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024,
 		rxDepth: 500, iters: 1000, gidx: -1, numQP: 16}
@@ -122,29 +126,29 @@ func parseArgs(args []string) (config, error) {
 	if c.mode == modeUD {
 		c.size = 1024
 	}
-	p, err := getopt(args, options[c.mode], os.Getenv("POSIXLY_CORRECT") != "")
+	p, err := getopt.Parse(args, options[c.mode], os.Getenv("POSIXLY_CORRECT") != "")
 	if err != nil {
 		return c, err
 	}
-	for _, o := range p.opts {
-		if what, ok := unsupported[o.short]; ok {
-			return c, fmt.Errorf("-%c (%s) is not supported by goverbs", o.short, what)
+	for _, o := range p.Options {
+		if what, ok := unsupported[o.Short]; ok {
+			return c, fmt.Errorf("-%c (%s) is not supported by goverbs", o.Short, what)
 		}
-		if o.short == 'd' {
-			c.ibDev = o.val
+		if o.Short == 'd' {
+			c.ibDev = o.Arg
 			continue
 		}
-		if o.short == 'e' || o.short == 'c' {
-			c.events = c.events || o.short == 'e'
-			c.validate = c.validate || o.short == 'c'
+		if o.Short == 'e' || o.Short == 'c' {
+			c.events = c.events || o.Short == 'e'
+			c.validate = c.validate || o.Short == 'c'
 			continue
 		}
-		v, err := number(o.val)
+		v, err := getopt.Number(o.Arg)
 		if err != nil {
-			return c, errUsage{fmt.Sprintf("-%c: %v", o.short, err)}
+			return c, getopt.UsageError{Msg: fmt.Sprintf("-%c: %v", o.Short, err)}
 		}
 		bad := false
-		switch o.short {
+		switch o.Short {
 		case 'p':
 			c.tcpPort, bad = int(v), v < 0 || v > 65535
 		case 'i':
@@ -166,15 +170,15 @@ func parseArgs(args []string) (config, error) {
 			c.numQP, bad = int(v), v < 1
 		}
 		if bad {
-			return c, errUsage{fmt.Sprintf("-%c %s: out of range", o.short, o.val)}
+			return c, getopt.UsageError{Msg: fmt.Sprintf("-%c %s: out of range", o.Short, o.Arg)}
 		}
 	}
-	switch len(p.operands) {
+	switch len(p.Operands) {
 	case 0:
 	case 1:
-		c.server = p.operands[0]
+		c.server = p.Operands[0]
 	default:
-		return c, errUsage{"more than one server host"}
+		return c, getopt.UsageError{Msg: "more than one server host"}
 	}
 	if c.mode == modeSRQ {
 		if c.numQP > c.rxDepth {
@@ -201,7 +205,7 @@ func mtuOf(v int64) uverbs.MTU {
 func run(args []string, stdout, stderr io.Writer) int {
 	c, err := parseArgs(args)
 	if err != nil {
-		if _, ok := err.(errUsage); ok {
+		if _, ok := err.(getopt.UsageError); ok {
 			fmt.Fprintf(stderr, "pingpong: %v\n", err)
 			usage(stdout, c.mode)
 		} else {

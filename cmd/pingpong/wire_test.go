@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
@@ -157,36 +158,14 @@ func TestExchangeConnectFails(t *testing.T) {
 	}
 }
 
-func TestGetopt(t *testing.T) {
-	opts := options[modeRC]
-	p, err := getopt([]string{"-g", "1", "host", "-s64", "--iters=10", "-ec", "--rx-d", "7", "--", "-x"}, opts, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []optVal{{'g', "1"}, {'s', "64"}, {'n', "10"}, {'e', ""}, {'c', ""}, {'r', "7"}}
-	if len(p.opts) != len(want) {
-		t.Fatalf("opts %+v, want %+v", p.opts, want)
-	}
-	for i := range want {
-		if p.opts[i] != want[i] {
-			t.Errorf("opt %d = %+v, want %+v", i, p.opts[i], want[i])
-		}
-	}
-	if strings.Join(p.operands, ",") != "host,-x" {
-		t.Errorf("operands %q", p.operands)
-	}
-	for _, bad := range [][]string{{"-z"}, {"-s"}, {"--size"}, {"--i", "1"}, {"--events=1"}, {"--nope"}} {
-		if _, err := getopt(bad, opts, false); err == nil {
-			t.Errorf("getopt(%q) succeeded", bad)
-		} else if _, ok := err.(errUsage); !ok {
-			t.Errorf("getopt(%q): %v is not a usage error", bad, err)
-		}
-	}
+// TestOptionTables: each mode accepts its own rdma-core example's options
+// (internal/getopt's tests cover the parse itself).
+func TestOptionTables(t *testing.T) {
 	// ud has no -m, srq has -q.
-	if _, err := getopt([]string{"-m", "1024"}, options[modeUD], false); err == nil {
+	if _, err := getopt.Parse([]string{"-m", "1024"}, options[modeUD], false); err == nil {
 		t.Error("ud accepted -m")
 	}
-	if _, err := getopt([]string{"-q", "4"}, options[modeSRQ], false); err != nil {
+	if _, err := getopt.Parse([]string{"-q", "4"}, options[modeSRQ], false); err != nil {
 		t.Errorf("srq refused -q: %v", err)
 	}
 }
@@ -219,7 +198,7 @@ func TestParseArgs(t *testing.T) {
 	for _, bad := range [][]string{{"-m", "1000"}, {"-p", "70000"}, {"-i", "0"}, {"a", "b"}, {"-n", "x"}} {
 		if _, err := parseArgs(bad); err == nil {
 			t.Errorf("parseArgs(%q) succeeded", bad)
-		} else if _, ok := err.(errUsage); !ok {
+		} else if _, ok := err.(getopt.UsageError); !ok {
 			t.Errorf("parseArgs(%q): %v is not a usage error", bad, err)
 		}
 	}

@@ -1,8 +1,10 @@
 // Package getopt is glibc's getopt_long(3) for the commands that must
 // parse a command line exactly as the rdma-core tool they replace does
-// (cmd/ibvinfo, cmd/pingpong): the same options accepted, the same errors
-// printed, word for word. It owns only that parse; it imports nothing of
-// goverbs.
+// (cmd/ibvinfo, cmd/pingpong, cmd/perftest): the same options accepted,
+// the same errors printed, word for word. It owns only that parse; it
+// imports nothing of goverbs. New and Next are getopt_long itself; Parse
+// runs it over a command's option table and returns the options in order
+// and the operands, with Number for their numbers.
 //
 // What it follows is glibc 2.36's behaviour (posix/getopt.c, Debian 12),
 // written from its documented rules and checked against the real tools in
