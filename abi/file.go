@@ -253,6 +253,18 @@ func (f *File) Munmap(b []byte) error {
 	return f.k.Munmap(b)
 }
 
+// Unshare replaces a mapping made by Mmap, in place and atomically, by
+// private zeroed memory of the same size (one mmap with MAP_FIXED): the
+// kernel's pages and its reference on the file are released now, while a
+// lock-free reader still holding the addresses reads zeros instead of
+// faulting. The memory stays until Munmap. Like Munmap it names no
+// descriptor and works after Close.
+func (f *File) Unshare(b []byte) error {
+	f.syscalls.Add(1)
+	f.mappings.Add(1)
+	return f.k.Unshare(b)
+}
+
 // Close closes the command file. Calls that have not started fail with
 // ErrClosed from now on; Close waits for the syscalls in flight to return,
 // then closes the descriptor. It is idempotent.

@@ -50,6 +50,19 @@ func (realKernel) Mmap(fd int, offset int64, length int) ([]byte, error) {
 
 func (realKernel) Munmap(b []byte) error { return unix.Munmap(b) }
 
+func (realKernel) Unshare(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	_, _, e := unix.Syscall6(unix.SYS_MMAP, uintptr(p), uintptr(len(b)), unix.PROT_READ|unix.PROT_WRITE,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, ^uintptr(0), 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 func (realKernel) Close(fd int) error { return unix.Close(fd) }
 
 // Bytes views *p as its bytes, for handing a C-layout struct (the generated

@@ -122,8 +122,9 @@ func (fk *fakeRXE) Mmap(fd int, offset int64, length int) ([]byte, error) {
 	return r.Bytes()[:length], nil
 }
 
-func (fk *fakeRXE) Munmap(b []byte) error { return nil }
-func (fk *fakeRXE) Close(fd int) error    { return nil }
+func (fk *fakeRXE) Munmap(b []byte) error  { return nil }
+func (fk *fakeRXE) Unshare(b []byte) error { return nil }
+func (fk *fakeRXE) Close(fd int) error     { return nil }
 
 // fakeOps is the provider.Kernel uverbs would lend.
 type fakeOps struct {

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
-	"golang.org/x/sys/unix"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -150,34 +149,24 @@ func (q *queue) close() error {
 
 // retire releases a mapped queue that a lock-free reader (CQ.Poll) may
 // still be reading: the mapping of the command file is replaced, in place
-// and atomically (mremap of an anonymous copy over it), by private memory
-// holding the same bytes, so the kernel's file and queue are released now,
-// a reader in flight reads what it would have read, and nothing faults. The
-// copy is unmapped once q is unreachable (runtime.AddCleanup): a reader
-// keeps q alive (runtime.KeepAlive) for as long as it reads. If the copy
-// cannot be made, the file mapping itself stays until then.
+// and atomically, by private zeroed memory (abi.File.Unshare: one mmap, the
+// one syscall rdma-core's munmap costs), so the kernel's file and queue are
+// released now and a reader in flight reads zeros, never unmapped memory.
+// Such a reader sees its CQ state replaced before it publishes anything
+// (CQ.Poll), so what it read is discarded. The zeroed memory is unmapped
+// once q is unreachable (runtime.AddCleanup): a reader keeps q alive
+// (runtime.KeepAlive) for as long as it reads. If the replacement fails,
+// the file mapping itself stays until then.
 func (q *queue) retire() error {
-	if q == nil || q.mem == nil {
+	if q == nil || q.mem == nil || q.f == nil {
 		return nil
 	}
 	mem := q.mem
-	n := uintptr(len(mem))
-	dst := uintptr(unsafe.Pointer(unsafe.SliceData(mem)))
-	tmp, _, e := unix.Syscall6(unix.SYS_MMAP, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, ^uintptr(0), 0)
 	var err error
-	if e == 0 {
-		p := *(*unsafe.Pointer)(unsafe.Pointer(&tmp)) // memory outside the Go heap, as in userBytes
-		copy(unsafe.Slice((*byte)(p), len(mem)), mem)
-		if _, _, e = unix.Syscall6(unix.SYS_MREMAP, tmp, n, n, unix.MREMAP_MAYMOVE|unix.MREMAP_FIXED, dst, 0); e != 0 {
-			unix.Syscall(unix.SYS_MUNMAP, tmp, n, 0)
-		}
+	if e := q.f.Unshare(mem); e != nil {
+		err = fmt.Errorf("rxe: replacing a retired queue's mapping by private memory: %w (the mapping stays until the queue is collected)", e)
 	}
-	if e != 0 {
-		err = fmt.Errorf("rxe: replacing a retired queue's mapping by a copy: %w (the mapping stays until the queue is collected)", e)
-	}
-	if q.f != nil {
-		runtime.AddCleanup(q, func(r retired) { r.f.Munmap(r.mem) }, retired{q.f, mem})
-	}
+	runtime.AddCleanup(q, func(r retired) { r.f.Munmap(r.mem) }, retired{q.f, mem})
 	return err
 }
 
