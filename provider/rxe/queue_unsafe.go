@@ -166,7 +166,7 @@ func (q *queue) retire() error {
 	if e := q.f.Unshare(mem); e != nil {
 		err = fmt.Errorf("rxe: replacing a retired queue's mapping by private memory: %w (the mapping stays until the queue is collected)", e)
 	}
-	runtime.AddCleanup(q, func(r retired) { r.f.Munmap(r.mem) }, retired{q.f, mem})
+	runtime.AddCleanup(q, func(r retired) { r.f.MunmapCleanup(r.mem) }, retired{q.f, mem})
 	return err
 }
 
