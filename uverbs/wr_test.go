@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	_ "embed"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -10,10 +11,16 @@ import (
 	"testing"
 )
 
+// wrSource is wr.go, embedded so the test also runs where the binary runs
+// without the source tree (the rig's guest).
+//
+//go:embed wr.go
+var wrSource []byte
+
 // The aliases' documentation copies the provider structs' fields; every
 // copy names exactly the fields the struct has, in order.
 func TestWRDocsMatchStructs(t *testing.T) {
-	f, err := parser.ParseFile(token.NewFileSet(), "wr.go", nil, parser.ParseComments)
+	f, err := parser.ParseFile(token.NewFileSet(), "wr.go", wrSource, parser.ParseComments)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,8 +53,10 @@ func Stress(t *testing.T, dev uverbs.Device, o StressOptions) {
 	}
 	t.Logf("%d rounds: %d WRs posted, %d completed (%d flushed), %d posts refused as closed",
 		o.Rounds, posted.Load(), completed.Load(), flushed.Load(), refused.Load())
-	if got, want := countFDs(t), fds+o.Rounds*o.KeptFDsPerRound; got != want {
-		t.Errorf("open descriptors %d → %d, want %d", fds, got, want)
+	// A leak is a rise. The count may also fall: descriptors an earlier
+	// test left to the garbage collector can be closed during the rounds.
+	if got, want := countFDs(t), fds+o.Rounds*o.KeptFDsPerRound; got > want {
+		t.Errorf("open descriptors %d → %d, want at most %d", fds, got, want)
 	}
 	if got := countDeviceMaps(t); got != maps {
 		t.Errorf("device mappings %d → %d", maps, got)
