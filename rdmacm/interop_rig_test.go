@@ -20,6 +20,20 @@ import (
 // it and checks its exit status and output.
 func tool(t *testing.T, ctx context.Context, name string, args ...string) func() string {
 	t.Helper()
+	wait := startTool(t, ctx, name, args...)
+	return func() string {
+		out, err := wait()
+		if err != nil {
+			t.Errorf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return out
+	}
+}
+
+// startTool is tool for callers that judge the tool's exit themselves:
+// wait returns its output and its exit error.
+func startTool(t *testing.T, ctx context.Context, name string, args ...string) func() (string, error) {
+	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
 		if rigtest.InRig() {
@@ -35,12 +49,9 @@ func tool(t *testing.T, ctx context.Context, name string, args ...string) func()
 	}
 	var once sync.Once
 	var werr error
-	wait := func() string {
+	wait := func() (string, error) {
 		once.Do(func() { werr = cmd.Wait() })
-		if werr != nil {
-			t.Errorf("%s %v: %v\n%s", name, args, werr, out.String())
-		}
-		return out.String()
+		return out.String(), werr
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); once.Do(func() { werr = cmd.Wait() }) })
 	return wait

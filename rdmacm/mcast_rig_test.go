@@ -1,7 +1,6 @@
 package rdmacm_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
@@ -65,12 +64,12 @@ func mckeyToMckey(t *testing.T, group netip.Addr) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 	defer cancel()
 	args := []string{"-m", group.String(), "-b", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize)}
-	recv := tool(t, ctx, "mckey", args...)
+	recv := startTool(t, ctx, "mckey", args...)
 	time.Sleep(1500 * time.Millisecond) // mckey posts its receives before it joins
-	send := tool(t, ctx, "mckey", append(args, "-s")...)
-	out := recv()
+	send := startTool(t, ctx, "mckey", append(args, "-s")...)
+	out, err := recv()
 	send()
-	ok := strings.Contains(out, "data transfers complete")
+	ok := err == nil && strings.Contains(out, "data transfers complete")
 	t.Logf("reference mckey to mckey on %v: every message received: %v", group, ok)
 	return ok
 }
@@ -93,11 +92,14 @@ func TestRigInteropMckeySender(t *testing.T) {
 		defer c.Close()
 		defer m.Leave()
 		t.Logf("joined %v: QPN %#x QKey %#x DGID %x", m.Addr(), m.UD.QPN, m.UD.QKey, m.UD.AH.GRH.DGID)
-		wait := tool(t, ctx, "mckey", "-m", group.Addr().String(), "-b", addrRXE0.String(), "-s", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+		wait := startTool(t, ctx, "mckey", "-m", group.Addr().String(), "-b", addrRXE0.String(), "-s", "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
 		err = waitN(ctx, c, ucmCount)
-		out := wait()
+		out, werr := wait()
 		if err != nil {
 			return fmt.Errorf("receiving from mckey: %w; mckey said:\n%s", err, out)
+		}
+		if werr != nil {
+			t.Errorf("mckey sender: %v\n%s", werr, out) // everything arrived: its failure is its own
 		}
 		t.Logf("mckey sender:\n%s", out)
 		if err := m.Leave(); err != nil {
@@ -112,7 +114,7 @@ func TestRigInteropMckeySender(t *testing.T) {
 func TestRigInteropMckeyReceiver(t *testing.T) {
 	rigtest.Require(t)
 	mcTries(t, netip.MustParseAddr("239.1.1.10"), func(ctx context.Context, group netip.AddrPort) error {
-		wait := tool(t, ctx, "mckey", "-m", group.Addr().String(), "-b", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
+		wait := startTool(t, ctx, "mckey", "-m", group.Addr().String(), "-b", addrRXE0.String(), "-C", strconv.Itoa(ucmCount), "-S", strconv.Itoa(ucmSize))
 		time.Sleep(1500 * time.Millisecond) // mckey posts its receives before it joins
 		var b *buffers
 		c, m, err := rdmacm.JoinGroup(ctx, group, true, &rdmacm.Config{Source: netip.AddrPortFrom(addrRXE0, 0), SignalAll: true,
@@ -136,8 +138,8 @@ func TestRigInteropMckeyReceiver(t *testing.T) {
 		if err := waitN(ctx, c, ucmCount); err != nil {
 			t.Fatal(err) // the sends' own completions: local, never lost
 		}
-		if out := wait(); !bytes.Contains([]byte(out), []byte("data transfers complete")) {
-			return fmt.Errorf("mckey receiver did not get every message:\n%s", out)
+		if out, err := wait(); err != nil || !strings.Contains(out, "data transfers complete") {
+			return fmt.Errorf("mckey receiver did not get every message (%v):\n%s", err, out)
 		}
 		return nil
 	})
