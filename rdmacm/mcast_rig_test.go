@@ -22,8 +22,8 @@ const mcSlot = ucmSize + 40 // a UD receive has the 40-byte GRH first
 // with its own deadline. If none delivers every message, the same boot runs
 // rdma-core's mckey to mckey mcAttempts times: goverbs fails only if
 // rdma-core's own receiver got every message every time (the kernel
-// delivers, goverbs did not); otherwise the kernel's loss is reported and
-// the test skips with that evidence.
+// delivers, goverbs did not); otherwise it skips, printing the evidence
+// and saying the cause is unresolved.
 const mcAttempts = 3
 
 // mcTries runs try on a fresh group until one delivers everything.
@@ -53,7 +53,10 @@ func mcTries(t *testing.T, first netip.Addr, try func(ctx context.Context, group
 		t.Fatalf("goverbs lost datagrams in %d of %d tries while rdma-core's mckey to mckey delivered all %d groups whole in the same boot:\n%s",
 			mcAttempts, mcAttempts, mcAttempts, strings.Join(errs, "\n"))
 	}
-	t.Skipf("this kernel's rxe drops multicast datagrams: rdma-core's own mckey to mckey delivered %d of %d groups whole in this boot, goverbs 0 of %d (%s)",
+	// Not a pass: seen on 6.12, where goverbs got 0-1 of 10 in every try
+	// while rdma-core's pair delivered 2 of 3 groups; a goverbs defect is
+	// not ruled out and is the first thing to chase (the session notes).
+	t.Skipf("UNRESOLVED: this kernel's rxe drops multicast datagrams (rdma-core's own mckey to mckey delivered %d of %d groups whole in this boot) and goverbs got no group whole in %d tries; a goverbs defect is not ruled out (%s)",
 		whole, mcAttempts, mcAttempts, strings.Join(errs, "; "))
 }
 
