@@ -4,8 +4,13 @@ import (
 	"runtime"
 	"unsafe"
 
+	"github.com/goverbs/goverbs/abi"
 	"golang.org/x/sys/unix"
 )
+
+// eventRespMin is the shortest event the kernel writes (ucma accepts an
+// out length ≥ offsetof(ece)).
+const eventRespMin = int(unsafe.Offsetof(abi.RdmaUcmEventResp{}.Ece))
 
 // addrOf is the user-space address of b's first byte, for the u64
 // response and optval pointers of ucma commands. b must be heap memory

@@ -3,7 +3,6 @@ package rdmacm
 import (
 	"encoding/binary"
 	"fmt"
-	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
@@ -114,9 +113,6 @@ type ECE struct {
 // IB_CM_REJ_CONSUMER_DEFINED (28) when the peer called Reject.
 func (e *Event) Reason() int { return int(e.Status) }
 
-// eventRespMin is the shortest event the kernel writes (ucma accepts an
-// out length ≥ offsetof(ece)).
-const eventRespMin = int(unsafe.Offsetof(abi.RdmaUcmEventResp{}.Ece))
 
 // decodeEvent decodes a struct rdma_ucm_event_resp. ud says whether the
 // id it is for has a UD port space; param decodes as rdma_ucm_ud_param then.
@@ -127,7 +123,7 @@ func decodeEvent(b []byte, ud func(uid uint64, ev EventType) bool) (Event, error
 	}
 	copy(abi.Bytes(&r), b)
 	ev := Event{uid: r.Uid, id: r.Id, Type: EventType(r.Event), Status: int32(r.Status)}
-	if len(b) >= int(unsafe.Sizeof(r)) {
+	if len(b) >= len(abi.Bytes(&r)) {
 		ev.ECE = ECE{VendorID: r.Ece.VendorId, AttrMod: r.Ece.AttrMod}
 	}
 	ev.ud = ud != nil && ud(ev.uid, ev.Type)
@@ -170,8 +166,8 @@ func ahFromABI(a *abi.IbUverbsAhAttr) uverbs.AHAttr {
 // 0xe00000 on IB); only the bits uverbs.QPAttrMask names are kept.
 func decodeQPAttr(b []byte) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	var r abi.IbUverbsQpAttr
-	if len(b) < int(unsafe.Sizeof(r)) {
-		return uverbs.QPAttr{}, 0, fmt.Errorf("qp_attr: %d bytes, want %d", len(b), unsafe.Sizeof(r))
+	if len(b) < len(abi.Bytes(&r)) {
+		return uverbs.QPAttr{}, 0, fmt.Errorf("qp_attr: %d bytes, want %d", len(b), len(abi.Bytes(&r)))
 	}
 	copy(abi.Bytes(&r), b)
 	a := uverbs.QPAttr{
@@ -204,8 +200,8 @@ type queryAddr struct {
 
 func decodeQueryAddr(b []byte) (queryAddr, error) {
 	var r abi.RdmaUcmQueryAddrResp
-	if len(b) < int(unsafe.Sizeof(r)) {
-		return queryAddr{}, fmt.Errorf("query addr: %d bytes, want %d", len(b), unsafe.Sizeof(r))
+	if len(b) < len(abi.Bytes(&r)) {
+		return queryAddr{}, fmt.Errorf("query addr: %d bytes, want %d", len(b), len(abi.Bytes(&r)))
 	}
 	copy(abi.Bytes(&r), b)
 	q := queryAddr{Port: r.PortNum, PKey: r.Pkey, IBDevIndex: r.IbdevIndex}
