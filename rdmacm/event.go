@@ -113,7 +113,6 @@ type ECE struct {
 // IB_CM_REJ_CONSUMER_DEFINED (28) when the peer called Reject.
 func (e *Event) Reason() int { return int(e.Status) }
 
-
 // decodeEvent decodes a struct rdma_ucm_event_resp. ud says whether the
 // id it is for has a UD port space; param decodes as rdma_ucm_ud_param then.
 func decodeEvent(b []byte, ud func(uid uint64, ev EventType) bool) (Event, error) {
