@@ -17,7 +17,7 @@ func (mr *MR) Rereg(attr ReregAttr, change Rereg) error {
 	var addr uint64
 	if change&ReregTranslation != 0 {
 		if len(attr.Buf) == 0 {
-			return argError("ReregMR", mr.pd.ctx.dev.Name, "ReregTranslation with an empty buffer")
+			return argError("ReregMR", mr.PD().ctx.dev.Name, "ReregTranslation with an empty buffer")
 		}
 		addr = sliceAddr(attr.Buf)
 	}
@@ -29,12 +29,15 @@ func (mr *MR) Rereg(attr ReregAttr, change Rereg) error {
 // naming the region and the range, when the range is not inside the region
 // (an index out of range, as slicing the region's memory would).
 func (mr *MR) SGE(off, n int) SGE {
-	if off < 0 || n < 0 || n > mr.length-off || n > 1<<31 {
-		panic(fmt.Sprintf("uverbs: MR.SGE(%d, %d) of a %d-byte MR (lkey %#x): range out of the region", off, n, mr.length, mr.lkey))
+	mr.mu.RLock() // Rereg may change the key, range and IOVA
+	iova, length, lkey := mr.iova, mr.length, mr.lkey
+	mr.mu.RUnlock()
+	if off < 0 || n < 0 || n > length-off || n > 1<<31 {
+		panic(fmt.Sprintf("uverbs: MR.SGE(%d, %d) of a %d-byte MR (lkey %#x): range out of the region", off, n, length, lkey))
 	}
-	return SGE{Addr: mr.iova + uint64(off), Length: uint32(n), LKey: mr.lkey}
+	return SGE{Addr: iova + uint64(off), Length: uint32(n), LKey: lkey}
 }
 
 // RemoteAddr is the address a peer names byte off of the region by in RDMA
 // and atomic work requests (with RKey): the region's IOVA plus off.
-func (mr *MR) RemoteAddr(off int) uint64 { return mr.iova + uint64(off) }
+func (mr *MR) RemoteAddr(off int) uint64 { return mr.IOVA() + uint64(off) }
