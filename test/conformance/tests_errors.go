@@ -1,0 +1,258 @@
+package conformance
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func testRemoteAccessError(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{})
+	bad := b.buf.mr.RKey() ^ 0x800000
+	post(t, a.qp, uverbs.SendWR{ID: 0xE1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		RemoteAddr: b.buf.addr(0), RKey: bad, SGL: []uverbs.SGE{a.buf.sge(0, 32)}})
+	w := e.wait(t, a.cq, 1)[0]
+	expect(t, w, 0xE1, uverbs.WCRemAccessErr, 0)
+	// The QP is in the error state now: what follows is flushed.
+	post(t, a.qp, uverbs.SendWR{ID: 0xE2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
+	expect(t, e.wait(t, a.cq, 1)[0], 0xE2, uverbs.WCWRFlushErr, 0)
+	// Out of bounds of a valid key, and a READ: the same error.
+	c, d := e.pair(t, qpConfig{})
+	post(t, c.qp, uverbs.SendWR{ID: 0xE3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		RemoteAddr: d.buf.addr(64<<10 - 8), RKey: d.buf.mr.RKey(), SGL: []uverbs.SGE{c.buf.sge(0, 64)}})
+	expect(t, e.wait(t, c.cq, 1)[0], 0xE3, uverbs.WCRemAccessErr, 0)
+}
+
+func testRNR(t *testing.T, e *env) {
+	a, _ := e.pair(t, qpConfig{noRetryRNR: true, minRNRTimer: 1})
+	post(t, a.qp, uverbs.SendWR{ID: 0xF1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
+	expect(t, e.wait(t, a.cq, 1)[0], 0xF1, uverbs.WCRNRRetryExcErr, 0)
+}
+
+// testFlush: moving a QP to the error state completes every posted request
+// exactly once, with a flush error for those not done.
+func testFlush(t *testing.T, e *env) {
+	// Receives posted, nothing arrives: all flushed.
+	_, b := e.pair(t, qpConfig{})
+	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3, 4, 5})...)
+	toError(t, b.qp)
+	ws := e.wait(t, b.cq, 5)
+	seen := byID(t, ws)
+	for id := uint64(1); id <= 5; id++ {
+		if w, ok := seen[id]; !ok || w.Status != uverbs.WCWRFlushErr {
+			t.Errorf("receive %d: %s, want a flush error", id, fmtWC(w))
+		}
+	}
+	quiet(t, b.cq, 20*time.Millisecond)
+	// Receives posted in ERR are flushed too, with no help from the test.
+	postRecv(t, b.qp, recvList(b, []uint64{6, 7})...)
+	for i, w := range e.wait(t, b.cq, 2) {
+		expect(t, w, uint64(6+i), uverbs.WCWRFlushErr, 0)
+	}
+
+	// Sends stuck on a receiver without receives (RNR retried forever),
+	// and receives of the sender: all flushed when the sender goes to ERR;
+	// sends posted in ERR are flushed too.
+	c, d := e.pair(t, qpConfig{})
+	postRecv(t, c.qp, recvList(c, []uint64{0x21, 0x22})...)
+	post(t, c.qp, sendList(c, []uint64{0x11, 0x12, 0x13}, uverbs.SendSignaled)...)
+	quiet(t, c.cq, 50*time.Millisecond)
+	toError(t, c.qp)
+	post(t, c.qp, sendList(c, []uint64{0x14, 0x15}, uverbs.SendSignaled)...)
+	ws = e.wait(t, c.cq, 7)
+	seen = byID(t, ws)
+	for _, id := range []uint64{0x11, 0x12, 0x13, 0x14, 0x15, 0x21, 0x22} {
+		if w, ok := seen[id]; !ok || w.Status != uverbs.WCWRFlushErr {
+			t.Errorf("request %#x: %s, want a flush error", id, fmtWC(w))
+		}
+	}
+	quiet(t, c.cq, 20*time.Millisecond)
+	quiet(t, d.cq, 1*time.Millisecond)
+}
+
+// testResetReuse: a QP taken to ERR, then RESET, then connected again
+// works as a new one (the queues are reused as they are).
+func testResetReuse(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{})
+	next := uint64(1)
+	roundTrip := func() {
+		t.Helper()
+		postRecv(t, b.qp, recvList(b, []uint64{next, next + 1})...)
+		post(t, a.qp, sendList(a, []uint64{next, next + 1}, uverbs.SendSignaled)...)
+		ws := e.wait(t, a.cq, 2)
+		expect(t, ws[0], next, uverbs.WCSuccess, uverbs.WCSend)
+		expect(t, ws[1], next+1, uverbs.WCSuccess, uverbs.WCSend)
+		rs := e.wait(t, b.cq, 2)
+		expect(t, rs[0], next, uverbs.WCSuccess, uverbs.WCRecv)
+		expect(t, rs[1], next+1, uverbs.WCSuccess, uverbs.WCRecv)
+		next += 2
+	}
+	for round := 0; round < 3; round++ {
+		roundTrip()
+		// A receive left posted is flushed by the error state.
+		postRecv(t, b.qp, recvList(b, []uint64{0x1000 + uint64(round)})...)
+		toError(t, a.qp)
+		toError(t, b.qp)
+		expect(t, e.wait(t, b.cq, 1)[0], 0x1000+uint64(round), uverbs.WCWRFlushErr, 0)
+		for _, x := range []*end{a, b} {
+			modify(t, x.qp, &uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState)
+		}
+		if _, err := a.qp.PostSend(sendList(a, []uint64{0xBAD}, uverbs.SendSignaled)); err == nil {
+			t.Errorf("PostSend in RESET succeeded")
+		}
+		e.connect(t, a, b, qpConfig{})
+		e.connect(t, b, a, qpConfig{})
+	}
+	roundTrip()
+	quiet(t, a.cq, 10*time.Millisecond)
+	quiet(t, b.cq, 1*time.Millisecond)
+}
+
+// testConcurrentPosters: several goroutines post to one QP at once; every
+// request is carried and completes exactly once.
+func testConcurrentPosters(t *testing.T, e *env) {
+	const posters, each = 4, 250
+	cp := uverbs.QPCap{MaxSendWR: posters * each, MaxRecvWR: posters * each, MaxSendSGE: 1, MaxRecvSGE: 1}
+	a, b := e.pair(t, qpConfig{cap: cp, cqe: 4 * posters * each})
+	var recvs []uverbs.RecvWR
+	for i := range posters * each {
+		recvs = append(recvs, uverbs.RecvWR{ID: uint64(i), SGL: []uverbs.SGE{b.buf.sge(i%512*64, 64)}})
+	}
+	postRecv(t, b.qp, recvs...)
+	errs := make(chan error, posters)
+	for g := range posters {
+		go func() {
+			for i := range each {
+				id := uint64(g<<16 | i)
+				wr := []uverbs.SendWR{{ID: id, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(g*64, 8)}}}
+				if _, err := a.qp.PostSend(wr); err != nil {
+					errs <- fmt.Errorf("poster %d request %d: %w", g, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range posters {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := byID(t, e.wait(t, a.cq, posters*each))
+	for g := range posters {
+		for i := range each {
+			if w, ok := sends[uint64(g<<16|i)]; !ok || w.Status != uverbs.WCSuccess {
+				t.Errorf("poster %d request %d: %s", g, i, fmtWC(w))
+			}
+		}
+	}
+	got := byID(t, e.wait(t, b.cq, posters*each))
+	for i := range posters * each {
+		if w, ok := got[uint64(i)]; !ok || w.Status != uverbs.WCSuccess {
+			t.Errorf("receive %d: %s", i, fmtWC(w))
+		}
+	}
+	quiet(t, a.cq, 10*time.Millisecond)
+}
+
+// testResizeCQ: completions waiting in a CQ survive a resize, and the CQ
+// works at its new size.
+func testResizeCQ(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{cqe: 16, cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	old := a.cq.CQE()
+	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
+	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)
+	e.wait(t, b.cq, 3)
+	time.Sleep(50 * time.Millisecond) // the three send completions are in a's CQ
+	for _, cq := range []*uverbs.CQ{a.cq, b.cq} {
+		if err := cq.Resize(200); err != nil {
+			t.Fatalf("Resize: %v", err)
+		}
+		if cq.CQE() < 200 {
+			t.Errorf("resized CQ holds %d, asked 200", cq.CQE())
+		}
+	}
+	for i, w := range e.wait(t, a.cq, 3) {
+		expect(t, w, uint64(1+i), uverbs.WCSuccess, uverbs.WCSend)
+	}
+	// More completions waiting at once than the old size held.
+	n := old + 8
+	if n > 60 {
+		t.Skipf("the CQ asked for 16 entries had %d", old)
+	}
+	ids := make([]uint64, n)
+	for i := range ids {
+		ids[i] = uint64(10 + i)
+	}
+	postRecv(t, b.qp, recvList(b, ids)...)
+	post(t, a.qp, sendList(a, ids, uverbs.SendSignaled)...)
+	time.Sleep(50 * time.Millisecond)
+	for i, w := range e.wait(t, a.cq, n) {
+		expect(t, w, ids[i], uverbs.WCSuccess, uverbs.WCSend)
+	}
+	for i, w := range e.wait(t, b.cq, n) {
+		expect(t, w, ids[i], uverbs.WCSuccess, uverbs.WCRecv)
+	}
+}
+
+// testRefusedList: a list with a bad request is refused as a whole and the
+// queue is as it was; what is posted next completes, and nothing else.
+func testRefusedList(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}})
+	cp := a.qp.Cap()
+	tooMany := make([]uverbs.SGE, cp.MaxSendSGE+1)
+	for i := range tooMany {
+		tooMany[i] = a.buf.sge(i*16, 16)
+	}
+	bad := []struct {
+		name string
+		wr   uverbs.SendWR
+	}{
+		{"too many SGEs", uverbs.SendWR{ID: 0xBAD, Opcode: uverbs.WRSend, SGL: tooMany}},
+		{"inline too long", uverbs.SendWR{ID: 0xBAD, Opcode: uverbs.WRSend, Flags: uverbs.SendInline,
+			SGL: []uverbs.SGE{a.buf.sge(0, int(cp.MaxInlineData)+1)}}},
+		{"atomic of 4 bytes", uverbs.SendWR{ID: 0xBAD, Opcode: uverbs.WRAtomicFetchAndAdd, RemoteAddr: b.buf.addr(0), RKey: b.buf.mr.RKey(),
+			SGL: []uverbs.SGE{a.buf.sge(0, 4)}}},
+		{"atomic unaligned", uverbs.SendWR{ID: 0xBAD, Opcode: uverbs.WRAtomicCmpAndSwp, RemoteAddr: b.buf.addr(4), RKey: b.buf.mr.RKey(),
+			SGL: []uverbs.SGE{a.buf.sge(0, 8)}}},
+		{"unknown opcode", uverbs.SendWR{ID: 0xBAD, Opcode: 200}},
+	}
+	next := uint64(1)
+	for _, c := range bad {
+		good := sendList(a, []uint64{next, next + 1}, uverbs.SendSignaled)
+		list := []uverbs.SendWR{good[0], c.wr, good[1]}
+		syscalls := a.side.ctx.Syscalls()
+		n, err := a.qp.PostSend(list)
+		if err == nil || n != 1 {
+			t.Fatalf("%s: PostSend = %d, %v; want an error at index 1", c.name, n, err)
+		}
+		if d := a.side.ctx.Syscalls() - syscalls; d != 0 {
+			t.Errorf("%s: a refused list made %d syscalls", c.name, d)
+		}
+		t.Logf("%s: %v", c.name, err)
+		// Now a good list: exactly it completes.
+		postRecv(t, b.qp, recvList(b, []uint64{next, next + 1})...)
+		post(t, a.qp, good...)
+		ws := e.wait(t, a.cq, 2)
+		expect(t, ws[0], next, uverbs.WCSuccess, uverbs.WCSend)
+		expect(t, ws[1], next+1, uverbs.WCSuccess, uverbs.WCSend)
+		rs := e.wait(t, b.cq, 2)
+		expect(t, rs[0], next, uverbs.WCSuccess, uverbs.WCRecv)
+		expect(t, rs[1], next+1, uverbs.WCSuccess, uverbs.WCRecv)
+		next += 2
+	}
+	// Receives: too many SGEs in the second of two.
+	rl := recvList(b, []uint64{0x70, 0x71})
+	rl[1].SGL = make([]uverbs.SGE, b.qp.Cap().MaxRecvSGE+1)
+	if n, err := b.qp.PostRecv(rl); err == nil || n != 1 {
+		t.Fatalf("PostRecv with too many SGEs = %d, %v; want an error at index 1", n, err)
+	}
+	postRecv(t, b.qp, recvList(b, []uint64{0x72})...)
+	post(t, a.qp, sendList(a, []uint64{0x73}, uverbs.SendSignaled)...)
+	e.wait(t, a.cq, 1)
+	expect(t, e.wait(t, b.cq, 1)[0], 0x72, uverbs.WCSuccess, uverbs.WCRecv)
+	quiet(t, a.cq, 20*time.Millisecond)
+	quiet(t, b.cq, 1*time.Millisecond)
+}
