@@ -15,15 +15,10 @@
 // (netlink RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK), as rdma-core's
 // ibv_is_fork_initialized does.
 //
-// MapFile maps device memory: rxe queues mapped from the uverbs command fd,
-// mlx5 UAR (doorbell) pages. Those are MAP_SHARED; the kernel decides whether
-// they are inherited.
-//
-// Shared indices are read and written through typed atomic views
-// (Region.Uint32, Region.Uint64): Load is a load-acquire and Store a
-// store-release, the ordering rdma-core uses for rxe's producer and consumer
-// indices. The views and Region.Pointer allocate nothing; misuse (an offset
-// out of range or misaligned, a closed region) panics.
+// Region.Pointer gives the address of a byte in the mapping, for the
+// doorbell-record stores (package doorbell) and codecs. Device pages mapped
+// from a uverbs fd (rxe queues, mlx5 UARs) are not Regions: package abi maps
+// them through its File, which ties their unmapping to the fd's lifetime.
 //
 // Every use of package unsafe is in a file named *_unsafe.go. The syscalls
 // here take pointers to the mappings themselves, never to Go memory, so no

@@ -98,27 +98,9 @@ func AnonymousOpts(size int, o Options) (*Region, error) {
 	return r, nil
 }
 
-// MapFile maps size bytes of the file or device fd at offset with
-// MAP_SHARED and protection prot (unix.PROT_READ, unix.PROT_WRITE …), as
-// device queues (rxe: the uverbs command fd) and doorbell pages (mlx5 UARs)
-// are mapped. offset must be a multiple of the page size. Len reports size
-// as given; the kernel maps (and Close unmaps) whole pages. No madvise is
-// applied: the kernel decides whether a device mapping is inherited.
-func MapFile(fd int, offset int64, size int, prot int) (*Region, error) {
-	if size <= 0 || offset < 0 || offset%int64(PageSize()) != 0 {
-		return nil, fmt.Errorf("mmap: mapping %d bytes of fd %d at offset %#x: size must be positive and offset page aligned: %w",
-			size, fd, offset, unix.EINVAL)
-	}
-	b, err := mapMem(size, prot, unix.MAP_SHARED, fd, offset)
-	if err != nil {
-		return nil, fmt.Errorf("mmap: mapping %d bytes of fd %d at offset %#x: %w", size, fd, offset, err)
-	}
-	return &Region{b: b, size: size}, nil
-}
-
 // Bytes returns the mapped memory, or nil after Close. Memory a device
-// writes should be read through the atomic views (Uint32, Uint64) or after
-// the barrier the device's protocol asks for, not through plain loads alone.
+// writes should be read after the barrier the device's protocol asks for,
+// not through plain loads alone.
 func (r *Region) Bytes() []byte { return r.b }
 
 // Len returns the length of the mapping in bytes, or 0 after Close.

@@ -2,7 +2,6 @@ package mmap
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"os"
 	"slices"
@@ -237,87 +236,5 @@ func TestCountMappings(t *testing.T) {
 	// The runtime may map a little more of its own meanwhile.
 	if after > before+2 {
 		t.Errorf("CountMappings: %d before, %d after closing every region: leak", before, after)
-	}
-}
-
-func TestMapFileSharesData(t *testing.T) {
-	ps := PageSize()
-	fd, err := unix.MemfdCreate("goverbs-mmap-test", unix.MFD_CLOEXEC)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Ftruncate(fd, int64(2*ps)); err != nil {
-		t.Fatal(err)
-	}
-	a, err := MapFile(fd, 0, 2*ps, unix.PROT_READ|unix.PROT_WRITE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	b, err := MapFile(fd, int64(ps), ps, unix.PROT_READ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if a.Len() != 2*ps || b.Len() != ps || a.Addr()%uintptr(ps) != 0 {
-		t.Fatalf("Len %d/%d Addr %#x", a.Len(), b.Len(), a.Addr())
-	}
-
-	copy(a.Bytes()[ps:], "through the first mapping")
-	if got := string(b.Bytes()[:25]); got != "through the first mapping" {
-		t.Errorf("second mapping reads %q", got)
-	}
-	a.Uint64(ps + 64).Store(0x1122334455667788)
-	if got := binary.NativeEndian.Uint64(b.Bytes()[64:]); got != 0x1122334455667788 {
-		t.Errorf("atomic store seen as %#x through the other mapping", got)
-	}
-	if _, err := unix.Pwrite(fd, []byte("by pwrite"), int64(ps)+128); err != nil {
-		t.Fatal(err)
-	}
-	if got := string(b.Bytes()[128:137]); got != "by pwrite" {
-		t.Errorf("mapping reads %q after pwrite", got)
-	}
-
-	// A MAP_SHARED mapping that is not page sized: Len is what was asked.
-	c, err := MapFile(fd, 0, 100, unix.PROT_READ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Len() != 100 {
-		t.Errorf("Len() = %d, want 100", c.Len())
-	}
-	addr := c.Addr()
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Close(); err != nil {
-		t.Fatalf("second Close = %v", err)
-	}
-	if _, ok := findVMA(t, addr); ok {
-		t.Errorf("file mapping at %#x still listed after Close", addr)
-	}
-}
-
-func TestMapFileErrors(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		fd     int
-		offset int64
-		size   int
-	}{
-		{"unaligned offset", 0, 1, 4096},
-		{"negative offset", 0, -4096, 4096},
-		{"zero size", 0, 0, 0},
-	} {
-		if r, err := MapFile(tc.fd, tc.offset, tc.size, unix.PROT_READ); !errors.Is(err, unix.EINVAL) {
-			if r != nil {
-				r.Close()
-			}
-			t.Errorf("%s: MapFile = %v, want EINVAL", tc.name, err)
-		}
-	}
-	if _, err := MapFile(-1, 0, 4096, unix.PROT_READ); !errors.Is(err, unix.EBADF) {
-		t.Errorf("MapFile(-1) = %v, want EBADF", err)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 func usage() {
@@ -41,50 +43,14 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
-// getopt parses short options like getopt(3) with optstring
-// "a:I:Pp:C:S:t:scvVdq": flags may be grouped (-vV), values attached
-// (-S100) or separate (-S 100); "--" ends the options.
-func getopt(args []string, withArg, flags string, f func(op byte, val string) error) error {
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" || len(a) < 2 || a[0] != '-' {
-			break
-		}
-		for j := 1; j < len(a); j++ {
-			op := a[j]
-			switch {
-			case contains(withArg, op):
-				val := a[j+1:]
-				if val == "" {
-					if i+1 >= len(args) {
-						return fmt.Errorf("option requires an argument -- '%c'", op)
-					}
-					i++
-					val = args[i]
-				}
-				if err := f(op, val); err != nil {
-					return err
-				}
-				j = len(a)
-			case contains(flags, op):
-				if err := f(op, ""); err != nil {
-					return err
-				}
-			default:
-				return fmt.Errorf("invalid option -- '%c'", op)
-			}
-		}
-	}
-	return nil
-}
-
-func contains(s string, c byte) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return true
-		}
-	}
-	return false
+// rpingOptions is rping's getopt(3) string "a:I:Pp:C:S:t:scvVdq" as a
+// table: rping has no long options, and glibc's getopt parses a short-only
+// table exactly as getopt_long does.
+var rpingOptions = []getopt.Option{
+	{Short: 'a', Arg: true}, {Short: 'I', Arg: true}, {Short: 'P'},
+	{Short: 'p', Arg: true}, {Short: 'C', Arg: true}, {Short: 'S', Arg: true},
+	{Short: 't', Arg: true}, {Short: 's'}, {Short: 'c'}, {Short: 'v'},
+	{Short: 'V'}, {Short: 'd'}, {Short: 'q'},
 }
 
 // minSize is RPING_MIN_BUFSIZE: sizeof "2147483647" plus sizeof "rdma-ping-%d: ".
@@ -93,9 +59,24 @@ const (
 	maxSize = 64*1024 - 1
 )
 
+// parseArgs runs rping's command line through getopt, handing each option
+// to f in command-line order; operands are ignored, as rping ignores them.
+func parseArgs(args []string, f func(op rune, val string) error) error {
+	p, err := getopt.Parse(args, rpingOptions, os.Getenv("POSIXLY_CORRECT") != "")
+	if err != nil {
+		return err
+	}
+	for _, o := range p.Options {
+		if err := f(o.Short, o.Arg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func run(args []string) int {
 	o := options{size: 64, port: 7174, server: -1}
-	err := getopt(args, "aIpCSt", "PscvVdq", func(op byte, val string) error {
+	err := parseArgs(args, func(op rune, val string) error {
 		var err error
 		switch op {
 		case 'a':

@@ -5,9 +5,12 @@ import (
 	"testing"
 )
 
-func TestGetopt(t *testing.T) {
+// TestParseArgs: rping's options parse as glibc's getopt parses
+// "a:I:Pp:C:S:t:scvVdq": grouped flags, attached or separate values,
+// operands permuted past, "--" ending the options.
+func TestParseArgs(t *testing.T) {
 	type opt struct {
-		op  byte
+		op  rune
 		val string
 	}
 	for _, c := range []struct {
@@ -18,11 +21,12 @@ func TestGetopt(t *testing.T) {
 		{[]string{"-s", "-a", "10.0.2.15", "-vV", "-S100", "-C", "5"},
 			[]opt{{'s', ""}, {'a', "10.0.2.15"}, {'v', ""}, {'V', ""}, {'S', "100"}, {'C', "5"}}, false},
 		{[]string{"-c", "-p7174", "--", "-x"}, []opt{{'c', ""}, {'p', "7174"}}, false},
+		{[]string{"-c", "extra", "-d"}, []opt{{'c', ""}, {'d', ""}}, false},
 		{[]string{"-x"}, nil, true},
 		{[]string{"-a"}, nil, true},
 	} {
 		var got []opt
-		err := getopt(c.args, "aIpCSt", "PscvVdq", func(op byte, val string) error {
+		err := parseArgs(c.args, func(op rune, val string) error {
 			got = append(got, opt{op, val})
 			return nil
 		})
