@@ -4,9 +4,10 @@
 // ErrNotSupported there.
 //
 // Go's sync/atomic gives acquire/release ordering between goroutines, which
-// is enough for queues shared with the kernel (rxe's indices, viewed through
-// provider/rxe's atomic views of its mapped queues). A device is another matter: its DMA sits in a wider
-// shareability domain than the CPUs, and its doorbell registers are uncached
+// is enough for queues shared with the kernel (rxe's indices, read and
+// written through provider/rxe's atomic views). A device is another matter:
+// its DMA sits in a wider shareability domain than the CPUs, and its doorbell
+// registers are uncached
 // or write-combining memory, which Go's memory model does not describe. So
 // there is one function per barrier rdma-core uses (util/udma_barrier.h,
 // util/mmio.h), named for what it orders:
