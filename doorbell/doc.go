@@ -7,8 +7,8 @@
 // is enough for queues shared with the kernel (rxe's indices, read and
 // written through provider/rxe's atomic views). A device is another matter:
 // its DMA sits in a wider shareability domain than the CPUs, and its doorbell
-// registers are uncached
-// or write-combining memory, which Go's memory model does not describe. So
+// registers are uncached or write-combining memory, which Go's memory model
+// does not describe. So
 // there is one function per barrier rdma-core uses (util/udma_barrier.h,
 // util/mmio.h), named for what it orders:
 //
