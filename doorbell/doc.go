@@ -8,9 +8,8 @@
 // written through provider/rxe's atomic views). A device is another matter:
 // its DMA sits in a wider shareability domain than the CPUs, and its doorbell
 // registers are uncached or write-combining memory, which Go's memory model
-// does not describe. So
-// there is one function per barrier rdma-core uses (util/udma_barrier.h,
-// util/mmio.h), named for what it orders:
+// does not describe. So there is one function per barrier rdma-core uses
+// (util/udma_barrier.h, util/mmio.h), named for what it orders:
 //
 //	ToDevice    udma_to_device_barrier    amd64: compiler barrier  arm64: DMB OSHST
 //	FromDevice  udma_from_device_barrier  amd64: LFENCE            arm64: DMB OSHLD
