@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
+	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 	"golang.org/x/sys/unix"
 )
@@ -216,7 +217,7 @@ func writeInline(ring []byte, pos int, sgl []provider.SGE, total uint32) {
 		if n == 0 {
 			continue
 		}
-		src := userBytes(sgl[i].Addr, int(n))
+		src := usermem.Bytes(sgl[i].Addr, int(n))
 		for len(src) > 0 {
 			c := copy(ring[off:], src)
 			src = src[c:]

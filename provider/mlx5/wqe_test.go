@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/mlx5dv"
@@ -202,7 +203,7 @@ func TestGoldenSendWQEs(t *testing.T) {
 			if p.inline {
 				var src []byte
 				for _, s := range c.wr.SGL {
-					src = append(src, userBytes(s.Addr, int(s.Length))...)
+					src = append(src, usermem.Bytes(s.Addr, int(s.Length))...)
 				}
 				at := int(p.ds)*segSize - ((inlHdrSize + len(src) + segSize - 1) &^ (segSize - 1))
 				if !bytes.Equal(wqe[at+inlHdrSize:at+inlHdrSize+len(src)], src) {

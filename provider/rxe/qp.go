@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 	"golang.org/x/sys/unix"
 )
@@ -254,7 +255,7 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		dst := q.sendInline(i, int(length))
 		off := 0
 		for _, s := range wr.SGL {
-			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+			off += copy(dst[off:], usermem.Bytes(s.Addr, int(s.Length)))
 		}
 		n = 0 // the bytes are in the WQE; no SGE follows
 	} else {

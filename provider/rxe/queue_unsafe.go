@@ -177,17 +177,3 @@ type retired struct {
 	f   *abi.File
 	mem []byte
 }
-
-// userBytes views n bytes of this process at addr: the bytes an inline send's
-// SGE points at, which the WQE carries instead of the SGE. Like librxe, and
-// like any memcpy from an address the caller handed over, it trusts addr:
-// a bad address faults.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	// Reinterpret the integer's storage: a foreign address on purpose
-	// (vet's unsafeptr check rightly flags the uintptr conversion form).
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
-}
