@@ -23,6 +23,10 @@ type StressOptions struct {
 	QPs    int           // queue pairs, in loopback pairs (16)
 	CQs    int           // CQs the QPs share (4)
 	Rounds int           // teardown points: one context per round
+	// WRs is the least number of work requests the rounds must post:
+	// rounds go on past Rounds until it is reached (at most ten times
+	// Rounds; more is a failure: the posters are stuck).
+	WRs int64
 	// MaxDelay bounds the random moment of the round's teardown.
 	MaxDelay time.Duration
 	// KeptFDsPerRound are descriptors the device side keeps per round (the
@@ -34,7 +38,7 @@ type StressOptions struct {
 // wrID packs a QP index and a sequence number.
 func wrID(qp, seq int) uint64 { return uint64(qp)<<32 | uint64(seq) }
 
-// Stress runs rounds of traffic on QPs loopback-connected in pairs, with a
+// Stress runs rounds (o.Rounds, and more until o.WRs were posted) of traffic on QPs loopback-connected in pairs, with a
 // poster per QP and a waiter per CQ (CQ.Wait, which polls), while a closer
 // goroutine closes QPs, CQs, the channel and the context at random
 // moments. Every round must end with every goroutine returned (none left
@@ -45,17 +49,21 @@ func wrID(qp, seq int) uint64 { return uint64(qp)<<32 | uint64(seq) }
 func Stress(t *testing.T, dev uverbs.Device, o StressOptions) {
 	fds, maps := countFDs(t), countDeviceMaps(t)
 	var posted, completed, flushed, refused atomic.Int64
-	for round := 0; round < o.Rounds; round++ {
+	round := 0
+	for ; round < o.Rounds || posted.Load() < o.WRs; round++ {
+		if round == 10*max(o.Rounds, 1) {
+			t.Fatalf("%d rounds posted only %d WRs, want %d", round, posted.Load(), o.WRs)
+		}
 		stressRound(t, dev, o, round, &posted, &completed, &flushed, &refused)
 		if t.Failed() {
 			return
 		}
 	}
 	t.Logf("%d rounds: %d WRs posted, %d completed (%d flushed), %d posts refused as closed",
-		o.Rounds, posted.Load(), completed.Load(), flushed.Load(), refused.Load())
+		round, posted.Load(), completed.Load(), flushed.Load(), refused.Load())
 	// A leak is a rise. The count may also fall: descriptors an earlier
 	// test left to the garbage collector can be closed during the rounds.
-	if got, want := countFDs(t), fds+o.Rounds*o.KeptFDsPerRound; got > want {
+	if got, want := countFDs(t), fds+round*o.KeptFDsPerRound; got > want {
 		t.Errorf("open descriptors %d → %d, want at most %d", fds, got, want)
 	}
 	if got := countDeviceMaps(t); got != maps {
