@@ -44,11 +44,16 @@ func TestHandleReuseRig(t *testing.T) {
 	})
 }
 
-var stressRounds = flag.Int("stress.rounds", 30, "teardown rounds in TestStressRig")
+var (
+	stressRounds = flag.Int("stress.rounds", 30, "teardown rounds in TestStressRig")
+	stressWRs    = flag.Int64("stress.wrs", 0, "work requests TestStressRig posts at least (rounds go on until then)")
+)
 
 // TestStressRig: 16 RC QPs on rxe0 in loopback pairs over 4 CQs, posters
 // and waiters on every queue, torn down at random moments (build with
-// -race to run it under the race detector).
+// -race to run it under the race detector). make test runs 30 rounds per
+// kernel; issue 11's scale is -stress.rounds=1000 -stress.wrs=1000000
+// (about 3 s a round under TCG on a loaded host).
 func TestStressRig(t *testing.T) {
 	rigtest.Require(t)
 	d := lifeDevice(t, "rxe0")
@@ -62,5 +67,5 @@ func TestStressRig(t *testing.T) {
 		t.Fatal(err)
 	}
 	av := uverbs.AHAttr{PortNum: 1, GRH: &uverbs.GlobalRoute{DGID: g.GID, SGIDIndex: 1, HopLimit: 64}}
-	lifetest.Stress(t, d, lifetest.StressOptions{AH: av, QPs: 16, CQs: 4, Rounds: *stressRounds, MaxDelay: 50 * time.Millisecond})
+	lifetest.Stress(t, d, lifetest.StressOptions{AH: av, QPs: 16, CQs: 4, Rounds: *stressRounds, WRs: *stressWRs, MaxDelay: 50 * time.Millisecond})
 }
