@@ -405,19 +405,7 @@ func testRemoteAccessError(t *testing.T, e *env) {
 	bad := b.buf.mr.RKey() ^ 0x800000
 	post(t, a.qp, uverbs.SendWR{ID: 0xE1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: b.buf.addr(0), RKey: bad, SGL: []uverbs.SGE{a.buf.sge(0, 32)}})
-	if w, ok := e.waitUnlessSilentError(t, a.cq, b.qp); ok {
-		expect(t, w, 0xE1, uverbs.WCRemAccessErr, 0)
-	} else {
-		// The responder went to ERR and never NAKed the write: rxe on
-		// 5.10 (rxe_resp.c: for a request without a receive WQE,
-		// do_complete returns RESPST_CLEANUP, so the NAK of
-		// RESPST_ACKNOWLEDGE is never sent, then RESPST_ERROR). The
-		// write stays outstanding; moving the requester to ERR must
-		// flush it: nothing is lost.
-		t.Logf("the responder QP went to ERR without NAKing the write with a bad rkey (rxe before the responder sent class C NAKs for RDMA requests): the requester's write is flushed instead")
-		toError(t, a.qp)
-		expect(t, e.wait(t, a.cq, 1)[0], 0xE1, uverbs.WCWRFlushErr, 0)
-	}
+	e.expectRemoteAccessError(t, a, b, 0xE1)
 	// The QP is in the error state now: what follows is flushed.
 	post(t, a.qp, uverbs.SendWR{ID: 0xE2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
 	expect(t, e.wait(t, a.cq, 1)[0], 0xE2, uverbs.WCWRFlushErr, 0)
@@ -425,7 +413,24 @@ func testRemoteAccessError(t *testing.T, e *env) {
 	c, d := e.pair(t, qpConfig{})
 	post(t, c.qp, uverbs.SendWR{ID: 0xE3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
 		RemoteAddr: d.buf.addr(64<<10 - 8), RKey: d.buf.mr.RKey(), SGL: []uverbs.SGE{c.buf.sge(0, 64)}})
-	expect(t, e.wait(t, c.cq, 1)[0], 0xE3, uverbs.WCRemAccessErr, 0)
+	e.expectRemoteAccessError(t, c, d, 0xE3)
+}
+
+// expectRemoteAccessError: request id of a, refused by b's responder,
+// completes with a remote access error; or, where the responder goes to
+// ERR without NAKing it, is flushed once a goes to ERR (nothing is lost).
+// rxe on 5.10 does not NAK an RDMA request it refuses (rxe_resp.c: for a
+// request without a receive WQE, do_complete returns RESPST_CLEANUP, so
+// the NAK of RESPST_ACKNOWLEDGE is never sent, then RESPST_ERROR).
+func (e *env) expectRemoteAccessError(t *testing.T, a, b *end, id uint64) {
+	t.Helper()
+	if w, ok := e.waitUnlessSilentError(t, a.cq, b.qp); ok {
+		expect(t, w, id, uverbs.WCRemAccessErr, 0)
+		return
+	}
+	t.Logf("request %#x: the responder QP went to ERR without NAKing it (rxe's responder before it NAKed refused RDMA requests): the request is flushed instead", id)
+	toError(t, a.qp)
+	expect(t, e.wait(t, a.cq, 1)[0], id, uverbs.WCWRFlushErr, 0)
 }
 
 // waitUnlessSilentError waits for one completion on cq, as wait does, but
