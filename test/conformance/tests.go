@@ -632,8 +632,10 @@ func testConcurrentPosters(t *testing.T, e *env) {
 func testResizeCQ(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{cqe: 16, cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	old := a.cq.CQE()
-	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
+	// Receives first: a send that finds none is RNR-retried forever, which
+	// 5.10's rxe does without waiting the RNR timer (see testFlush).
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)
+	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
 	e.wait(t, b.cq, 3)
 	time.Sleep(50 * time.Millisecond) // the three send completions are in a's CQ
 	for _, cq := range []*uverbs.CQ{a.cq, b.cq} {
