@@ -62,6 +62,16 @@ type Kernel interface {
 	CopyOnFork() bool
 }
 
+// GIDQuerier is implemented by a Kernel that can read its device's GID
+// table (uverbs' does). rxe asks it for a source GID when the kernel leaves
+// the address vector of UD sends to user space (a CREATE_AH answer without
+// an AH number, Linux before 5.16).
+type GIDQuerier interface {
+	// QueryGID returns entry index of port's GID table, in network byte
+	// order.
+	QueryGID(port, index int) ([16]byte, error)
+}
+
 // DeviceLoser is implemented by a provider Context whose fast path must
 // fail once its device is gone (disassociated: the kernel answers EIO to
 // every command and revokes the mappings). uverbs calls DeviceLost when it

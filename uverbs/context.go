@@ -305,3 +305,9 @@ func (k kernelOps) ModifyQPState(qp uint32, state provider.QPState) error {
 }
 
 func (k kernelOps) CopyOnFork() bool { return copyOnFork() }
+
+// QueryGID makes kernelOps a provider.GIDQuerier.
+func (k kernelOps) QueryGID(port, index int) ([16]byte, error) {
+	e, err := k.c.QueryGID(port, index)
+	return e.GID, err
+}

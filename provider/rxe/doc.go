@@ -89,8 +89,12 @@
 // range, not the window's (rxe_resp.c check_rkey: mr_check_range(mw->mr,
 // ...)), on 6.1 and 6.12.
 //
-// Limits: UD address handles need the kernel's ah_num (Linux 5.16 and
-// later); an SRQ cannot be resized
+// UD address handles: since Linux 5.16 the kernel keeps the address vector
+// and a WQE names it by the AH number CREATE_AH returned; before, the
+// kernel returns none and reads the whole vector from each WQE, which the
+// provider then builds as the kernel would (see CreateAH).
+//
+// Limits: an SRQ cannot be resized
 // (its limit can be changed); receives posted while a QP is already in the
 // error state are flushed only when the kernel's responder runs again
 // (another MODIFY_QP to ERR), since a receive makes no syscall — librxe

@@ -33,6 +33,7 @@ type fakeRXE struct {
 	// it must not allocate (the allocation tests ring doorbells).
 	onDoorbell func(handle uint32)
 	notifies   []uint32
+	gids       map[[2]int][16]byte // QueryGID's table: {port, index} -> GID
 }
 
 var fakePaths atomic.Int64
@@ -136,6 +137,15 @@ func (o fakeOps) File() *abi.File                              { return o.f }
 func (o fakeOps) GetContext(in, out []byte) error              { return nil }
 func (o fakeOps) CopyOnFork() bool                             { return false }
 func (o fakeOps) ModifyQPState(uint32, provider.QPState) error { return nil }
+
+// QueryGID answers from fk.gids; an entry it lacks is unused (ENODATA).
+func (o fakeOps) QueryGID(port, index int) ([16]byte, error) {
+	g, ok := o.fk.gids[[2]int{port, index}]
+	if !ok {
+		return g, unix.ENODATA
+	}
+	return g, nil
+}
 
 func (o fakeOps) ReqNotifyCQ(cq uint32, sol bool) error {
 	o.fk.notifies = append(o.fk.notifies, cq)

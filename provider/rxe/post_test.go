@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"net"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/abi"
@@ -195,12 +198,88 @@ func TestPostSendUDWQE(t *testing.T) {
 		t.Errorf("UD av % x", w[56:144])
 	}
 
-	// An AH without ah_num (Linux < 5.16) is refused.
-	st, _ = c.CreateAH(provider.AHAttr{PortNum: 1})
+}
+
+// TestUserAV: a kernel that answers CREATE_AH without an AH number (Linux
+// before 5.16) reads the whole address vector from each UD WQE, so the
+// provider builds it as the kernel would have: source address from the GID
+// table, destination MAC of a local destination from its interface.
+func TestUserAV(t *testing.T) {
+	fk, c := testContext(t)
+	qp := testQP(t, fk, c, qpSpec{typ: provider.QPTypeUD})
+	v4 := func(a, b, c, d byte) [16]byte { return [16]byte{10: 0xff, 11: 0xff, 12: a, 13: b, 14: c, 15: d} }
+	fk.gids = map[[2]int][16]byte{{1, 1}: v4(10, 99, 0, 1)}
+	own := [6]byte{0x52, 0x54, 0, 0x12, 0x34, 0x56}
+	var asked []string
+	old := localMAC
+	t.Cleanup(func() { localMAC = old })
+	localMAC = func(ip net.IP) ([6]byte, error) {
+		asked = append(asked, ip.String())
+		if ip.Equal(net.IPv4(10, 99, 0, 2)) {
+			return own, nil
+		}
+		return [6]byte{}, nil
+	}
+	for _, tc := range []struct {
+		name string
+		dgid [16]byte
+		mac  [6]byte
+	}{{"local", v4(10, 99, 0, 2), own}, {"remote", v4(192, 0, 2, 7), [6]byte{}}} {
+		st, err := c.CreateAH(provider.AHAttr{PortNum: 1, IsGlobal: true, SGIDIndex: 1, HopLimit: 64, TrafficClass: 3, DGID: tc.dgid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pah, err := st.Complete(provider.AHCreated{Handle: 1}) // the response left zero: no ah_num
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var want abi.RxeAv
+		want.PortNum, want.NetworkType, want.Dmac = 1, abi.RXE_NETWORK_TYPE_IPV4, tc.mac
+		want.Grh = abi.RxeGlobalRoute{Dgid: tc.dgid, SgidIndex: 1, HopLimit: 64, TrafficClass: 3}
+		ne.PutUint16(want.SgidAddr[0:], unix.AF_INET)
+		copy(want.SgidAddr[4:], []byte{10, 99, 0, 1})
+		ne.PutUint16(want.DgidAddr[0:], unix.AF_INET)
+		copy(want.DgidAddr[4:], tc.dgid[12:])
+		if pah.(*AH).Num() != 0 || !bytes.Equal(pah.(*AH).av[:], abi.Bytes(&want)) {
+			t.Errorf("%s: AH num %d av\n% x, want\n% x", tc.name, pah.(*AH).Num(), pah.(*AH).av[:], abi.Bytes(&want))
+		}
+		wr := provider.SendWR{ID: 1, Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}},
+			UD: provider.UDDest{AH: ahHolder{pah}, RemoteQPN: 0x11, QKey: 0x1234}}
+		if _, err := qp.PostSend([]provider.SendWR{wr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The WQEs carry the vectors at 56 (struct rxe_send_wqe.av on 5.10,
+	// wr.ud.av since: the same bytes; sgid_addr at 32 in it) and ah_num 0.
+	for i := uint32(0); i < 2; i++ {
+		w := slotBytes(qp.sq.q, i)
+		if ne.Uint32(w[36:]) != 0 || w[57] != abi.RXE_NETWORK_TYPE_IPV4 || !bytes.Equal(w[56+32+4:56+32+8], []byte{10, 99, 0, 1}) {
+			t.Errorf("WQE %d: ah_num %d av % x", i, ne.Uint32(w[36:]), w[56:144])
+		}
+	}
+	if want := []string{"10.99.0.2", "192.0.2.7"}; !slices.Equal(asked, want) {
+		t.Errorf("MACs looked up for %v, want %v", asked, want)
+	}
+
+	// Refusals: no GRH (RoCE needs one), a GID the kernel cannot read, a
+	// Kernel that cannot query GIDs; each names the cause.
+	st, _ := c.CreateAH(provider.AHAttr{PortNum: 1})
+	if _, err := st.Complete(provider.AHCreated{}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("AH without GRH and ah_num: %v, want EINVAL", err)
+	}
+	st, _ = c.CreateAH(provider.AHAttr{PortNum: 1, IsGlobal: true, SGIDIndex: 5, DGID: v4(10, 99, 0, 2)})
+	if _, err := st.Complete(provider.AHCreated{}); !errors.Is(err, unix.ENODATA) || !strings.Contains(err.Error(), "source GID 5") {
+		t.Errorf("AH with an unused source GID: %v, want ENODATA naming it", err)
+	}
+	c2 := &Context{k: noGIDOps{fakeOps{fk, c.f}}, f: c.f}
+	st, _ = c2.CreateAH(provider.AHAttr{PortNum: 1, IsGlobal: true, SGIDIndex: 1, DGID: v4(10, 99, 0, 2)})
 	if _, err := st.Complete(provider.AHCreated{}); !errors.Is(err, provider.ErrNotSupported) {
-		t.Errorf("AH with ah_num 0: %v, want ErrNotSupported", err)
+		t.Errorf("AH on a Kernel without QueryGID: %v, want ErrNotSupported", err)
 	}
 }
+
+// noGIDOps hides fakeOps' QueryGID.
+type noGIDOps struct{ provider.Kernel }
 
 type ahHolder struct{ ah provider.AH }
 
@@ -404,3 +483,8 @@ func TestPostRecvAndSRQ(t *testing.T) {
 		t.Errorf("MODIFY_SRQ udata: %d in, %d out", len(in), len(out))
 	}
 }
+
+// The fake-queue benchmarks measure the provider's own cost: no kernel, the
+// doorbell write goes to the fake (an interface call, no syscall). Compare
+// Serial with Parallel for the price of the per-queue mutex under
+// contention.

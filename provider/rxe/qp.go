@@ -159,6 +159,14 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	} else {
 		err = qp.c.f.Write(qp.db.cmd[:])
 	}
+	if err == nil && qp.State() == provider.QPStateErr {
+		// Sends posted in ERR must complete flushed. Linux 6.1 and later
+		// flush them from the doorbell's requester run; 5.10's requester
+		// returns at once in ERR, and only the completer, run when the QP
+		// is moved to ERR, flushes the send queue (rxe_qp_error). Moving
+		// it to ERR again is that doorbell, as PostRecv does for receives.
+		err = qp.c.k.ModifyQPState(qp.handle, provider.QPStateErr)
+	}
 	if err != nil {
 		runtime.KeepAlive(qp.db)
 		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}

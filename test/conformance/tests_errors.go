@@ -13,8 +13,7 @@ func testRemoteAccessError(t *testing.T, e *env) {
 	bad := b.buf.mr.RKey() ^ 0x800000
 	post(t, a.qp, uverbs.SendWR{ID: 0xE1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: b.buf.addr(0), RKey: bad, SGL: []uverbs.SGE{a.buf.sge(0, 32)}})
-	w := e.wait(t, a.cq, 1)[0]
-	expect(t, w, 0xE1, uverbs.WCRemAccessErr, 0)
+	e.expectRemoteAccessError(t, a, b, 0xE1)
 	// The QP is in the error state now: what follows is flushed.
 	post(t, a.qp, uverbs.SendWR{ID: 0xE2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
 	expect(t, e.wait(t, a.cq, 1)[0], 0xE2, uverbs.WCWRFlushErr, 0)
@@ -22,7 +21,7 @@ func testRemoteAccessError(t *testing.T, e *env) {
 	c, d := e.pair(t, qpConfig{})
 	post(t, c.qp, uverbs.SendWR{ID: 0xE3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
 		RemoteAddr: d.buf.addr(64<<10 - 8), RKey: d.buf.mr.RKey(), SGL: []uverbs.SGE{c.buf.sge(0, 64)}})
-	expect(t, e.wait(t, c.cq, 1)[0], 0xE3, uverbs.WCRemAccessErr, 0)
+	e.expectRemoteAccessError(t, c, d, 0xE3)
 }
 
 func testRNR(t *testing.T, e *env) {
@@ -54,16 +53,27 @@ func testFlush(t *testing.T, e *env) {
 
 	// Sends stuck on a receiver without receives (RNR retried forever),
 	// and receives of the sender: all flushed when the sender goes to ERR;
-	// sends posted in ERR are flushed too.
+	// sends posted in ERR are flushed too. Only where the device waits the
+	// RNR NAK timer before a retry: rxe before Linux commit "RDMA/rxe: Fix
+	// rnr retry behavior" (2022; 5.10 has the defect) retries at once, so
+	// an infinite RNR retry spins in the kernel (on 5.10's rxe0 loopback a
+	// soft lockup inside the doorbell's write(), rxe_requester ->
+	// rxe_responder -> send_ack, never returning). rnrTimerHonoured asks
+	// the device without an infinite retry; where it does not wait, the
+	// stuck sends are left out and the rest is checked.
+	ids := []uint64{0x14, 0x15, 0x21, 0x22}
 	c, d := e.pair(t, qpConfig{})
 	postRecv(t, c.qp, recvList(c, []uint64{0x21, 0x22})...)
-	post(t, c.qp, sendList(c, []uint64{0x11, 0x12, 0x13}, uverbs.SendSignaled)...)
-	quiet(t, c.cq, 50*time.Millisecond)
+	if rnrTimerHonoured(t, e) {
+		post(t, c.qp, sendList(c, []uint64{0x11, 0x12, 0x13}, uverbs.SendSignaled)...)
+		quiet(t, c.cq, 50*time.Millisecond)
+		ids = append(ids, 0x11, 0x12, 0x13)
+	}
 	toError(t, c.qp)
 	post(t, c.qp, sendList(c, []uint64{0x14, 0x15}, uverbs.SendSignaled)...)
-	ws = e.wait(t, c.cq, 7)
+	ws = e.wait(t, c.cq, len(ids))
 	seen = byID(t, ws)
-	for _, id := range []uint64{0x11, 0x12, 0x13, 0x14, 0x15, 0x21, 0x22} {
+	for _, id := range ids {
 		if w, ok := seen[id]; !ok || w.Status != uverbs.WCWRFlushErr {
 			t.Errorf("request %#x: %s, want a flush error", id, fmtWC(w))
 		}
@@ -162,8 +172,10 @@ func testConcurrentPosters(t *testing.T, e *env) {
 func testResizeCQ(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{cqe: 16, cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	old := a.cq.CQE()
-	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
+	// Receives first: a send that finds none is RNR-retried forever, which
+	// 5.10's rxe does without waiting the RNR timer (see testFlush).
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)
+	post(t, a.qp, sendList(a, []uint64{1, 2, 3}, uverbs.SendSignaled)...)
 	e.wait(t, b.cq, 3)
 	time.Sleep(50 * time.Millisecond) // the three send completions are in a's CQ
 	for _, cq := range []*uverbs.CQ{a.cq, b.cq} {
