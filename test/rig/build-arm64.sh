@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# build-arm64.sh SERIES: build.sh's twin for arm64 guests (build.sh hands
-# every *-arm64 series to it). Makes sure the rig has a bootable arm64 kernel
+# build-arm64.sh SERIES: build.sh's twin for arm64 guests (lib.sh's rig_build
+# hands every *-arm64 series to it). Makes sure the rig has a bootable arm64 kernel
 # and prints the path of its description, $RIG_CACHE/SERIES.env. The series:
 #   6.12-arm64  Debian 12's linux-image-6.12-arm64: the same upload as the
 #               amd64 6.12 (both come from bookworm/bookworm-security)
@@ -51,7 +51,7 @@ APT_SET=$KSET
 resolve() {
   resolve_kernel "$SERIES" || return 1
   USERLAND=$(apt_get -s -q install --no-install-recommends "${ROOT_PKGS[@]}" 2>/dev/null |
-    awk -v skip="$(echo $SKIP_PKGS | sed 's/^/ /; s/$/ /')" '$1=="Inst" && index(skip, " "$2" ")==0 {v=$3; gsub(/[()]/, "", v); printf "%s%s=%s", sep, $2, v; sep=" "}')
+    awk -v skip="$(printf ' %s' $SKIP_PKGS) " '$1=="Inst" && index(skip, " "$2" ")==0 {v=$3; gsub(/[()]/, "", v); printf "%s%s=%s", sep, $2, v; sep=" "}')
   [ -n "$USERLAND" ]
 }
 if ! resolve; then

@@ -22,9 +22,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-SERIES=${1:?usage: build.sh 5.10|6.1|6.12|newest|6.12-arm64}
-# arm64 guests have their own builder (no host tools run on their binaries)
-case $SERIES in *-arm64) exec "$RIG_DIR/build-arm64.sh" "$SERIES" ;; esac
+SERIES=${1:?usage: build.sh 5.10|6.1|6.12|newest}
 KSET=$(set_of "$SERIES") || die "unknown kernel series $SERIES: the rig has 5.10, 6.1, 6.12 and newest"
 ENVF=$RIG_CACHE/$SERIES.env
 # Guest userland, unpacked into the initramfs (never installed on the host).

@@ -82,6 +82,12 @@ apt_update() {
   apt_get update -qq >&2 || die "apt-get update of the private apt set $APT_SET ($RIG_CACHE/apt/$APT_SET) failed"
 }
 
+# rig_build SERIES: build.sh, or build-arm64.sh for an arm64 series (its own
+# script, so that build.sh's hash, which keys every amd64 initramfs, stays).
+rig_build() {
+  case $1 in *-arm64) "$RIG_DIR/build-arm64.sh" "$1" ;; *) "$RIG_DIR/build.sh" "$1" ;; esac
+}
+
 # Series -> apt set and meta-package whose dependency is the newest image of
 # that series ("newest": of all of the set's uploads, the highest version).
 set_of() {

@@ -55,7 +55,7 @@ t_all=$(now)
 envs=(); builds=()
 for k in "${ks[@]}"; do
   tb=$(now)
-  envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"
+  envs+=("$(rig_build "$k")") || die "could not build kernel $k"
   builds+=("$(since "$tb")")
 done
 

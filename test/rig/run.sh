@@ -37,7 +37,7 @@ done
 [ $# -gt 0 ] || usage
 
 "$RIG_DIR/setup.sh"
-envf=$("$RIG_DIR/build.sh" "$series")
+envf=$(rig_build "$series")
 mkdir -p "$RIG_OUT"
 ov=$(mktemp -d "$RIG_OUT/overlay.XXXXXX")
 trap 'rm -rf "$ov"' EXIT

@@ -30,7 +30,7 @@ t_all=$(now)
 envs=(); builds=()
 for k in $kernels; do
   tb=$(now)
-  envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"
+  envs+=("$(rig_build "$k")") || die "could not build kernel $k"
   builds+=("$(since "$tb")")   # ~0 s warm; the cold figure includes the downloads
 done
 
