@@ -46,10 +46,12 @@ fi
 
 need_debian
 t0=$(now)
+# shellcheck disable=SC2034 # lib.sh's apt helpers read it
 APT_SET=$KSET
 # resolve: KPKG KVER KDEBVER KIMG and USERLAND (pkg=version of the closure).
 resolve() {
   resolve_kernel "$SERIES" || return 1
+  # shellcheck disable=SC2086 # SKIP_PKGS is a list of names
   USERLAND=$(apt_get -s -q install --no-install-recommends "${ROOT_PKGS[@]}" 2>/dev/null |
     awk -v skip="$(printf ' %s' $SKIP_PKGS) " '$1=="Inst" && index(skip, " "$2" ")==0 {v=$3; gsub(/[()]/, "", v); printf "%s%s=%s", sep, $2, v; sep=" "}')
   [ -n "$USERLAND" ]

@@ -61,7 +61,7 @@ apt_opts() {
     -o "Dir::Etc::Parts=$d/apt.conf.d" -o Dir::Etc::Preferences=/dev/null
     -o "Dir::Etc::PreferencesParts=$d/preferences.d" -o "Dir::State=$d/state"
     -o "Dir::State::status=$d/state/status" -o "Dir::Cache=$d/cache"
-    -o APT::Architecture=$arch -o APT::Architectures::=$arch -o Acquire::Languages=none
+    -o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o Acquire::Languages=none
     -o APT::Sandbox::User=root -o Debug::NoLocking=1)
 }
 apt_cache() { local APT_O=(); apt_opts; apt-cache ${APT_O[@]+"${APT_O[@]}"} "$@"; }

@@ -62,6 +62,7 @@ done
 mkdir -p "$RIG_OUT"
 work=$(mktemp -d "$RIG_OUT/pair.XXXXXX")
 pids=()
+# shellcheck disable=SC2317 # called by the trap
 cleanup() { local p; for p in ${pids[@]+"${pids[@]}"}; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
@@ -126,6 +127,7 @@ while :; do
   if [ -z "$gone" ]; then
     for i in 0 1; do
       [ -e "$work/rc$i" ] || continue
+      # shellcheck disable=SC1090
       case $(. "$work/rc$i"; echo "$rc") in 124|125) gone=$(date +%s) ;; esac
     done
   elif [ $(( $(date +%s) - gone )) -gt "$grace" ]; then

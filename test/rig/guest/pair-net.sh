@@ -14,8 +14,10 @@ for n in /sys/class/net/*; do
 done
 export PAIR_SELF PAIR_IP PAIR_PEER PAIR_DEV PAIR_NET
 if [ -z "$PAIR_NET" ]; then echo "pair-net: no NIC with MAC 52:54:00:77:00:0$PAIR_SELF"; return 1; fi
-ip link set "$PAIR_NET" up && ip addr add "$PAIR_IP/24" dev "$PAIR_NET" &&
-  rdma link add "$PAIR_DEV" type rxe netdev "$PAIR_NET" || { echo "pair-net: setting up $PAIR_NET/$PAIR_DEV failed"; return 1; }
+if ! { ip link set "$PAIR_NET" up && ip addr add "$PAIR_IP/24" dev "$PAIR_NET" &&
+       rdma link add "$PAIR_DEV" type rxe netdev "$PAIR_NET"; }; then
+  echo "pair-net: setting up $PAIR_NET/$PAIR_DEV failed"; return 1
+fi
 pair_gid=/sys/class/infiniband/$PAIR_DEV/ports/1/gids/1
 pair_end=$(( $(cut -d. -f1 /proc/uptime) + 20 ))
 until grep -q '0a4d' "$pair_gid" 2>/dev/null; do   # ::ffff:10.77.0.N

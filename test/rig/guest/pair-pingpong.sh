@@ -23,7 +23,7 @@ while read -r stool sside ctool cside; do
   i=$((i + 1)) port=$((18600 + i)) name="$stool@$sside->$ctool@$cside"
   if [ "$sside" = "$me" ]; then role=server t=$stool; elif [ "$cside" = "$me" ]; then role=client t=$ctool; else continue; fi
   s=$(cut -d' ' -f1 /proc/uptime)
-  if [ $role = server ]; then
+  if [ "$role" = server ]; then
     # shellcheck disable=SC2046 # tool() is a command and its words
     timeout -s KILL "$T" $(tool "$t") -d "$PAIR_DEV" -g 1 -c -n "$N" -p "$port" 2>&1 | sed "s/^/  step $i $role | /"
     rc=${PIPESTATUS[0]}
