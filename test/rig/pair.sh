@@ -11,7 +11,7 @@
 #     --bin DIR        copy DIR's files into both guests' PATH; repeatable
 #     --go PKGS        build Go main packages into both guests' PATH (for each
 #                      guest's architecture); repeatable
-#     --timeout S      host timeout per guest (default 900, or $RIG_TIMEOUT)
+#     --timeout S      host timeout per guest (default 1800, or $RIG_TIMEOUT)
 #     --pingpong       the interop schedule (guest/pair-pingpong.sh): goverbs'
 #                      pingpong and ibv_rc_pingpong between the guests, every
 #                      pairing, both roles, both directions; prints one line per
@@ -27,7 +27,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${PAIR_KERNELS:-6.1 6.12}; bins=(); gos=(); tmo=${RIG_TIMEOUT:-900}; pingpong=
+kernels=${PAIR_KERNELS:-6.1 6.12}; bins=(); gos=(); tmo=${RIG_TIMEOUT:-1800}; pingpong=
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case $1 in

@@ -15,7 +15,7 @@
 # PAIR_STEP_WAIT s. Each side prints
 #   PAIR-STEP: <n> <server>@<A|B>-><client>@<A|B> <server|client> PASS|FAIL <status> <seconds>
 # and the script exits non-zero if any of its sides failed.
-N=${PAIR_ITERS:-200} W=${PAIR_STEP_WAIT:-300} T=${PAIR_STEP_TIMEOUT:-300}
+N=${PAIR_ITERS:-200} W=${PAIR_STEP_WAIT:-600} T=${PAIR_STEP_TIMEOUT:-600}
 me=$([ "$PAIR_SELF" = 1 ] && echo A || echo B)
 tool() { case $1 in goverbs) echo "pingpong rc" ;; rdma-core) echo ibv_rc_pingpong ;; esac; }
 failed=0 i=0
