@@ -20,7 +20,7 @@
 # 10.77.0.1 (A) / 10.77.0.2 (B) and rxe1 on it, and exported PAIR_SELF (1|2),
 # PAIR_IP, PAIR_PEER, PAIR_NET and PAIR_DEV. The guests are watched like every
 # rig boot (lib.sh rig_qemu: host timeout, RIG_STALL console silence, RIG_LOCKUP
-# soft lockups); when one guest hangs or dies the other gets PAIR_GRACE s
+# soft lockups; RIG_STALL defaults to PAIR_STEP_WAIT + PAIR_STEP_TIMEOUT + 120); when one guest hangs or dies the other gets PAIR_GRACE s
 # (default 60) to finish, then it is stopped too. Exit status: 0 if both
 # commands succeeded; consoles in $RIG_OUT/pair-{A,B}-<kernel>.log.
 set -euo pipefail
@@ -93,6 +93,8 @@ done
 [ -n "$port" ] || die "no free TCP port for the socket network"
 net() { printf -- '-netdev socket,id=pair,%s=127.0.0.1:%s -device virtio-net-pci,netdev=pair,mac=52:54:00:77:00:0%s' "$1" "$port" "$2"; }
 
+# A guest silent for longer than a pingpong client may wait and run is hung.
+export RIG_STALL=${RIG_STALL:-$(( ${PAIR_STEP_WAIT:-600} + ${PAIR_STEP_TIMEOUT:-600} + 120 ))}
 # boot I: guest I (0 = A, 1 = B) in the background; its result in $work/rc$I.
 export RIG_QUIET=1
 boot() {
