@@ -19,9 +19,10 @@
 # In each guest, before the command: guest/pair-net.sh has set up the NIC
 # 10.77.0.1 (A) / 10.77.0.2 (B) and rxe1 on it, and exported PAIR_SELF (1|2),
 # PAIR_IP, PAIR_PEER, PAIR_NET and PAIR_DEV. The guests are watched like every
-# rig boot (lib.sh rig_qemu: host timeout, RIG_STALL console silence, RIG_LOCKUP
-# soft lockups; RIG_STALL defaults to PAIR_STEP_WAIT + PAIR_STEP_TIMEOUT + 120); when one guest hangs or dies the other gets PAIR_GRACE s
-# (default 60) to finish, then it is stopped too. Exit status: 0 if both
+# rig boot (lib.sh rig_qemu: host timeout, RIG_STALL console silence (default
+# PAIR_STEP_WAIT + PAIR_STEP_TIMEOUT + 120), RIG_LOCKUP soft lockups); when one
+# guest hangs or dies the other gets PAIR_GRACE s (default 60) to finish, then
+# it is stopped too. Exit status: 0 if both
 # commands succeeded; consoles in $RIG_OUT/pair-{A,B}-<kernel>.log.
 set -euo pipefail
 # shellcheck source=lib.sh
