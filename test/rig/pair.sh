@@ -160,7 +160,7 @@ done
 if [ -n "$pingpong" ]; then
   pass=0 bad=0
   for n in 1 2 3 4 5 6; do
-    both=$(printf '%s\n' "${steps[@]}" | awk -v n="$n" '$1==n')
+    both=$(printf '%s\n' "${steps[@]}" | awk -v n="$n" '$1==n' | sort -k3,3r)   # server first
     pair=$(awk 'NR==1{print $2}' <<<"$both")
     if [ "$(grep -c ' PASS ' <<<"$both")" = 2 ]; then r=PASS pass=$((pass + 1)); else r=FAIL bad=$((bad + 1)); fi
     printf 'pair: %-4s step %s %-28s %s\n' "$r" "$n" "${pair:-?}" "$(awk '{printf "%s %s(%s) %ss  ", $3, $4, $5, $6}' <<<"$both")"
