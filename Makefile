@@ -1,10 +1,12 @@
 # goverbs: `make test` is what CI runs (.ci/run).
-#   make test    setup, lint, host unit tests (-race), fuzzers, then the kernel rig on every kernel
+#   make test    setup, lint, host unit tests (-race), fuzzers, the kernel rig on every kernel,
+#                then two machines (pair)
 #   make unit    go test -race -count=1 ./...  (rig tests skip themselves on the host)
 #   make fuzz    every Fuzz* function in the module for $(FUZZTIME) each
 #   make rig     the rig suite: rig tests on Debian's kernels in QEMU (test/rig/README.md);
-#                KERNELS may name any of the matrix: 5.10 6.1 6.12 newest
-#   make demo    boot one kernel (KERNEL=5.10|6.1|6.12|newest) and show goverbs working in it
+#                KERNELS may name any of the matrix: 5.10 6.1 6.12 newest 6.12-arm64
+#   make pair    two guests (PAIR_KERNELS) on a QEMU socket network: pingpong interop between them
+#   make demo    boot one kernel (KERNEL=5.10|6.1|6.12|newest|6.12-arm64) and show goverbs working in it
 #   make lint    gofmt, go vet, staticcheck (pinned: STATICCHECK_VERSION)
 #   make setup   install the host packages the rig needs (Debian 12)
 SHELL := /bin/bash
@@ -22,7 +24,9 @@ FUZZTIME ?= 100000x
 # The default holds the kernels whose whole suite passes; 5.10 and newest are
 # in the matrix (make rig KERNELS="5.10 newest") but not yet here: see
 # test/rig/README.md, "Kernel matrix".
-KERNELS ?= 6.1 6.12
+KERNELS ?= 6.1 6.12 6.12-arm64
+# The two machines of `make pair`: two different kernels, any of the matrix.
+PAIR_KERNELS ?= 6.1 6.12
 KERNEL ?= 6.1
 # Tools built into the guest's PATH for the rig tests.
 RIG_TOOLS ?= ./cmd/...
@@ -39,9 +43,9 @@ STATICCHECK := $(GOBIN_CACHE)/staticcheck-$(STATICCHECK_VERSION)
 DEMO ?= tools
 DEMO_CMD ?= set -eo pipefail; ibvinfo; pp() { until netstat -ltn | grep -q ":18515 "; do sleep 0.1; done; }; pair() { echo "== $$1 server, $$2 client: rxe0 loopback, RC, -g 1 -c -n 200"; $$3 -d rxe0 -g 1 -c -n 200 2>&1 | sed "s/^/  $$1 server | /" & pp; $$4 -d rxe0 -g 1 -c -n 200 127.0.0.1 2>&1 | sed "s/^/  $$2 client | /"; wait $$!; }; pair goverbs rdma-core "pingpong rc" ibv_rc_pingpong; pair rdma-core goverbs ibv_rc_pingpong "pingpong rc"; echo "demo: goverbs and rdma-core ping-ponged both ways"
 
-.PHONY: test unit fuzz rig demo lint setup
+.PHONY: test unit fuzz rig pair demo lint setup
 
-test: setup lint unit fuzz rig
+test: setup lint unit fuzz rig pair
 
 setup:
 	test/rig/setup.sh
@@ -64,6 +68,9 @@ fuzz:
 
 rig: setup
 	test/rig/suite.sh --kernels "$(KERNELS)" $(if $(RIG_TOOLS),--tools '$(RIG_TOOLS)')
+
+pair: setup
+	test/rig/pair.sh --pingpong --kernels "$(PAIR_KERNELS)"
 
 demo: setup
 ifeq ($(DEMO),tools)

@@ -47,17 +47,21 @@ apt_sources() {
   case $1 in
     bullseye) printf 'deb %s %s/debian bullseye main\ndeb %s %s/debian-security bullseye-security main\n' "$o" "$m" "$o" "$m" ;;
     newest) printf 'deb %s %s/debian %s main\n' "$o" "$m" trixie "$o" "$m" trixie-backports "$o" "$m" sid ;;
+    # arm64 guests (build-arm64.sh): bookworm's arm64 packages, the same uploads as the host's amd64 ones
+    bookworm-arm64) printf 'deb %s %s/debian %s main\n' "$o" "$m" bookworm "$o" "$m" bookworm-updates
+                    printf 'deb %s %s/debian-security bookworm-security main\n' "$o" "$m" ;;
     *) return 1 ;;
   esac
 }
 apt_opts() {
   [ "$APT_SET" = host ] && return 0
-  local d=$RIG_CACHE/apt/$APT_SET
+  local d=$RIG_CACHE/apt/$APT_SET arch=amd64
+  case $APT_SET in *-arm64) arch=arm64 ;; esac
   APT_O=(-o "Dir::Etc::SourceList=$d/sources.list" -o Dir::Etc::SourceParts=/dev/null
     -o "Dir::Etc::Parts=$d/apt.conf.d" -o Dir::Etc::Preferences=/dev/null
     -o "Dir::Etc::PreferencesParts=$d/preferences.d" -o "Dir::State=$d/state"
     -o "Dir::State::status=$d/state/status" -o "Dir::Cache=$d/cache"
-    -o APT::Architecture=amd64 -o APT::Architectures::=amd64 -o Acquire::Languages=none
+    -o "APT::Architecture=$arch" -o "APT::Architectures::=$arch" -o Acquire::Languages=none
     -o APT::Sandbox::User=root -o Debug::NoLocking=1)
 }
 apt_cache() { local APT_O=(); apt_opts; apt-cache ${APT_O[@]+"${APT_O[@]}"} "$@"; }
@@ -78,12 +82,19 @@ apt_update() {
   apt_get update -qq >&2 || die "apt-get update of the private apt set $APT_SET ($RIG_CACHE/apt/$APT_SET) failed"
 }
 
+# rig_build SERIES: build.sh, or build-arm64.sh for an arm64 series (its own
+# script, so that build.sh's hash, which keys every amd64 initramfs, stays).
+rig_build() {
+  case $1 in *-arm64) "$RIG_DIR/build-arm64.sh" "$1" ;; *) "$RIG_DIR/build.sh" "$1" ;; esac
+}
+
 # Series -> apt set and meta-package whose dependency is the newest image of
 # that series ("newest": of all of the set's uploads, the highest version).
 set_of() {
   case $1 in
     5.10) echo bullseye ;;
     newest) echo newest ;;
+    6.12-arm64) echo bookworm-arm64 ;;
     6.1|6.12) echo host ;;
     *) return 1 ;;
   esac
@@ -91,6 +102,7 @@ set_of() {
 meta_of() {
   case $1 in
     6.1|5.10|newest) echo linux-image-amd64 ;;
+    *-arm64) echo "linux-image-$1" ;;  # 6.12-arm64 -> linux-image-6.12-arm64
     *) echo "linux-image-$1-amd64" ;;   # 6.12 -> linux-image-6.12-amd64
   esac
 }
@@ -128,9 +140,11 @@ candidates() {
 
 # deb_of PKG VERSION: path of that .deb in the cache ("" if absent).
 # apt-get download writes pkg_version_arch.deb with ':' spelled %3a.
+# The architecture is the apt set's (an arm64 set's libc6 is not the host's).
 deb_of() {
-  local f
-  for f in "$RIG_CACHE/debs/${1}_${2//:/%3a}_"*.deb; do [ -f "$f" ] && echo "$f" && return 0; done
+  local f a=amd64
+  case $APT_SET in *-arm64) a=arm64 ;; esac
+  for f in "$RIG_CACHE/debs/${1}_${2//:/%3a}_"{"$a",all}.deb; do [ -f "$f" ] && echo "$f" && return 0; done
   return 1
 }
 
@@ -183,6 +197,8 @@ accel_verdict_file() {
 # pick_accel VMLINUX: prints "tcg", "kvm" (verdict cached) or "kvm?" (no
 # verdict yet: boot under KVM and watch it).
 pick_accel() {
+  # an arm64 guest on another architecture: only TCG can run it
+  if [ "${RIG_GUEST_ARCH:-amd64}" = arm64 ] && [ "$(uname -m)" != aarch64 ]; then echo tcg; return; fi
   case ${RIG_ACCEL:-auto} in
     tcg|kvm) echo "$RIG_ACCEL"; return ;;
   esac
@@ -217,9 +233,10 @@ accel_remember() {
 # shellcheck disable=SC2034
 rig_boot() {
   local envf=$1 overlay=$2 logf=$3 tmo=$4; shift 4
-  local initrd rc VMLINUX INITRD
+  local initrd rc VMLINUX INITRD ARCH=amd64
   # shellcheck disable=SC1090
   . "$envf"
+  RIG_GUEST_ARCH=$ARCH   # build-arm64.sh's .env says ARCH=arm64
   mkdir -p "$RIG_OUT"
   initrd=$(mktemp "$RIG_OUT/initrd.XXXXXX")
   # Uncompressed: gunzip in a TCG guest costs more than the copy.
@@ -280,13 +297,28 @@ rig_qemu_once() {
     # restrict=on: the guest reaches nothing outside the VM. ipv6=off: no
     # router advertisement (nothing here uses IPv6 beyond link-local GIDs).
     -nic user,model=virtio-net-pci,restrict=on,ipv6=off
-    # no_timer_check: 5.10 checks the IO-APIC timer with a short busy wait
-    # that a loaded TCG host can miss, and panics ("IO-APIC + timer doesn't
-    # work!"; seen once here); virtual machines skip that check.
+    # no_timer_check: a starved TCG vCPU can fail the IO-APIC timer check
+    # ("IO-APIC + timer doesn't work!", a panic at 0.04 s; seen with 5.10
+    # and 6.1); virtual machines skip that check.
     -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check ${RIG_APPEND:-}" "$@")
+  local qemu=qemu-system-x86_64
+  if [ "${RIG_GUEST_ARCH:-amd64}" = arm64 ]; then
+    # arm64 (build-arm64.sh): the virt board, its PL011 console, the Image
+    # booted directly (no firmware); RIG_ARM64_CPU picks the CPU model.
+    # pauth-impdef: pointer authentication with QEMU's cheap hash instead of
+    # QARMA, which costs TCG much time.
+    qemu=qemu-system-aarch64 cpu=${RIG_ARM64_CPU:-max,pauth-impdef=on}
+    [ "$accel" = tcg ] || cpu=host
+    # shellcheck disable=SC2054 # qemu options have commas
+    args=(-nodefaults -no-user-config -machine virt -accel "${accel%\?}" -cpu "$cpu"
+      -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
+      -kernel "$vmlinux" -initrd "$initrd"
+      -nic user,model=virtio-net-pci,restrict=on,ipv6=off
+      -append "console=ttyAMA0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
+  fi
   t0=$(date +%s)
   : > "$logf"
-  timeout -k 5 "$tmo" qemu-system-x86_64 "${args[@]}" </dev/null > "$logf" 2>&1 &
+  timeout -k 5 "$tmo" "$qemu" "${args[@]}" </dev/null > "$logf" 2>&1 &
   local pid=$! follow='' stalled='' tick='' lockup=
   # a background job ignores ^C: stop the guest when the script is stopped
   trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # run.sh: boot one rig kernel and run a shell command in it.
-#   test/rig/run.sh [--kernel 5.10|6.1|6.12|newest] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] -- 'command'
+#   test/rig/run.sh [--kernel 5.10|6.1|6.12|newest|6.12-arm64] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] -- 'command'
 #     --kernel S    kernel series (default 6.1, or $KERNEL)
 #     --bin DIR     copy DIR's files into the guest's PATH (/rig/bin); repeatable
-#     --go PKGS     build Go main packages (CGO_ENABLED=0) into the guest's PATH; repeatable,
+#     --go PKGS     build Go main packages (CGO_ENABLED=0, the guest's GOARCH) into its PATH; repeatable,
 #                   e.g. --go ./cmd/...
 #     --share DIR   mount DIR read-write at /mnt/host over 9p (results come back)
 #     --timeout S   host timeout for the whole boot (default 600, or $RIG_TIMEOUT)
@@ -37,7 +37,7 @@ done
 [ $# -gt 0 ] || usage
 
 "$RIG_DIR/setup.sh"
-envf=$("$RIG_DIR/build.sh" "$series")
+envf=$(rig_build "$series")
 mkdir -p "$RIG_OUT"
 ov=$(mktemp -d "$RIG_OUT/overlay.XXXXXX")
 trap 'rm -rf "$ov"' EXIT
@@ -45,8 +45,10 @@ printf '#!/bin/sh\n%s\n' "$*" > "$ov/cmd"
 make_overlay "$ov" "$ov/cmd"
 rm "$ov/cmd"
 for d in ${bins[@]+"${bins[@]}"}; do cp -a "$d"/. "$ov/rig/bin/"; done
+# shellcheck disable=SC1090 # the guest's architecture (6.12-arm64: arm64)
+arch=$(ARCH=amd64; . "$envf"; echo "$ARCH")
 for p in ${gos[@]+"${gos[@]}"}; do
-  ( cd "$TOP" && CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p failed"
+  ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p failed"
 done
 extra=()
 [ -n "$share" ] && extra+=(-virtfs "local,path=$share,mount_tag=host0,security_model=none,id=host0")

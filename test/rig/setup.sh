@@ -2,6 +2,7 @@
 # setup.sh: install the host packages the rig (and `go test -race`) needs, if
 # any is missing. Quiet and quick when everything is there.
 #   qemu-system-x86  boots the guests (qboot firmware comes with qemu-system-data)
+#   qemu-system-arm  boots the arm64 guests (6.12-arm64: qemu-system-aarch64)
 #   busybox-static cpio kmod xz-utils zstd
 #                    build the initramfs: busybox applets, archive, depmod/modprobe,
 #                    unpack 6.1 (xz) and 6.12 (zstd) kernels and modules
@@ -15,7 +16,7 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-PKGS=(qemu-system-x86 qemu-system-data busybox-static cpio kmod xz-utils zstd iproute2 bash
+PKGS=(qemu-system-x86 qemu-system-arm qemu-system-data busybox-static cpio kmod xz-utils zstd iproute2 bash
       gcc-12 make binutils gcc libc6-dev git debian-archive-keyring)
 
 need_debian

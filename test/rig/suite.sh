@@ -30,7 +30,7 @@ t_all=$(now)
 envs=(); builds=()
 for k in $kernels; do
   tb=$(now)
-  envs+=("$("$RIG_DIR/build.sh" "$k")") || die "could not build kernel $k"
+  envs+=("$(rig_build "$k")") || die "could not build kernel $k"
   builds+=("$(since "$tb")")   # ~0 s warm; the cold figure includes the downloads
 done
 
@@ -46,7 +46,7 @@ for p in ${tools[@]+"${tools[@]}"}; do
   CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" || die "go build $p failed"
 done
 mod=$(go list -m)
-names=(); broken=()
+names=(); broken=(); rigpkgs=()
 while IFS=$'\t' read -r pkg dir imports; do
   case " $imports " in *" $mod/internal/rigtest "*) ;; *) continue ;; esac
   rel=${pkg#"$mod"}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
@@ -55,7 +55,7 @@ while IFS=$'\t' read -r pkg dir imports; do
     broken+=("$name"); rm -rf "${ov:?}/rig/tests/$name"; continue
   fi
   [ -d "$dir/testdata" ] && cp -a "$dir/testdata" "$ov/rig/tests/$name/"
-  names+=("$name")
+  names+=("$name"); rigpkgs+=("$pkg")
 done < <(go list -e -f '{{.ImportPath}}{{"\t"}}{{.Dir}}{{"\t"}}{{join .TestImports " "}} {{join .XTestImports " "}}' ./...)
 # The packages in RIG_RACE also run built with the race detector, to test
 # their concurrency (concurrent posters on one QP, CQ waiters) against the
@@ -72,6 +72,32 @@ for pkg in ${RIG_RACE-./provider/rxe}; do
 done
 [ ${#names[@]} -gt 0 ] || [ ${#broken[@]} -gt 0 ] || die "no rig tests: no package's tests import $mod/internal/rigtest"
 log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
+# arm64 kernels (6.12-arm64, build-arm64.sh) boot their own payload: the same
+# guest scripts and settings, the tools and the rig tests of RIG_ARM64_PKGS
+# ("all": every rig-test package) built with GOARCH=arm64 (no -race: it needs
+# cgo, an arm64 C toolchain).
+ov64=$RIG_OUT/payload-arm64; names64=(); broken64=()
+rm -rf "$ov64"
+if grep -qs '^ARCH=arm64$' "${envs[@]}"; then
+  make_overlay "$ov64" "$RIG_OUT/cmd"
+  cp "$ov/rig/env" "$ov64/rig/env"
+  for p in ${tools[@]+"${tools[@]}"}; do
+    GOARCH=arm64 CGO_ENABLED=0 go build -o "$ov64/rig/bin/" "$p" || die "go build $p (arm64) failed"
+  done
+  pkgs64=${RIG_ARM64_PKGS-./provider/rxe ./cmd/pingpong}
+  [ "$pkgs64" != all ] || pkgs64=${rigpkgs[*]-}
+  for pkg in $pkgs64; do
+    rel=${pkg#"$mod"}; rel=${rel#./}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
+    mkdir -p "$ov64/rig/tests/$name"
+    if ! GOARCH=arm64 CGO_ENABLED=0 go test -c -o "$ov64/rig/tests/$name/$name.test" "$pkg"; then
+      broken64+=("$name"); rm -rf "${ov64:?}/rig/tests/$name"; continue
+    fi
+    d=$(go list -f '{{.Dir}}' "$pkg")
+    [ -d "$d/testdata" ] && cp -a "$d/testdata" "$ov64/rig/tests/$name/"
+    names64+=("$name")
+  done
+  log "arm64 rig tests: ${names64[*]-none}${broken64[*]+ (did not build: ${broken64[*]})}"
+fi
 
 # digest LOG NAME: what failed in one binary's output, to print close to the
 # summary (a CI log is long): the output of the tests that failed (-test.v
@@ -93,22 +119,26 @@ digest() {
 T=${RIG_TEST_TIMEOUT:-600}
 # Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)
 # with a goroutine dump, so console silence past T + 60 s means the guest hung.
-tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
 RIG_STALL=${RIG_STALL:-$((T + 60))}
 pass=0; fail=0; summary=(); boots=(); ki=0
 for envf in "${envs[@]}"; do
   kpass=$pass kfail=$fail
+  kov=$ov knames=(${names[@]+"${names[@]}"}) kbroken=(${broken[@]+"${broken[@]}"})
+  if grep -q '^ARCH=arm64$' "$envf"; then
+    kov=$ov64 knames=(${names64[@]+"${names64[@]}"}) kbroken=(${broken64[@]+"${broken64[@]}"})
+  fi
+  ktmo=${RIG_TIMEOUT:-$((120 + ${#knames[@]} * (T + 40)))}
   ready='' RIG_BOOT_SECS='' RIG_BOOT_ACCEL='' RIG_BOOT_NOTE='' 
   # shellcheck disable=SC1090
   KVER=$(. "$envf"; echo "$KVER")
   logf=$RIG_OUT/console-$KVER.log
   rc=0
-  if [ ${#names[@]} -gt 0 ]; then
-    log "booting $KVER (host timeout ${tmo}s)"
-    rig_boot "$envf" "$ov" "$logf" "$tmo" || rc=$?
+  if [ ${#knames[@]} -gt 0 ]; then
+    log "booting $KVER (host timeout ${ktmo}s)"
+    rig_boot "$envf" "$kov" "$logf" "$ktmo" || rc=$?
     ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] devices:.*/\1/p' | tail -1)
   fi
-  for n in "${names[@]}"; do
+  for n in ${knames[@]+"${knames[@]}"}; do
     r=$(tr -d '\r' < "$logf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)
     if [ -z "$r" ]; then
       r="FAIL no result: ${RIG_BOOT_WHY:-the guest never ran it}"
@@ -122,7 +152,7 @@ for envf in "${envs[@]}"; do
     esac
     summary+=("$(printf '%-4s %-24s %-24s %s' "${r%% *}" "$n" "$KVER" "${r#* }")")
   done
-  for n in ${broken[@]+"${broken[@]}"}; do
+  for n in ${kbroken[@]+"${kbroken[@]}"}; do
     fail=$((fail + 1)); summary+=("$(printf '%-4s %-24s %-24s %s' FAIL "$n" "$KVER" "did not build")")
   done
   if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then

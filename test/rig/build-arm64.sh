@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# build-arm64.sh SERIES: build.sh's twin for arm64 guests (lib.sh's rig_build
+# hands every *-arm64 series to it). Makes sure the rig has a bootable arm64 kernel
+# and prints the path of its description, $RIG_CACHE/SERIES.env. The series:
+#   6.12-arm64  Debian 12's linux-image-6.12-arm64: the same upload as the
+#               amd64 6.12 (both come from bookworm/bookworm-security)
+# Everything arm64 (kernel, modules, rdma-core's tools, busybox, bash,
+# iproute2 and the libraries they need) comes from the private apt set
+# "bookworm-arm64" under $RIG_CACHE/apt/ (APT::Architecture=arm64): the host's
+# apt sources and architectures are never changed and nothing is installed.
+# Nothing runs the arm64 binaries on the host: the guest root is the packages
+# unpacked (the dependency closure apt computes for an empty system), not
+# ldd's view as on amd64. Debian ships no siw.ko for arm64 and building one
+# needs an aarch64 cross compiler: the arm64 guest has rxe only.
+# The .env holds KPKG KVER KDEBVER USERLAND, ARCH=arm64, VMLINUX (the
+# uncompressed arm64 Image, booted by qemu-system-aarch64 -machine virt) and
+# INITRD. Warm path as build.sh: the files the .env names, built by this very
+# script, mean no apt and no network.
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+SERIES=${1:?usage: build-arm64.sh 6.12-arm64}
+KSET=$(set_of "$SERIES") || die "unknown arm64 kernel series $SERIES: the rig has 6.12-arm64"
+ENVF=$RIG_CACHE/$SERIES.env
+# What the guest runs; apt adds their dependencies.
+ROOT_PKGS=(ibverbs-utils perftest rdmacm-utils ibverbs-providers libibverbs1 librdmacm1 libibumad3
+           busybox-static bash iproute2)
+# Dependencies of those that matter only to an installed system (maintainer
+# scripts, accounts, PAM, data): not unpacked.
+SKIP_PKGS=" base-files debianutils mawk debconf passwd adduser libpam0g libpam-modules
+  libpam-modules-bin libsemanage-common libsemanage2 libsepol2 libcap2-bin pci.ids "
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe)
+OPT_MODULES=(crc32_generic crc32c_generic crc32-cryptoapi crc32c-cryptoapi)
+
+key() { { cat "$RIG_DIR/build-arm64.sh"; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
+kdir() { echo "$RIG_CACHE/${KVER}_${KDEBVER//:/_}"; }
+
+if [ -z "${RIG_REFRESH:-}" ] && [ -f "$ENVF" ]; then
+  # shellcheck disable=SC1090
+  . "$ENVF"
+  if [ -f "$VMLINUX" ] && [ "$INITRD" = "$(kdir)/initramfs-$(key).cpio" ] && [ -f "$INITRD" ]; then
+    echo "$ENVF"; exit 0
+  fi
+fi
+
+need_debian
+t0=$(now)
+# shellcheck disable=SC2034 # lib.sh's apt helpers read it
+APT_SET=$KSET
+# resolve: KPKG KVER KDEBVER KIMG and USERLAND (pkg=version of the closure).
+resolve() {
+  resolve_kernel "$SERIES" || return 1
+  # shellcheck disable=SC2086 # SKIP_PKGS is a list of names
+  USERLAND=$(apt_get -s -q install --no-install-recommends "${ROOT_PKGS[@]}" 2>/dev/null |
+    awk -v skip="$(printf ' %s' $SKIP_PKGS) " '$1=="Inst" && index(skip, " "$2" ")==0 {v=$3; gsub(/[()]/, "", v); printf "%s%s=%s", sep, $2, v; sep=" "}')
+  [ -n "$USERLAND" ]
+}
+if ! resolve; then
+  apt_update
+  resolve || die "no $SERIES kernel or arm64 userland in the private apt set $KSET ($RIG_CACHE/apt/$KSET)"
+fi
+KDIR=$(kdir)
+mkdir -p "$KDIR"
+log "kernel $SERIES: $KPKG $KDEBVER (apt set $KSET)"
+read -ra userland <<<"$USERLAND"
+kneed=()
+for p in $KIMG; do kneed+=("$p=$KDEBVER"); done
+fetch "${kneed[@]}" "${userland[@]}" || {
+  apt_update; resolve || die "kernel series $SERIES vanished from the apt lists"
+  read -ra userland <<<"$USERLAND"
+  fetch "${kneed[@]}" "${userland[@]}" || die "could not download ${kneed[*]} ${userland[*]}"
+}
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/rig-build-arm64.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+ts=$(now)
+K=$TMP/k ROOT=$TMP/root
+for p in $KIMG; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$K"; done
+[ -e "$K/lib" ] || { [ -d "$K/usr/lib" ] && ln -s usr/lib "$K/lib"; }
+MODDIR=$K/lib/modules/$KVER
+depmod -b "$K" "$KVER"
+
+# ---- the kernel: Debian's arm64 vmlinuz is a gzipped Image; QEMU boots the Image ----
+if [ ! -f "$KDIR/Image" ]; then
+  bz=$K/boot/vmlinuz-$KVER
+  [ -f "$bz" ] || bz=$MODDIR/vmlinuz
+  case $(head -c 2 "$bz" | od -An -tx1 | tr -d ' ') in
+    1f8b) gzip -dc "$bz" > "$KDIR/Image.tmp" ;;
+    *) cp "$bz" "$KDIR/Image.tmp" ;;
+  esac
+  # arm64 Image header: "ARM\x64" at offset 56
+  [ "$(od -An -c -j 56 -N 3 "$KDIR/Image.tmp" | tr -d ' ')" = ARM ] ||
+    die "$bz: not an arm64 Image"
+  mv "$KDIR/Image.tmp" "$KDIR/Image"
+fi
+
+# ---- the guest root: the packages unpacked into a usrmerged tree ----
+mkdir -p "$ROOT"/{usr/bin,usr/sbin,usr/lib,etc,proc,sys,dev,run,tmp,mnt/host,root,var}
+ln -s usr/bin "$ROOT/bin"; ln -s usr/sbin "$ROOT/sbin"; ln -s usr/lib "$ROOT/lib"
+ln -s /run "$ROOT/var/run"
+U=$TMP/u
+for pv in "${userland[@]}"; do dpkg-deb -x "$(deb_of "${pv%%=*}" "${pv#*=}")" "$U"; done
+rm -rf "${U:?}/usr/share" "${U:?}/etc/init.d" "${U:?}/etc/cron"*
+tar -C "$U" -cf - . | tar -C "$ROOT" -xf - --keep-directory-symlink
+# busybox for the basics; its applet names are the host's busybox's (the
+# same Debian package: the arm64 binary cannot run here to list them).
+[ -f "$ROOT/usr/bin/busybox" ] || die "busybox-static:arm64 has no /bin/busybox"
+for a in $(busybox --list); do
+  [ -e "$ROOT/usr/bin/$a" ] || [ -e "$ROOT/usr/sbin/$a" ] || ln -s busybox "$ROOT/usr/bin/$a"
+done
+# bash as /bin/sh (busybox's ash prefers its own applets, and its ip has no veth)
+ln -sf bash "$ROOT/usr/bin/sh"
+[ -x "$ROOT/usr/bin/ip" ] || [ -x "$ROOT/usr/sbin/ip" ] || die "iproute2:arm64 has no ip"
+[ -e "$ROOT/usr/lib/ld-linux-aarch64.so.1" ] || die "libc6:arm64 has no ld-linux-aarch64.so.1"
+printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
+printf 'root:x:0:\n' > "$ROOT/etc/group"
+printf '127.0.0.1 localhost\n::1 localhost\n' > "$ROOT/etc/hosts"
+echo rig > "$ROOT/etc/hostname"
+
+# ---- modules (depmod and modprobe read arm64 modules as well as amd64 ones) ----
+for m in "${MODULES[@]}"; do
+  modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
+done > "$TMP/deps"
+for m in "${OPT_MODULES[@]}"; do
+  modprobe -d "$K" -S "$KVER" --show-depends "$m" 2>/dev/null || true
+done >> "$TMP/deps"
+awk '$1=="insmod"{print $2}' "$TMP/deps" | sort -u | while read -r ko; do
+  rel=${ko#"$MODDIR/"}
+  case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
+  mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"
+  "${dec[@]}" "$ko" > "$ROOT/usr/lib/modules/$KVER/$rel"
+done
+cp "$MODDIR"/modules.{order,builtin,builtin.modinfo} "$ROOT/usr/lib/modules/$KVER/"
+depmod -b "$ROOT" "$KVER"
+
+INITRD=$KDIR/initramfs-$(key).cpio
+( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
+  cpio --null -o -H newc --owner=0:0 --reproducible --quiet ) > "$INITRD.tmp"
+mv "$INITRD.tmp" "$INITRD"
+find "$KDIR" -name 'initramfs-*.cpio' ! -name "$(basename "$INITRD")" -delete
+VMLINUX=$KDIR/Image
+{
+  printf 'KPKG=%q\nKVER=%q\nKDEBVER=%q\nUSERLAND=%q\nARCH=arm64\n' "$KPKG" "$KVER" "$KDEBVER" "$USERLAND"
+  printf 'VMLINUX=%q\nINITRD=%q\n' "$VMLINUX" "$INITRD"
+} > "$ENVF.tmp"
+mv "$ENVF.tmp" "$ENVF"
+log "kernel $SERIES: initramfs $(du -h "$INITRD" | cut -f1) built in $(since "$ts")s (total $(since "$t0")s)"
+echo "$ENVF"
