@@ -58,13 +58,13 @@ type Conn struct {
 
 	// Layout of mem.
 	sbufSize, rbufSize int
-	ctrlOff, msgOutOff  int // SGEs of control messages; the outgoing iWARP word
-	tgtOff, rbufOff     int // the target SGL the peer writes; the receive buffer
-	msgInOff            int // incoming iWARP words, one per receive
-	sqSize, rqSize      int
-	inline              int
-	msgSend             bool // iWARP: messages are SENDs, not immediate data
-	peerBig             bool // the peer's host order is big-endian
+	ctrlOff, msgOutOff int // SGEs of control messages; the outgoing iWARP word
+	tgtOff, rbufOff    int // the target SGL the peer writes; the receive buffer
+	msgInOff           int // incoming iWARP words, one per receive
+	sqSize, rqSize     int
+	inline             int
+	msgSend            bool // iWARP: messages are SENDs, not immediate data
+	peerBig            bool // the peer's host order is big-endian
 
 	rmu, wmu sync.Mutex // one Read, one Write at a time
 	rdl, wdl deadline
@@ -166,9 +166,9 @@ func (c *Conn) prepare(rc *rdmacm.Conn, priv []byte) error {
 		}
 	}
 	d := connData{
-		Version: 1,
-		Credits: uint16(c.rqSize),
-		TargetSGL: sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: sglSize},
+		Version:    1,
+		Credits:    uint16(c.rqSize),
+		TargetSGL:  sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: sglSize},
 		DataBuffer: sge{Addr: c.rmr.Addr() + uint64(c.rbufOff-c.tgtOff), Key: c.rmr.RKey(), Length: uint32(c.rbufSize / 2)},
 	}
 	if hostBigEndian {
