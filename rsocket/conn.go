@@ -104,6 +104,9 @@ type Conn struct {
 	rwr       [1]uverbs.RecvWR
 	rsge      [1]uverbs.SGE
 
+	kaTimer  *time.Timer // keepalive (guarded by mu)
+	kaPeriod time.Duration
+
 	closeOnce sync.Once
 	closeErr  error
 	gone      atomic.Bool
@@ -753,6 +756,10 @@ func (c *Conn) Close() error {
 func (c *Conn) close() error {
 	c.mu.Lock()
 	c.closing = true
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+		c.kaTimer = nil
+	}
 	c.broadcast()
 	c.mu.Unlock()
 	c.rdl.shutdown()
@@ -794,6 +801,67 @@ func (c *Conn) release() error {
 	}
 	errs = append(errs, c.mem.Close())
 	return errors.Join(errs...)
+}
+
+// SetKeepAlive turns keepalives on or off: while on, every period
+// (SetKeepAlivePeriod; default 15 s, Go's TCP default) the connection sends
+// rsocket's keepalive, a zero-length RDMA WRITE the peer's RC transport
+// acknowledges without waking its application. A peer that is gone fails
+// the write after the transport's retries: the connection breaks and
+// blocked calls return an error.
+func (c *Conn) SetKeepAlive(on bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.gone.Load() {
+		return c.opError("set", net.ErrClosed)
+	}
+	if !on {
+		if c.kaTimer != nil {
+			c.kaTimer.Stop()
+			c.kaTimer = nil
+		}
+		return nil
+	}
+	if c.kaTimer == nil {
+		if c.kaPeriod == 0 {
+			c.kaPeriod = 15 * time.Second
+		}
+		c.kaTimer = time.AfterFunc(c.kaPeriod, c.keepalive)
+	}
+	return nil
+}
+
+// SetKeepAlivePeriod sets the time between keepalives (rsocket's
+// TCP_KEEPIDLE).
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	if d <= 0 {
+		return c.opError("set", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kaPeriod = d
+	if c.kaTimer != nil {
+		c.kaTimer.Reset(d)
+	}
+	return nil
+}
+
+// keepalive sends one keepalive (tcp_svc_send_keepalive) and re-arms.
+func (c *Conn) keepalive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kaTimer == nil || c.closing {
+		return
+	}
+	if c.state&stConnected != 0 && c.ctrlAvail() {
+		c.ctrlSeq++
+		c.swr[0] = uverbs.SendWR{ID: uint64(msgSet(opCtrl, ctrlKeepalive)), Opcode: uverbs.WRRDMAWrite,
+			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+		if _, err := c.qp.PostSend(c.swr[:1]); err != nil {
+			c.fail(err)
+		}
+	}
+	c.kaTimer.Reset(c.kaPeriod)
 }
 
 // LocalAddr is the local address of the connection.

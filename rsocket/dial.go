@@ -227,6 +227,27 @@ const acceptTimeout = 60 * time.Second
 // Accept waits for the next connection. A request whose private data is
 // not rsocket's is rejected and Accept goes on waiting.
 func (l *Listener) Accept() (net.Conn, error) {
+	c, err := l.AcceptConfig(nil)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// AcceptConfig is Accept with cfg sizing this connection in place of the
+// ListenConfig's (nil: the ListenConfig's). Like rsocket's socket options
+// set on a listener before raccept, it lets one listener accept
+// connections of different sizes (rstream's latency and bandwidth runs).
+// The queue sizes and inline size are at most the ListenConfig's (the QP
+// is created with those).
+func (l *Listener) AcceptConfig(cfg *Config) (*Conn, error) {
+	s := l.s
+	if cfg != nil {
+		// The QP is made with the listener's capacities.
+		s = cfg.sizes()
+		s.sq, s.rq = min(s.sq, l.s.sq), min(s.rq, l.s.rq)
+		s.inline = min(s.inline, max(l.s.inline, msgSize))
+	}
 	for {
 		req, err := l.l.Accept(l.ctx)
 		if err != nil {
@@ -235,7 +256,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			}
 			return nil, &net.OpError{Op: "accept", Net: "rsocket", Addr: l.addr, Err: err}
 		}
-		c, err := l.accept(req)
+		c, err := l.accept(req, s)
 		if err != nil {
 			if l.ctx.Err() != nil {
 				return nil, &net.OpError{Op: "accept", Net: "rsocket", Addr: l.addr, Err: net.ErrClosed}
@@ -246,14 +267,14 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *Listener) accept(req *rdmacm.ConnRequest) (*Conn, error) {
+func (l *Listener) accept(req *rdmacm.ConnRequest, s sizes) (*Conn, error) {
 	peer := req.PrivateData()
 	if _, err := parseConnData(peer); err != nil {
 		req.Reject(nil)
 		return nil, err
 	}
 	peer = append([]byte(nil), peer...)
-	c, err := newConn(l.s)
+	c, err := newConn(s)
 	if err != nil {
 		req.Reject(nil)
 		return nil, err
