@@ -557,6 +557,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if c.closing {
 		return 0, c.opError("read", net.ErrClosed)
 	}
+	if c.rdl.expired() {
+		return 0, c.opError("read", errTimeout)
+	}
 	if len(b) == 0 {
 		return 0, nil
 	}
@@ -607,6 +610,9 @@ func (c *Conn) Write(b []byte) (int, error) {
 	defer c.mu.Unlock()
 	if c.closing {
 		return 0, c.opError("write", net.ErrClosed)
+	}
+	if c.wdl.expired() {
+		return 0, c.opError("write", errTimeout)
 	}
 	n := 0
 	olen := olapStart
@@ -789,15 +795,18 @@ func (c *Conn) close() error {
 // release destroys the connection's QP, CQ and ID, deregisters its buffers
 // and unmaps them.
 func (c *Conn) release() error {
+	// The MRs go first: a Dial's connection owns its channel, and closing
+	// it deallocates the PD, which the kernel refuses while MRs are on it.
+	// The QP is drained (or broken) by now: nothing DMAs into them.
 	var errs []error
-	if c.rc != nil {
-		errs = append(errs, c.rc.Close())
-	}
 	if c.smr != nil {
 		errs = append(errs, c.smr.Close())
 	}
 	if c.rmr != nil {
 		errs = append(errs, c.rmr.Close())
+	}
+	if c.rc != nil {
+		errs = append(errs, c.rc.Close())
 	}
 	errs = append(errs, c.mem.Close())
 	return errors.Join(errs...)
