@@ -412,7 +412,7 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 			c.sbufAvail += int(msgData(msg))
 		}
 		if wc.Status != uverbs.WCSuccess && c.state&stConnected != 0 {
-			c.fail(&net.OpError{Op: "write", Net: "rsocket", Err: wcError{wc.Status}})
+			c.fail(wcError{wc.Status})
 		}
 	}
 	if c.state&stConnected != 0 {
@@ -428,11 +428,26 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 	}
 }
 
-// wcError is a failed completion.
+// wcError is a failed send completion: the connection broke. A flushed
+// request means the QP went to the error state under it (the CM saw the
+// peer disconnect, or the peer died): ECONNRESET; exhausted retries mean
+// the peer stopped answering: ETIMEDOUT; anything else is EIO.
 type wcError struct{ status uverbs.WCStatus }
 
-func (e wcError) Error() string   { return "rsocket: work completion " + e.status.String() }
-func (e wcError) Unwrap() error   { return syscall.EIO }
+func (e wcError) Error() string {
+	return e.Unwrap().Error() + " (work completion: " + e.status.String() + ")"
+}
+
+func (e wcError) Unwrap() error {
+	switch e.status {
+	case uverbs.WCWRFlushErr:
+		return syscall.ECONNRESET
+	case uverbs.WCRetryExcErr, uverbs.WCRNRRetryExcErr:
+		return syscall.ETIMEDOUT
+	}
+	return syscall.EIO
+}
+
 func (e wcError) Timeout() bool   { return false }
 func (e wcError) Temporary() bool { return false }
 

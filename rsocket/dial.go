@@ -126,8 +126,15 @@ func (d *Dialer) dial(ctx context.Context, ap netip.AddrPort) (*Conn, error) {
 	if d.Source.IsValid() {
 		cfg.Source = netip.AddrPortFrom(d.Source, 0)
 	}
+	if cfg.Channel, err = dialChannel(); err != nil {
+		c.release()
+		return nil, err
+	}
 	rc, err := rdmacm.Dial(ctx, ap, &cfg)
 	if err != nil {
+		if errors.Is(err, rdmacm.ErrClosed) {
+			dropChannel(cfg.Channel)
+		}
 		c.rc = nil // rdmacm destroyed it
 		c.release()
 		return nil, err
@@ -138,6 +145,37 @@ func (d *Dialer) dial(ctx context.Context, ap netip.AddrPort) (*Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Dials share one rdma_cm event channel per process (librdmacm keeps its
+// devices open for the process too): one event goroutine for every dialed
+// connection, and each device's context and PD opened once, not per Dial.
+var shared struct {
+	mu sync.Mutex
+	ch *rdmacm.EventChannel
+}
+
+func dialChannel() (*rdmacm.EventChannel, error) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.ch == nil {
+		ch, err := rdmacm.Open()
+		if err != nil {
+			return nil, err
+		}
+		shared.ch = ch
+	}
+	return shared.ch, nil
+}
+
+// dropChannel forgets a channel that stopped; the next Dial opens another.
+func dropChannel(ch *rdmacm.EventChannel) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.ch == ch {
+		shared.ch = nil
+		ch.Close()
+	}
 }
 
 func resolve(ctx context.Context, network, address string) (netip.AddrPort, error) {
