@@ -78,11 +78,19 @@ type options struct {
 	fmtData     byte // format_buf's running byte
 	verData     byte // verify_buf's running byte
 	verTotal    int64
-	latency     bool // the latency optimization (inline); else bandwidth
+	opt         int // rstream's optimization: optMixed (custom runs), optLatency, optBandwidth
 	listener    net.Listener
 	conn        net.Conn
 	start, stop time.Time
 }
+
+// rstream's optimizations: custom runs keep rsocket's default inline size
+// (64), latency runs set inline_size, bandwidth runs 0.
+const (
+	optMixed = iota
+	optLatency
+	optBandwidth
+)
 
 func usage(w io.Writer, argv0 string) {
 	fmt.Fprintf(w, "usage: %s\n", argv0)
@@ -212,12 +220,15 @@ func (o *options) config() rsocket.Config {
 	if o.bufferSize != 0 {
 		b = o.bufferSize
 	}
-	c := rsocket.Config{SendBuffer: 2 * b, RecvBuffer: 2 * b, Inline: -1}
-	if o.latency {
+	c := rsocket.Config{SendBuffer: 2 * b, RecvBuffer: 2 * b}
+	switch o.opt {
+	case optLatency:
 		c.Inline = o.inlineSize
 		if c.Inline == 0 {
 			c.Inline = -1
 		}
+	case optBandwidth:
+		c.Inline = -1
 	}
 	return c
 }
@@ -238,7 +249,7 @@ func (o *options) run() error {
 	}
 	fmt.Fprintf(o.out, "%-10s%-8s%-8s%-8s%-8s%8s %10s%13s\n", "name", "bytes", "xfers", "iters", "total", "time", "Gb/sec", "usec/xfer")
 	if !o.custom {
-		o.latency = true
+		o.opt = optLatency
 		if err := o.connect(); err != nil {
 			return err
 		}
@@ -250,7 +261,7 @@ func (o *options) run() error {
 			o.runTest() //nolint:errcheck // rstream goes on with the next size
 		}
 		o.closeConn()
-		o.latency = false
+		o.opt = optBandwidth
 		if err := o.connect(); err != nil {
 			return err
 		}
