@@ -88,7 +88,6 @@ type Conn struct {
 	sqeAvail  int
 	sbufAvail int
 	sbufHead  int // where the next send's bytes go in the send buffer
-	olen      int // the size of the next transfer of this Write
 	remoteSGL sge // the peer's target SGL
 	remoteSGE int // the entry of it the next credit update fills
 	targetSGE int // the entry of our target SGL the next write goes to
@@ -518,7 +517,7 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		select {
 		case <-c.tok:
 			c.mu.Lock()
-			c.pollCM()
+			c.checkCM()
 			ok := cond(c) || c.closing
 			c.mu.Unlock()
 			if !ok {
@@ -539,9 +538,6 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		c.mu.Lock()
 	}
 }
-
-// pollCM is checkCM for the token holder. mu held.
-func (c *Conn) pollCM() { c.checkCM() }
 
 func haveData(c *Conn) bool { return c.rmsgHead != c.rmsgTail || c.state&stReadable == 0 }
 

@@ -79,6 +79,9 @@ func cmConfig(s sizes, iwarpInline bool) rdmacm.Config {
 		Cap:       uverbs.QPCap{MaxSendWR: uint32(s.sq), MaxRecvWR: uint32(s.rq), MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: uint32(max(inline, msgSize))},
 		CQEntries: s.sq + s.rq,
 		SignalAll: true,
+		// One completion channel (and event goroutine) per device, not
+		// per connection: an idle connection holds no goroutine.
+		SharedCompChannel: true,
 	}
 }
 

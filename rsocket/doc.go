@@ -51,6 +51,8 @@
 // (uverbs.CQ.Wait). Buffer and queue sizes are set with Config (like
 // SO_SNDBUF/SO_RCVBUF, before the connection is made).
 //
-// Dials share one rdma_cm event channel per process; each connection has its
-// own CQ, completion channel and QP.
+// Dials share one rdma_cm event channel per process, and the connections
+// on a device share one completion channel (rdmacm's SharedCompChannel):
+// an idle connection holds no goroutine and no OS thread; the event
+// goroutines are one per channel. Each connection has its own CQ and QP.
 package rsocket
