@@ -457,6 +457,14 @@ func (c *Conn) pollLocked() {
 	default:
 		return
 	}
+	c.pollHeld()
+	c.tok <- struct{}{}
+}
+
+// pollHeld polls the CQ empty and then looks at the CM: completions
+// already there (data, a DISCONNECT) come before a CM disconnect. mu and
+// the token held.
+func (c *Conn) pollHeld() {
 	for {
 		n, err := c.cq.Poll(c.wc[:])
 		if n > 0 {
@@ -469,7 +477,6 @@ func (c *Conn) pollLocked() {
 			break
 		}
 	}
-	c.tok <- struct{}{}
 	c.checkCM()
 }
 
@@ -517,7 +524,7 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		select {
 		case <-c.tok:
 			c.mu.Lock()
-			c.checkCM()
+			c.pollHeld()
 			ok := cond(c) || c.closing
 			c.mu.Unlock()
 			if !ok {
@@ -806,10 +813,14 @@ func (c *Conn) close() error {
 // release destroys the connection's QP, CQ and ID, deregisters its buffers
 // and unmaps them.
 func (c *Conn) release() error {
-	// The MRs go first: a Dial's connection owns its channel, and closing
-	// it deallocates the PD, which the kernel refuses while MRs are on it.
-	// The QP is drained (or broken) by now: nothing DMAs into them.
+	// Disconnect first: the QP goes to the error state, so the peer can
+	// no longer RDMA-write (credits) into the receive MR. Then the MRs, then
+	// the QP and ID: closing an accepted connection may close its channel
+	// and the PD, which the kernel refuses while MRs are on it.
 	var errs []error
+	if c.rc != nil && c.rc.ID.Err() == nil {
+		c.rc.Disconnect() //nolint:errcheck // may be down already; Close reports
+	}
 	if c.smr != nil {
 		errs = append(errs, c.smr.Close())
 	}
