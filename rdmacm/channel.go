@@ -262,6 +262,24 @@ type device struct {
 	refs    int
 	removed bool
 	closed  atomic.Bool
+
+	compMu sync.Mutex
+	comp   *uverbs.CompChannel // Config.SharedCompChannel's, made on first use
+}
+
+// sharedComp returns the device's shared completion channel, creating it
+// on first use.
+func (d *device) sharedComp() (*uverbs.CompChannel, error) {
+	d.compMu.Lock()
+	defer d.compMu.Unlock()
+	if d.comp == nil {
+		c, err := d.ctx.CreateCompChannel()
+		if err != nil {
+			return nil, err
+		}
+		d.comp = c
+	}
+	return d.comp, nil
 }
 
 // useDevice counts a connection on d.
@@ -310,6 +328,13 @@ func (d *device) close() error {
 	if d.pd != nil {
 		err = d.pd.Close()
 	}
+	d.compMu.Lock()
+	if d.comp != nil {
+		if e := d.comp.Close(); e != nil && err == nil {
+			err = e
+		}
+	}
+	d.compMu.Unlock()
 	if e := d.ctx.Close(); e != nil && err == nil {
 		err = e
 	}

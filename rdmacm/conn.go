@@ -34,6 +34,14 @@ type Config struct {
 	// be polled but not waited on (saves an fd and a goroutine per
 	// connection).
 	PollOnly bool
+	// SharedCompChannel makes the CQ report to a completion channel the
+	// event channel keeps per device, shared by every connection on the
+	// device that asks for it: one descriptor and one event goroutine
+	// (parked on the runtime poller) for all of them, where each
+	// connection otherwise has its own. CQ.Wait works the same. It is
+	// closed with the device (when the event channel closes), never by a
+	// connection. Ignored with PollOnly or a caller's PD.
+	SharedCompChannel bool
 	// SignalAll makes every send complete (sq_sig_all).
 	SignalAll bool
 	// PrivateData is sent with the connect request (at most 56 bytes on
@@ -204,7 +212,13 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 		return nil, err
 	}
 	var opt uverbs.CQOptions
-	if !cfg.PollOnly {
+	if !cfg.PollOnly && cfg.SharedCompChannel && c.dev != nil {
+		ch, err := c.dev.sharedComp()
+		if err != nil {
+			return fail(opError("CreateQP", err))
+		}
+		opt.Channel = ch
+	} else if !cfg.PollOnly {
 		ch, err := ctx.CreateCompChannel()
 		if err != nil {
 			return fail(opError("CreateQP", err))

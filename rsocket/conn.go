@@ -1,0 +1,936 @@
+package rsocket
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// Connection states (rsocket.c's rs_state bits that a connected stream
+// uses).
+const (
+	stConnected = 1 << iota
+	stReadable
+	stWritable
+	stDisconnected // the peer said DISCONNECT, or both directions shut
+	stError        // a send failed, or the connection broke without a DISCONNECT
+)
+
+// Work request IDs: receives have bit 63, the iWARP message sends bit 62;
+// the low 32 bits of a send's ID are its message (op and data).
+const (
+	wrRecv    = 1 << 63
+	wrMsgSend = 1 << 62
+)
+
+// hostBigEndian: rsocket peers exchange SGEs in the receiver's host order
+// (rs_conn_data.flags says which).
+var hostBigEndian = binary.NativeEndian.Uint16([]byte{0, 1}) == 1
+
+// Conn is an rsocket stream connection: a net.Conn over an RC queue pair.
+//
+// Bytes written are copied into a registered send buffer and RDMA-written
+// into the peer's receive buffer; Read copies out of the local receive
+// buffer. A blocked Read or Write parks on the CQ's completion channel
+// through Go's runtime poller. Read, Write, the deadline setters,
+// CloseWrite and Close may be called from any goroutine; concurrent Reads
+// (or Writes) are serialized.
+type Conn struct {
+	rc    *rdmacm.Conn
+	qp    *uverbs.QP
+	cq    *uverbs.CQ
+	mem   *mmap.Region
+	smr   *uverbs.MR // send buffer and control area
+	rmr   *uverbs.MR // target SGL and receive buffer (remote write)
+	laddr net.Addr
+	raddr net.Addr
+
+	// Layout of mem.
+	sbufSize, rbufSize int
+	ctrlOff, msgOutOff int // SGEs of control messages; the outgoing iWARP word
+	tgtOff, rbufOff    int // the target SGL the peer writes; the receive buffer
+	msgInOff           int // incoming iWARP words, one per receive
+	sqSize, rqSize     int
+	inline             int
+	msgSend            bool // iWARP: messages are SENDs, not immediate data
+	peerBig            bool // the peer's host order is big-endian
+
+	rmu, wmu sync.Mutex // one Read, one Write at a time
+	rdl, wdl deadline
+
+	// tok is the right to poll the CQ: whoever holds it may Poll or Wait.
+	tok chan struct{}
+	wc  [32]uverbs.WorkCompletion // used by the token's holder
+
+	mu        sync.Mutex // everything below
+	state     int
+	err       error // why the connection is in stError
+	closing   bool
+	prog      chan struct{} // closed when the state moved on (waiters)
+	progWait  bool
+	sseqNo    uint16
+	sseqComp  uint16
+	rseqNo    uint16
+	rseqComp  uint16
+	ctrlSeq   uint32
+	ctrlMax   uint32
+	sqeAvail  int
+	sbufAvail int
+	sbufHead  int // where the next send's bytes go in the send buffer
+	remoteSGL sge // the peer's target SGL
+	remoteSGE int // the entry of it the next credit update fills
+	targetSGE int // the entry of our target SGL the next write goes to
+	rmsg      []uint32
+	rmsgHead  int
+	rmsgTail  int
+	rbufOff2  int // read offset in the receive buffer
+	rbufFree  int // offset of the half the next credit update offers
+	rbufAvail int // bytes read, not yet offered back
+	msgIndex  int // the next iWARP receive slot
+	swr       [2]uverbs.SendWR
+	ssge      [2]uverbs.SGE
+	rwr       [1]uverbs.RecvWR
+	rsge      [1]uverbs.SGE
+
+	kaTimer  *time.Timer // keepalive (guarded by mu)
+	kaPeriod time.Duration
+
+	closeOnce sync.Once
+	closeErr  error
+	gone      atomic.Bool
+}
+
+// sizes are a connection's buffer and queue sizes before it connects.
+type sizes struct {
+	sbuf, rbuf, sq, rq, inline int
+}
+
+// newConn allocates and lays out a connection's memory (not registered yet).
+func newConn(s sizes) (*Conn, error) {
+	c := &Conn{sbufSize: s.sbuf, rbufSize: s.rbuf, sqSize: s.sq, rqSize: s.rq, inline: s.inline}
+	c.ctrlOff = c.sbufSize
+	c.msgOutOff = c.ctrlOff + qpCtrlSize*sgeSize
+	c.tgtOff = alignUp(c.msgOutOff+8, 64)
+	c.rbufOff = alignUp(c.tgtOff+sglSize*sgeSize, 64)
+	c.msgInOff = c.rbufOff + c.rbufSize
+	mem, err := mmap.Anonymous(c.msgInOff + c.rqSize*msgSize)
+	if err != nil {
+		return nil, err
+	}
+	c.mem = mem
+	c.rmsg = make([]uint32, c.rqSize+1)
+	c.tok = make(chan struct{}, 1)
+	c.tok <- struct{}{}
+	c.prog = make(chan struct{})
+	c.rdl.init()
+	c.wdl.init()
+	return c, nil
+}
+
+func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
+
+// prepare runs with the QP in INIT (rdmacm's Prepare hook): it registers
+// the buffers, posts the receives and writes our rs_conn_data into priv,
+// which rdmacm sends with the connect request or the accept.
+func (c *Conn) prepare(rc *rdmacm.Conn, priv []byte) error {
+	c.rc, c.qp, c.cq = rc, rc.QP, rc.CQ
+	c.msgSend = rc.ID.Device().Transport == uverbs.TransportIWARP
+	b := c.mem.Bytes()
+	var err error
+	c.smr, err = rc.PD().RegMR(b[:c.tgtOff], uverbs.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	c.rmr, err = rc.PD().RegMR(b[c.tgtOff:], uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	c.rbufFree = c.rbufSize / 2
+	c.rbufAvail = c.rbufSize / 2
+	c.ctrlMax = qpCtrlSize
+	c.sqeAvail = c.sqSize - qpCtrlSize
+	c.sbufAvail = c.sbufSize
+	c.rseqComp = uint16(c.rqSize / 2)
+	for i := 0; i < c.rqSize; i++ {
+		if err := c.postRecv(); err != nil {
+			return err
+		}
+	}
+	d := connData{
+		Version:    1,
+		Credits:    uint16(c.rqSize),
+		TargetSGL:  sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Length: sglSize},
+		DataBuffer: sge{Addr: c.rmr.Addr() + uint64(c.rbufOff-c.tgtOff), Key: c.rmr.RKey(), Length: uint32(c.rbufSize / 2)},
+	}
+	if hostBigEndian {
+		d.Flags |= connFlagNet
+	}
+	d.marshal(priv)
+	return nil
+}
+
+// start takes the peer's rs_conn_data (rs_save_conn_data): its target SGL,
+// its first buffer as our target entry 0, and its credits.
+func (c *Conn) start(peer []byte) error {
+	d, err := parseConnData(peer)
+	if err != nil {
+		return err
+	}
+	c.remoteSGL = d.TargetSGL
+	c.remoteSGE = 1
+	c.peerBig = d.Flags&connFlagNet != 0
+	c.storeTarget(0, d.DataBuffer)
+	c.sseqComp = d.Credits
+	c.state = stConnected | stReadable | stWritable
+	if a, err := c.rc.ID.LocalAddr(); err == nil {
+		c.laddr = &Addr{a}
+	}
+	if a, err := c.rc.ID.RemoteAddr(); err == nil {
+		c.raddr = &Addr{a}
+	}
+	c.mu.Lock()
+	c.updateCredits()
+	c.mu.Unlock()
+	return nil
+}
+
+// The target SGL: entries the peer RDMA-writes in our host order; read
+// them atomically.
+func (c *Conn) targetLen(i int) uint32  { return c.mem.Uint32(c.tgtOff + i*sgeSize + 12).Load() }
+func (c *Conn) targetAddr(i int) uint64 { return c.mem.Uint64(c.tgtOff + i*sgeSize).Load() }
+func (c *Conn) targetKey(i int) uint32  { return c.mem.Uint32(c.tgtOff + i*sgeSize + 8).Load() }
+
+func (c *Conn) storeTarget(i int, s sge) {
+	c.mem.Uint64(c.tgtOff + i*sgeSize).Store(s.Addr)
+	c.mem.Uint32(c.tgtOff + i*sgeSize + 8).Store(s.Key)
+	c.mem.Uint32(c.tgtOff + i*sgeSize + 12).Store(s.Length)
+}
+
+// peerOrder is the byte order of SGEs and iWARP words for the peer.
+func (c *Conn) peerOrder() binary.ByteOrder {
+	if c.peerBig {
+		return binary.BigEndian
+	}
+	return binary.LittleEndian
+}
+
+func (c *Conn) postRecv() error {
+	w := &c.rwr[0]
+	*w = uverbs.RecvWR{ID: wrRecv}
+	if c.msgSend {
+		w.ID = wrRecv | uint64(c.msgIndex)
+		c.rsge[0] = uverbs.SGE{Addr: c.rmr.Addr() + uint64(c.msgInOff-c.tgtOff+c.msgIndex*msgSize), Length: msgSize, LKey: c.rmr.LKey()}
+		w.SGL = c.rsge[:1]
+		if c.msgIndex++; c.msgIndex == c.rqSize {
+			c.msgIndex = 0
+		}
+	}
+	_, err := c.qp.PostRecv(c.rwr[:1])
+	return err
+}
+
+// postMsg sends a message without payload (rs_post_msg): a zero-length
+// RDMA WRITE WITH IMM, or on iWARP a 4-byte inline SEND.
+func (c *Conn) postMsg(msg uint32) error {
+	w := &c.swr[0]
+	if !c.msgSend {
+		// The write moves no bytes; it still names a valid buffer of the
+		// peer's (librdmacm leaves these fields uninitialized).
+		*w = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWriteWithImm, Imm: msg,
+			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+		_, err := c.qp.PostSend(c.swr[:1])
+		return err
+	}
+	*w = c.msgWR(uint64(msg), msg)
+	_, err := c.qp.PostSend(c.swr[:1])
+	return err
+}
+
+// msgWR is the inline SEND of an iWARP message word.
+func (c *Conn) msgWR(id uint64, msg uint32) uverbs.SendWR {
+	c.peerOrder().PutUint32(c.mem.Bytes()[c.msgOutOff:], msg)
+	c.ssge[1] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.msgOutOff), Length: msgSize, LKey: c.smr.LKey()}
+	return uverbs.SendWR{ID: id, Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: c.ssge[1:2]}
+}
+
+// postWriteMsg writes sgl to addr/rkey with msg as immediate data
+// (rs_post_write_msg); on iWARP an RDMA WRITE then the message SEND.
+func (c *Conn) postWriteMsg(sgl []uverbs.SGE, msg uint32, flags uverbs.SendFlags, addr uint64, rkey uint32) error {
+	if !c.msgSend {
+		c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWriteWithImm, Flags: flags, SGL: sgl, Imm: msg, RemoteAddr: addr, RKey: rkey}
+		_, err := c.qp.PostSend(c.swr[:1])
+		return err
+	}
+	c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWrite, Flags: flags, SGL: sgl, RemoteAddr: addr, RKey: rkey}
+	c.swr[1] = c.msgWR(uint64(msgSet(msgOp(msg), 0))|wrMsgSend, msg)
+	_, err := c.qp.PostSend(c.swr[:2])
+	return err
+}
+
+// sendCredits offers the peer receive credits and, when half the receive
+// buffer is free, that half as a new target buffer (rs_send_credits).
+// Called with mu held.
+func (c *Conn) sendCredits() {
+	c.ctrlSeq++
+	c.rseqComp = c.rseqNo + uint16(c.rqSize/2)
+	credits := uint32(c.rseqNo) + uint32(c.rqSize)
+	var err error
+	if c.rbufAvail >= c.rbufSize/2 {
+		if c.msgSend {
+			c.ctrlSeq++
+		}
+		slot := c.ctrlOff + int(c.ctrlSeq&(qpCtrlSize-1))*sgeSize
+		b := c.mem.Bytes()[slot : slot+sgeSize]
+		o := c.peerOrder()
+		o.PutUint64(b, c.rmr.Addr()+uint64(c.rbufOff-c.tgtOff+c.rbufFree))
+		o.PutUint32(b[8:], c.rmr.RKey())
+		o.PutUint32(b[12:], uint32(c.rbufSize/2))
+		var flags uverbs.SendFlags
+		if c.inline >= sgeSize {
+			flags = uverbs.SendInline
+		}
+		c.ssge[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(slot), Length: sgeSize, LKey: c.smr.LKey()}
+		err = c.postWriteMsg(c.ssge[:1], msgSet(opSGL, credits), flags,
+			c.remoteSGL.Addr+uint64(c.remoteSGE*sgeSize), c.remoteSGL.Key)
+		c.rbufAvail -= c.rbufSize / 2
+		if c.rbufFree += c.rbufSize / 2; c.rbufFree >= c.rbufSize {
+			c.rbufFree = 0
+		}
+		if c.remoteSGE++; c.remoteSGE == int(c.remoteSGL.Length) {
+			c.remoteSGE = 0
+		}
+	} else {
+		err = c.postMsg(msgSet(opSGL, credits))
+	}
+	if err != nil {
+		c.fail(err)
+	}
+}
+
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+
+// ctrl2Avail: iWARP credit updates may take two control slots.
+func (c *Conn) ctrl2Avail() bool { return int32(c.ctrlSeq+1-c.ctrlMax) < 0 }
+
+// updateCredits sends credits when half the receive credits or half the
+// receive buffer can be given back (rs_give_credits). mu held.
+func (c *Conn) updateCredits() {
+	if c.state&stConnected == 0 {
+		return
+	}
+	if c.rbufAvail < c.rbufSize/2 && int16(c.rseqNo-c.rseqComp) < 0 {
+		return
+	}
+	if (!c.msgSend && c.ctrlAvail()) || (c.msgSend && c.ctrl2Avail()) {
+		c.sendCredits()
+	}
+}
+
+// fail puts the connection in the error state. mu held.
+func (c *Conn) fail(err error) {
+	if c.state&stError == 0 {
+		c.err = err
+	}
+	c.state = stError
+	c.broadcast()
+}
+
+// broadcast wakes the goroutines waiting for the state to move. mu held.
+func (c *Conn) broadcast() {
+	if c.progWait {
+		close(c.prog)
+		c.prog = make(chan struct{})
+		c.progWait = false
+	}
+}
+
+// process applies completions (rs_poll_cq). mu held.
+func (c *Conn) process(wcs []uverbs.WorkCompletion) {
+	reposts := 0
+	for i := range wcs {
+		wc := &wcs[i]
+		if wc.ID&wrRecv != 0 {
+			if wc.Status != uverbs.WCSuccess {
+				continue
+			}
+			reposts++
+			var msg uint32
+			if wc.Flags&uverbs.WCWithImm != 0 {
+				msg = wc.Imm
+			} else {
+				idx := int(uint32(wc.ID))
+				msg = c.peerOrder().Uint32(c.mem.Bytes()[c.msgInOff+idx*msgSize:])
+			}
+			switch msgOp(msg) {
+			case opSGL:
+				c.sseqComp = uint16(msgData(msg))
+			case opIOMapSGL, opWrite:
+			case opCtrl:
+				switch msgData(msg) {
+				case ctrlDisconnect:
+					c.state = stDisconnected
+				case ctrlShutdown:
+					if c.state&stWritable != 0 {
+						c.state &^= stReadable
+					} else {
+						c.state = stDisconnected
+					}
+				}
+			case opData:
+				c.rmsg[c.rmsgTail] = msgData(msg)
+				if c.rmsgTail++; c.rmsgTail == len(c.rmsg) {
+					c.rmsgTail = 0
+				}
+			}
+			continue
+		}
+		msg := uint32(wc.ID)
+		switch msgOp(msg) {
+		case opSGL:
+			c.ctrlMax++
+		case opCtrl:
+			c.ctrlMax++
+			if msgData(msg) == ctrlDisconnect {
+				c.state = stDisconnected
+			}
+		case opIOMapSGL:
+			c.sqeAvail++
+		default:
+			c.sqeAvail++
+			c.sbufAvail += int(msgData(msg))
+		}
+		if wc.Status != uverbs.WCSuccess && c.state&stConnected != 0 {
+			c.fail(wcError{wc.Status})
+		}
+	}
+	if c.state&stConnected != 0 {
+		for ; reposts > 0; reposts-- {
+			if err := c.postRecv(); err != nil {
+				c.fail(err)
+				break
+			}
+		}
+	}
+	if len(wcs) > 0 {
+		c.broadcast()
+	}
+}
+
+// wcError is a failed send completion: the connection broke. A flushed
+// request means the QP went to the error state under it (the CM saw the
+// peer disconnect, or the peer died): ECONNRESET; exhausted retries mean
+// the peer stopped answering: ETIMEDOUT; anything else is EIO.
+type wcError struct{ status uverbs.WCStatus }
+
+func (e wcError) Error() string {
+	return e.Unwrap().Error() + " (work completion: " + e.status.String() + ")"
+}
+
+func (e wcError) Unwrap() error {
+	switch e.status {
+	case uverbs.WCWRFlushErr:
+		return syscall.ECONNRESET
+	case uverbs.WCRetryExcErr, uverbs.WCRNRRetryExcErr:
+		return syscall.ETIMEDOUT
+	}
+	return syscall.EIO
+}
+
+func (e wcError) Timeout() bool   { return false }
+func (e wcError) Temporary() bool { return false }
+
+// pollLocked polls the CQ if no goroutine is waiting on it. mu held.
+func (c *Conn) pollLocked() {
+	select {
+	case <-c.tok:
+	default:
+		return
+	}
+	c.pollHeld()
+	c.tok <- struct{}{}
+}
+
+// pollHeld polls the CQ empty and then looks at the CM: completions
+// already there (data, a DISCONNECT) come before a CM disconnect. mu and
+// the token held.
+func (c *Conn) pollHeld() {
+	for {
+		n, err := c.cq.Poll(c.wc[:])
+		if n > 0 {
+			c.process(c.wc[:n])
+		}
+		if err != nil {
+			c.brokenLocked(err)
+		}
+		if n < len(c.wc) || err != nil {
+			break
+		}
+	}
+	c.checkCM()
+}
+
+// checkCM notices a CM disconnect without a DISCONNECT message: the peer
+// died or destroyed its ID. mu held.
+func (c *Conn) checkCM() {
+	if c.state&stConnected == 0 {
+		return
+	}
+	select {
+	case <-c.rc.Done():
+		c.brokenLocked(syscall.ECONNRESET)
+	default:
+	}
+}
+
+func (c *Conn) brokenLocked(err error) {
+	if c.state&stConnected != 0 {
+		c.fail(err)
+	}
+}
+
+// errTimeout is the error of a call whose deadline passed.
+var errTimeout = os.ErrDeadlineExceeded
+
+// wait waits until cond holds, the deadline passes or the connection
+// closes. mu is held on entry and on return. While no other goroutine
+// waits on the CQ this one parks in CQ.Wait (on the runtime poller);
+// otherwise it waits for that one to report progress.
+func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
+	for {
+		c.pollLocked()
+		if cond(c) {
+			return nil
+		}
+		if c.closing {
+			return net.ErrClosed
+		}
+		if dl.expired() {
+			return errTimeout
+		}
+		c.progWait = true
+		prog := c.prog
+		c.mu.Unlock()
+		select {
+		case <-c.tok:
+			c.mu.Lock()
+			c.pollHeld()
+			ok := cond(c) || c.closing
+			c.mu.Unlock()
+			if !ok {
+				n, err := c.cq.Wait(dl, c.wc[:])
+				c.mu.Lock()
+				c.process(c.wc[:n])
+				if err != nil && dl.Err() == nil {
+					c.brokenLocked(err)
+				}
+				c.updateCredits()
+				c.mu.Unlock()
+			}
+			c.tok <- struct{}{}
+		case <-prog:
+		case <-dl.done():
+		case <-c.rc.Done():
+		}
+		c.mu.Lock()
+	}
+}
+
+func haveData(c *Conn) bool { return c.rmsgHead != c.rmsgTail || c.state&stReadable == 0 }
+
+func canSend(c *Conn) bool {
+	if c.state&stWritable == 0 {
+		return true
+	}
+	sqe := c.sqeAvail > 0
+	if c.msgSend {
+		sqe = c.sqeAvail >= 2
+	}
+	return sqe && c.sbufAvail >= sndLowat && c.sseqNo != c.sseqComp && c.targetLen(c.targetSGE) != 0
+}
+
+func ctrlReady(c *Conn) bool { return c.ctrlAvail() || c.state&stConnected == 0 }
+
+func allSent(c *Conn) bool {
+	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.sqSize || c.state&stConnected == 0
+}
+
+// Read reads data the peer wrote. It returns io.EOF after the peer closed
+// or shut down its write side and everything it sent was read.
+func (c *Conn) Read(b []byte) (int, error) {
+	c.rmu.Lock()
+	defer c.rmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return 0, c.opError("read", net.ErrClosed)
+	}
+	if c.rdl.expired() {
+		return 0, c.opError("read", errTimeout)
+	}
+	if len(b) == 0 {
+		return 0, nil
+	}
+	if c.rmsgHead == c.rmsgTail {
+		if err := c.wait(&c.rdl, haveData); err != nil {
+			return 0, c.opError("read", err)
+		}
+	}
+	n := 0
+	rbuf := c.mem.Bytes()[c.rbufOff : c.rbufOff+c.rbufSize]
+	for n < len(b) && c.rmsgHead != c.rmsgTail {
+		size := int(c.rmsg[c.rmsgHead])
+		if len(b)-n < size {
+			size = len(b) - n
+			c.rmsg[c.rmsgHead] -= uint32(size)
+		} else {
+			c.rseqNo++
+			if c.rmsgHead++; c.rmsgHead == len(c.rmsg) {
+				c.rmsgHead = 0
+			}
+		}
+		for size > 0 {
+			k := copy(b[n:n+size], rbuf[c.rbufOff2:])
+			n += k
+			size -= k
+			c.rbufAvail += k
+			if c.rbufOff2 += k; c.rbufOff2 == c.rbufSize {
+				c.rbufOff2 = 0
+			}
+		}
+	}
+	c.updateCredits()
+	if n > 0 {
+		return n, nil
+	}
+	if c.state&stError != 0 {
+		return 0, c.opError("read", c.err)
+	}
+	return 0, io.EOF
+}
+
+// Write writes b to the peer: it returns when every byte is in the send
+// buffer or on its way (RDMA-written into the peer's receive buffer).
+func (c *Conn) Write(b []byte) (int, error) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return 0, c.opError("write", net.ErrClosed)
+	}
+	if c.wdl.expired() {
+		return 0, c.opError("write", errTimeout)
+	}
+	n := 0
+	olen := olapStart
+	for n < len(b) {
+		if !canSend(c) {
+			if err := c.wait(&c.wdl, canSend); err != nil {
+				return n, c.opError("write", err)
+			}
+		}
+		if c.state&stWritable == 0 {
+			if c.state&stError != 0 {
+				return n, c.opError("write", c.err)
+			}
+			return n, c.opError("write", syscall.ECONNRESET)
+		}
+		xfer := len(b) - n
+		if olen < xfer {
+			xfer = olen
+			if olen < maxTransfer {
+				olen <<= 1
+			}
+		}
+		xfer = min(xfer, c.sbufAvail, int(c.targetLen(c.targetSGE)))
+		if err := c.writeData(b[n : n+xfer]); err != nil {
+			c.fail(err)
+			return n, c.opError("write", err)
+		}
+		n += xfer
+	}
+	return n, nil
+}
+
+// writeData copies p into the send buffer and RDMA-writes it into the
+// current target entry (rs_write_data). mu held.
+func (c *Conn) writeData(p []byte) error {
+	sbuf := c.mem.Bytes()[:c.sbufSize]
+	k := copy(sbuf[c.sbufHead:], p)
+	nsge := 1
+	c.ssge[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.sbufHead), Length: uint32(k), LKey: c.smr.LKey()}
+	if k < len(p) {
+		copy(sbuf, p[k:])
+		c.ssge[1] = uverbs.SGE{Addr: c.smr.Addr(), Length: uint32(len(p) - k), LKey: c.smr.LKey()}
+		nsge = 2
+	}
+	if c.sbufHead += len(p); c.sbufHead >= c.sbufSize {
+		c.sbufHead -= c.sbufSize
+	}
+	var flags uverbs.SendFlags
+	if len(p) <= c.inline {
+		flags = uverbs.SendInline
+	}
+	c.sseqNo++
+	c.sqeAvail--
+	if c.msgSend {
+		c.sqeAvail--
+	}
+	c.sbufAvail -= len(p)
+	t := c.targetSGE
+	addr, key, left := c.targetAddr(t), c.targetKey(t), c.targetLen(t)
+	c.mem.Uint64(c.tgtOff + t*sgeSize).Store(addr + uint64(len(p)))
+	c.mem.Uint32(c.tgtOff + t*sgeSize + 12).Store(left - uint32(len(p)))
+	if left == uint32(len(p)) {
+		if c.targetSGE++; c.targetSGE == sglSize {
+			c.targetSGE = 0
+		}
+	}
+	return c.postWriteMsg(c.ssge[:nsge], msgSet(opData, uint32(len(p))), flags, addr, key)
+}
+
+// sendCtrl sends a control message once a control slot is free. mu held.
+func (c *Conn) sendCtrl(ctrl uint32, dl *deadline) error {
+	if !c.ctrlAvail() {
+		if err := c.wait(dl, ctrlReady); err != nil {
+			return err
+		}
+	}
+	if c.state&stConnected == 0 || !c.ctrlAvail() {
+		return nil
+	}
+	c.ctrlSeq++
+	if err := c.postMsg(msgSet(opCtrl, ctrl)); err != nil {
+		c.fail(err)
+		return err
+	}
+	return nil
+}
+
+// CloseWrite shuts down the write side: the peer reads io.EOF after the
+// bytes already written (SHUT_WR: a SHUTDOWN control message, or a
+// DISCONNECT if the read side is shut too).
+func (c *Conn) CloseWrite() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return c.opError("close", net.ErrClosed)
+	}
+	if c.state&stConnected == 0 || c.state&stWritable == 0 {
+		return nil
+	}
+	c.state &^= stWritable
+	ctrl := uint32(ctrlDisconnect)
+	if c.state&stReadable != 0 {
+		ctrl = ctrlShutdown
+	}
+	if err := c.sendCtrl(ctrl, &c.wdl); err != nil {
+		return c.opError("close", err)
+	}
+	return nil
+}
+
+// CloseRead shuts down the read side (SHUT_RD): Read returns io.EOF. The
+// peer learns of it only when the write side is shut too.
+func (c *Conn) CloseRead() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return c.opError("close", net.ErrClosed)
+	}
+	if c.state&stConnected == 0 || c.state&stReadable == 0 {
+		return nil
+	}
+	c.state &^= stReadable
+	c.broadcast()
+	if c.state&stWritable != 0 {
+		return nil
+	}
+	if err := c.sendCtrl(ctrlDisconnect, &c.wdl); err != nil {
+		return c.opError("close", err)
+	}
+	return nil
+}
+
+// closeLinger bounds how long Close waits for the bytes written to reach
+// the peer.
+const closeLinger = 30 * time.Second
+
+// Close closes the connection: blocked Reads and Writes return
+// net.ErrClosed, the peer gets DISCONNECT after every byte written, and
+// the QP, buffers and CM ID are released.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() { c.closeErr = c.close() })
+	return c.closeErr
+}
+
+func (c *Conn) close() error {
+	c.mu.Lock()
+	c.closing = true
+	if c.kaTimer != nil {
+		c.kaTimer.Stop()
+		c.kaTimer = nil
+	}
+	c.broadcast()
+	c.mu.Unlock()
+	c.rdl.shutdown()
+	c.wdl.shutdown()
+	c.rmu.Lock() // wait for Read and Write to leave
+	c.wmu.Lock()
+	defer c.rmu.Unlock()
+	defer c.wmu.Unlock()
+	var drain deadline
+	drain.init()
+	drain.set(time.Now().Add(closeLinger))
+	c.mu.Lock()
+	c.closing = false // the drain below waits like a Write
+	if c.state&stConnected != 0 {
+		c.state &^= stReadable | stWritable
+		c.sendCtrl(ctrlDisconnect, &drain) //nolint:errcheck // best effort: the CM disconnects anyway
+		c.wait(&drain, allSent)            //nolint:errcheck
+	}
+	c.closing = true
+	c.state = 0
+	c.mu.Unlock()
+	drain.shutdown()
+	c.gone.Store(true)
+	return c.release()
+}
+
+// release destroys the connection's QP, CQ and ID, deregisters its buffers
+// and unmaps them.
+func (c *Conn) release() error {
+	// Disconnect first: the QP goes to the error state, so the peer can
+	// no longer RDMA-write (credits) into the receive MR. Then the MRs, then
+	// the QP and ID: closing an accepted connection may close its channel
+	// and the PD, which the kernel refuses while MRs are on it.
+	var errs []error
+	if c.rc != nil && c.rc.ID.Err() == nil {
+		c.rc.Disconnect() //nolint:errcheck // may be down already; Close reports
+	}
+	if c.smr != nil {
+		errs = append(errs, c.smr.Close())
+	}
+	if c.rmr != nil {
+		errs = append(errs, c.rmr.Close())
+	}
+	if c.rc != nil {
+		errs = append(errs, c.rc.Close())
+	}
+	errs = append(errs, c.mem.Close())
+	return errors.Join(errs...)
+}
+
+// SetKeepAlive turns keepalives on or off: while on, every period
+// (SetKeepAlivePeriod; default 15 s, Go's TCP default) the connection sends
+// rsocket's keepalive, a zero-length RDMA WRITE the peer's RC transport
+// acknowledges without waking its application. A peer that is gone fails
+// the write after the transport's retries: the connection breaks and
+// blocked calls return an error.
+func (c *Conn) SetKeepAlive(on bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing || c.gone.Load() {
+		return c.opError("set", net.ErrClosed)
+	}
+	if !on {
+		if c.kaTimer != nil {
+			c.kaTimer.Stop()
+			c.kaTimer = nil
+		}
+		return nil
+	}
+	if c.kaTimer == nil {
+		if c.kaPeriod == 0 {
+			c.kaPeriod = 15 * time.Second
+		}
+		c.kaTimer = time.AfterFunc(c.kaPeriod, c.keepalive)
+	}
+	return nil
+}
+
+// SetKeepAlivePeriod sets the time between keepalives (rsocket's
+// TCP_KEEPIDLE).
+func (c *Conn) SetKeepAlivePeriod(d time.Duration) error {
+	if d <= 0 {
+		return c.opError("set", syscall.EINVAL)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kaPeriod = d
+	if c.kaTimer != nil {
+		c.kaTimer.Reset(d)
+	}
+	return nil
+}
+
+// keepalive sends one keepalive (tcp_svc_send_keepalive) and re-arms.
+func (c *Conn) keepalive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kaTimer == nil || c.closing {
+		return
+	}
+	if c.state&stConnected != 0 && c.ctrlAvail() {
+		c.ctrlSeq++
+		c.swr[0] = uverbs.SendWR{ID: uint64(msgSet(opCtrl, ctrlKeepalive)), Opcode: uverbs.WRRDMAWrite,
+			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
+		if _, err := c.qp.PostSend(c.swr[:1]); err != nil {
+			c.fail(err)
+		}
+	}
+	c.kaTimer.Reset(c.kaPeriod)
+}
+
+// LocalAddr is the local address of the connection.
+func (c *Conn) LocalAddr() net.Addr { return c.laddr }
+
+// RemoteAddr is the peer's address.
+func (c *Conn) RemoteAddr() net.Addr { return c.raddr }
+
+// SetDeadline sets the read and write deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets the deadline of Read: after it, a blocked or
+// future Read returns an error wrapping os.ErrDeadlineExceeded.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.gone.Load() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.rdl.set(t)
+	return nil
+}
+
+// SetWriteDeadline sets the deadline of Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.gone.Load() {
+		return c.opError("set", net.ErrClosed)
+	}
+	c.wdl.set(t)
+	return nil
+}
+
+func (c *Conn) opError(op string, err error) error {
+	return &net.OpError{Op: op, Net: "rsocket", Source: c.laddr, Addr: c.raddr, Err: err}
+}
+
+// Context-free check that deadline satisfies what CQ.Wait needs.
+var _ context.Context = &deadline{}

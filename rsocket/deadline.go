@@ -1,0 +1,125 @@
+package rsocket
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// deadline is one direction's deadline: a channel closed when it passes or
+// when the connection closes. It is also the context.Context a blocked call
+// hands to CQ.Wait, so waiting costs no allocation and no goroutine: a
+// timer (not a goroutine) closes the channel.
+//
+// As in net.Pipe, the channel stays the same while the deadline has not
+// passed, so a call blocked on it sees a later SetDeadline: moving the
+// deadline into the past closes it at once, moving it later re-arms the
+// timer.
+type deadline struct {
+	mu     sync.Mutex
+	when   time.Time
+	timer  *time.Timer
+	ch     chan struct{}
+	shut   bool // the connection closed: ch stays closed
+	expire func()
+}
+
+func (d *deadline) init() {
+	d.ch = make(chan struct{})
+	d.expire = func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.when.IsZero() && !time.Now().Before(d.when) {
+			closeOnce(d.ch)
+		}
+	}
+}
+
+func closeOnce(c chan struct{}) {
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// set moves the deadline (zero: none).
+func (d *deadline) set(t time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.shut {
+		return
+	}
+	if d.timer != nil {
+		// A timer that already fired runs expire after this (it takes
+		// d.mu) and finds the new deadline.
+		d.timer.Stop()
+	}
+	d.when = t
+	select {
+	case <-d.ch:
+		d.ch = make(chan struct{}) // expired: a fresh channel for the new deadline
+	default:
+	}
+	if t.IsZero() {
+		return
+	}
+	dur := time.Until(t)
+	if dur <= 0 {
+		close(d.ch)
+		return
+	}
+	if d.timer == nil {
+		d.timer = time.AfterFunc(dur, d.expire)
+	} else {
+		d.timer.Reset(dur)
+	}
+}
+
+// done is the channel closed when the deadline passes or the connection
+// closes.
+func (d *deadline) done() chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ch
+}
+
+// expired reports whether the deadline has passed (not: closed).
+func (d *deadline) expired() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.shut && !d.when.IsZero() && !time.Now().Before(d.when)
+}
+
+// shutdown closes the channel for good: Close wakes every waiter.
+func (d *deadline) shutdown() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.shut = true
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	closeOnce(d.ch)
+}
+
+// The context.Context CQ.Wait waits on.
+var _ context.Context = (*deadline)(nil)
+
+func (d *deadline) Deadline() (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.when, !d.when.IsZero()
+}
+
+func (d *deadline) Done() <-chan struct{} { return d.done() }
+
+func (d *deadline) Err() error {
+	select {
+	case <-d.done():
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (d *deadline) Value(any) any { return nil }

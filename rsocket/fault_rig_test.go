@@ -1,0 +1,269 @@
+package rsocket_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/rsocket"
+)
+
+// TestMain lets the test binary be the peer that gets killed.
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("RSOCKET_TEST_WRITER"); addr != "" {
+		writer(addr)
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// writer dials addr and writes until it is killed.
+func writer(addr string) {
+	c, err := rsocket.Dial(context.Background(), "tcp", addr)
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(2)
+	}
+	b := pattern(64<<10, 7)
+	for {
+		if _, err := c.Write(b); err != nil {
+			os.Exit(3)
+		}
+	}
+}
+
+// TestRigPeerKilled: the peer process dies mid-stream (SIGKILL, so no
+// DISCONNECT message): Read returns ECONNRESET once the buffered bytes are
+// read, it does not hang.
+func TestRigPeerKilled(t *testing.T) {
+	rigtest.Require(t)
+	l := listener(t, rsocket.Config{})
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), "RSOCKET_TEST_WRITER="+l.Addr().String())
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.ReadFull(c, make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	c.SetReadDeadline(time.Now().Add(2 * time.Minute))
+	buf := make([]byte, 64<<10)
+	total := 0
+	for {
+		n, err := c.Read(buf)
+		total += n
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("Read after the peer was killed (%d bytes drained): %v, want ECONNRESET", total, err)
+		}
+		t.Logf("Read after the peer was killed: %v (after %d buffered bytes)", err, total)
+		break
+	}
+	if _, err := c.Write([]byte("x")); err == nil {
+		t.Error("Write to a killed peer succeeded")
+	}
+}
+
+// TestRigWriteDeadline: a Write blocked on a peer that does not read
+// returns a timeout when its deadline passes, having written n bytes; the
+// stream goes on after the deadline is cleared, and the peer reads exactly
+// the bytes Write reported, in order.
+func TestRigWriteDeadline(t *testing.T) {
+	rigtest.Require(t)
+	client, server := pair(t, paths[0], rsocket.Config{})
+	data := pattern(8<<20, 3)
+	client.SetWriteDeadline(time.Now().Add(3 * time.Second))
+	n, err := client.Write(data)
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() || !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Write to a peer that does not read: %d bytes, %v; want a timeout", n, err)
+	}
+	if n == 0 || n >= len(data) {
+		t.Fatalf("Write wrote %d of %d bytes before its deadline", n, len(data))
+	}
+	t.Logf("blocked Write timed out after %d bytes: %v", n, err)
+	client.SetWriteDeadline(time.Time{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.Write(data[n:])
+		if err == nil {
+			err = client.(interface{ CloseWrite() error }).CloseWrite()
+		}
+		done <- err
+	}()
+	got, err := io.ReadAll(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, data) {
+		t.Fatalf("%d bytes read, want %d: %s", len(got), len(data), firstDiff(got, data))
+	}
+}
+
+// TestRigCloseUnblocks: Close from another goroutine wakes a blocked Read
+// and a blocked Write with net.ErrClosed.
+func TestRigCloseUnblocks(t *testing.T) {
+	rigtest.Require(t)
+	_, reader := pair(t, paths[0], rsocket.Config{}) // nobody writes to it
+	writer, _ := pair(t, paths[0], rsocket.Config{}) // nobody reads from it
+	rerr := make(chan error, 1)
+	go func() {
+		_, err := reader.Read(make([]byte, 10))
+		rerr <- err
+	}()
+	werr := make(chan error, 1)
+	go func() {
+		_, err := writer.Write(make([]byte, 64<<20))
+		werr <- err
+	}()
+	time.Sleep(2 * time.Second)
+	go reader.Close()
+	go writer.Close()
+	for name, ch := range map[string]chan error{"Read": rerr, "Write": werr} {
+		select {
+		case err := <-ch:
+			if !errors.Is(err, net.ErrClosed) {
+				t.Errorf("%s after Close: %v, want net.ErrClosed", name, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s still blocked a minute after Close", name)
+		}
+	}
+}
+
+// TestRigCloseWrite: after CloseWrite the peer reads everything, then
+// io.EOF, and can still answer.
+func TestRigCloseWrite(t *testing.T) {
+	rigtest.Require(t)
+	client, server := pair(t, paths[0], rsocket.Config{})
+	msg := pattern(300<<10, 9)
+	go func() {
+		client.Write(msg)
+		client.(*rsocket.Conn).CloseWrite()
+	}()
+	got, err := io.ReadAll(server)
+	if err != nil || !bytes.Equal(got, msg) {
+		t.Fatalf("ReadAll after CloseWrite: %d bytes, %v", len(got), err)
+	}
+	if _, err := server.Write([]byte("reply")); err != nil {
+		t.Fatal(err)
+	}
+	server.Close()
+	reply, err := io.ReadAll(client)
+	if err != nil || string(reply) != "reply" {
+		t.Fatalf("the half-closed side read %q, %v", reply, err)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	d, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(d)
+}
+
+// TestRigShortConns makes 10,000 short connections (connect, one byte each
+// way, close; RSOCKET_CONNS changes the count) and checks that file
+// descriptors and goroutines come back to where they were.
+func TestRigShortConns(t *testing.T) {
+	rigtest.Require(t)
+	conns := 10000
+	if s := os.Getenv("RSOCKET_CONNS"); s != "" {
+		conns, _ = strconv.Atoi(s)
+	}
+	l := listener(t, rsocket.Config{SendBuffer: 8 << 10, RecvBuffer: 8 << 10, SendQueue: 16, RecvQueue: 16})
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b := make([]byte, 1)
+				if _, err := io.ReadFull(c, b); err == nil {
+					c.Write(b)
+				}
+			}()
+		}
+	}()
+	one := func(i int) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		d := rsocket.Dialer{Config: rsocket.Config{SendBuffer: 8 << 10, RecvBuffer: 8 << 10, SendQueue: 16, RecvQueue: 16}}
+		c, err := d.DialContext(ctx, "tcp", l.Addr().String())
+		if err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		b := []byte{byte(i)}
+		if _, err := c.Write(b); err != nil {
+			t.Fatalf("connection %d: %v", i, err)
+		}
+		if _, err := io.ReadFull(c, b); err != nil || b[0] != byte(i) {
+			t.Fatalf("connection %d: read %v %v", i, b, err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatalf("connection %d: Close: %v", i, err)
+		}
+	}
+	// Warm up: the dial channel, each device's context and its watcher
+	// (started by the first blocking wait) stay for the process; what must
+	// not grow is what each connection adds.
+	for i := 0; i < 20; i++ {
+		one(-1 - i)
+	}
+	time.Sleep(time.Second)
+	fds, gs := openFDs(t), runtime.NumGoroutine()
+	start := time.Now()
+	for i := 0; i < conns; i++ {
+		one(i)
+		if i%1000 == 999 {
+			t.Logf("%d connections, %v, %d fds, %d goroutines", i+1, time.Since(start).Round(time.Second), openFDs(t), runtime.NumGoroutine())
+		}
+	}
+	var fds2, gs2 int
+	for try := 0; try < 50; try++ {
+		time.Sleep(200 * time.Millisecond)
+		if fds2, gs2 = openFDs(t), runtime.NumGoroutine(); fds2 <= fds && gs2 <= gs {
+			break
+		}
+	}
+	t.Logf("%d connections in %v: fds %d → %d, goroutines %d → %d", conns, time.Since(start).Round(time.Second), fds, fds2, gs, gs2)
+	if fds2 > fds || gs2 > gs {
+		buf := make([]byte, 1<<20)
+		t.Logf("goroutines:\n%s", buf[:runtime.Stack(buf, true)])
+		d, _ := os.ReadDir("/proc/self/fd")
+		for _, e := range d {
+			p, _ := os.Readlink("/proc/self/fd/" + e.Name())
+			t.Logf("fd %s → %s", e.Name(), p)
+		}
+		t.Errorf("after %d connections: fds %d → %d, goroutines %d → %d", conns, fds, fds2, gs, gs2)
+	}
+}
