@@ -202,14 +202,16 @@ func TestRefusedLeavesRing(t *testing.T) {
 	if !bytes.Equal(before, ringBytes(sq)) {
 		t.Error("a list refused for room changed the ring")
 	}
-	// ERR and RESET.
-	for _, st := range []provider.QPState{provider.QPStateErr, provider.QPStateReset} {
+	// RESET, then ERR, which sticks (siw ignores a RESET after ERR).
+	for _, st := range []provider.QPState{provider.QPStateReset, provider.QPStateErr, provider.QPStateReset} {
 		qp.Modified(st)
 		if n, err := qp.PostSend([]provider.SendWR{ok}); n != 0 || !errors.Is(err, unix.EINVAL) {
-			t.Errorf("PostSend in %v = %d, %v; want 0 and EINVAL", st, n, err)
+			t.Errorf("PostSend after Modified(%v) = %d, %v; want 0 and EINVAL", st, n, err)
 		}
 	}
-	qp.Modified(provider.QPStateErr)
+	if qp.State() != provider.QPStateErr {
+		t.Errorf("state after ERR and RESET: %v, want ERR", qp.State())
+	}
 	if n, err := qp.PostRecv([]provider.RecvWR{{}}); n != 0 || !errors.Is(err, unix.EINVAL) {
 		t.Errorf("PostRecv in ERR = %d, %v; want 0 and EINVAL", n, err)
 	}

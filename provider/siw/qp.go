@@ -35,7 +35,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 	}
 	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: newDoorbell(cr.Handle)}
 	qp.sq = sendQueue{r: sq, caps: provider.SendQueueCaps{Type: a.Type,
-		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: abi.SIW_MAX_INLINE}}
+		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: min(cr.Cap.MaxInlineData, abi.SIW_MAX_INLINE)}}
 	if a.SRQ == nil {
 		rq, err := mapRing(c.f, "receive queue", resp.RqKey, resp.NumRqe, rqeSize, 0)
 		if err != nil {
@@ -77,8 +77,18 @@ type sendQueue struct {
 // MODIFY_QP from user space: State stays INIT then.
 func (qp *QP) State() provider.QPState { return provider.QPState(qp.state.Load()) }
 
-// Modified records the state MODIFY_QP moved the QP to.
-func (qp *QP) Modified(s provider.QPState) { qp.state.Store(uint32(s)) }
+// Modified records the state MODIFY_QP moved the QP to. A QP in ERR
+// stays there, as siw's does: siw_qp_modify ignores every transition out
+// of ERR (a RESET succeeds and changes nothing), so the provider keeps
+// refusing requests that would never complete.
+func (qp *QP) Modified(s provider.QPState) {
+	for {
+		old := qp.state.Load()
+		if provider.QPState(old) == provider.QPStateErr || qp.state.CompareAndSwap(old, uint32(s)) {
+			return
+		}
+	}
+}
 
 // Caps reports the limits PostSend and PostRecv enforce.
 func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
