@@ -65,6 +65,14 @@ type Config struct {
 	Prepare func(*Conn) error
 	// Backlog is Listen's backlog (0: 1024).
 	Backlog int
+	// QP, if set, is the caller's QP (in RESET, on the device the CM
+	// chooses) to connect instead of one rdmacm creates: Dial and Accept
+	// move it to INIT and connect it, and the Conn has no CQ of its own
+	// (Conn.CQ is nil); closing the Conn leaves the QP to its owner.
+	// Cap, CQEntries, PollOnly, SignalAll and PD are then unused. On a
+	// Listener it applies to one Accept only: set it per request with
+	// ConnRequest.AcceptQP.
+	QP *uverbs.QP
 }
 
 func (c *Config) orDefault() Config {
@@ -122,6 +130,7 @@ type Conn struct {
 	comp  *uverbs.CompChannel
 	dev   *device // the channel's device this connection holds (nil with a caller's PD)
 	ownCh bool
+	qpOwn bool // rdmacm created QP (false for Config.QP)
 
 	closeOnce sync.Once
 }
@@ -160,7 +169,7 @@ func (c *Conn) close() error {
 	if c.AH != nil {
 		errs = append(errs, c.AH.Close())
 	}
-	if c.QP != nil {
+	if c.QP != nil && c.qpOwn {
 		errs = append(errs, c.QP.Close())
 	}
 	if c.CQ != nil {
@@ -182,7 +191,10 @@ func (c *Conn) close() error {
 // newConn creates the QP of a connection on id's device and moves it to
 // INIT, then runs cfg.Prepare.
 func newConn(id *ID, cfg *Config) (*Conn, error) {
-	c := &Conn{ID: id}
+	if cfg.QP != nil {
+		return adoptQP(id, cfg)
+	}
+	c := &Conn{ID: id, qpOwn: true}
 	pd := cfg.PD
 	if pd == nil && id.dev != nil {
 		pd = id.PD()
@@ -239,6 +251,30 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 	id.qp = qp
 	id.mu.Unlock()
 	if err := id.ModifyQP(qp, uverbs.QPStateInit); err != nil {
+		return fail(err)
+	}
+	if cfg.Prepare != nil {
+		if err := cfg.Prepare(c); err != nil {
+			return fail(opError("Prepare", err))
+		}
+	}
+	return c, nil
+}
+
+// adoptQP is newConn for the caller's QP (Config.QP): INIT, then
+// cfg.Prepare.
+func adoptQP(id *ID, cfg *Config) (*Conn, error) {
+	c := &Conn{ID: id, QP: cfg.QP}
+	fail := func(err error) (*Conn, error) {
+		id.mu.Lock()
+		id.qp = nil
+		id.mu.Unlock()
+		return nil, err
+	}
+	id.mu.Lock()
+	id.qp = cfg.QP
+	id.mu.Unlock()
+	if err := id.ModifyQP(cfg.QP, uverbs.QPStateInit); err != nil {
 		return fail(err)
 	}
 	if cfg.Prepare != nil {
@@ -512,6 +548,18 @@ func (r *ConnRequest) Accept(ctx context.Context, privateData []byte) (*Conn, er
 // Config.Prepare (when not nil): a per-connection hook that posts the
 // first receives into buffers of the connection's own.
 func (r *ConnRequest) AcceptWith(ctx context.Context, privateData []byte, prepare func(*Conn) error) (*Conn, error) {
+	return r.accept(ctx, privateData, prepare, nil)
+}
+
+// AcceptQP is Accept with the caller's QP (see Config.QP).
+func (r *ConnRequest) AcceptQP(ctx context.Context, privateData []byte, qp *uverbs.QP) (*Conn, error) {
+	if qp == nil {
+		return nil, opError("Accept", errors.New("nil QP"))
+	}
+	return r.accept(ctx, privateData, nil, qp)
+}
+
+func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare func(*Conn) error, qp *uverbs.QP) (*Conn, error) {
 	if r.done {
 		return nil, opError("Accept", errors.New("request already answered"))
 	}
@@ -524,6 +572,7 @@ func (r *ConnRequest) AcceptWith(ctx context.Context, privateData []byte, prepar
 	if prepare != nil {
 		cfg.Prepare = prepare
 	}
+	cfg.QP = qp
 	id := r.ID
 	ch := id.ch
 	fail := func(err error) (*Conn, error) {

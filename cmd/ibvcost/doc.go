@@ -67,9 +67,12 @@
 //	msg_rate_write_64B            chunks of 256 64-B WRITEs, one per PostSend, at most 32
 //	                              outstanding, every 8th signaled; per message
 //
-// Devices without a fast path (siw: its QPs are connected by rdma_cm, and
-// goverbs has no siw fast path) list the fast-path rows as skipped, with the
-// reason in the report's fast_path. After the rows, the Recorder's own cost
+// On iWARP (siw) the pair is connected through rdma_cm (package rdmacm, on
+// the IPv4 address of the device's netdev, IRD and ORD 4), since its QPs
+// reach RTS only so; the slow-path rows MODIFY_QP to RTR and RTS and the
+// address-handle rows are skipped there. A device without a fast path
+// lists the fast-path rows as skipped, with the reason in the report's
+// fast_path. After the rows, the Recorder's own cost
 // is measured on PollCQ and PostSend, recording off and on.
 //
 // From the medians, ibvcost derives ratios in units of a 64-byte RDMA WRITE

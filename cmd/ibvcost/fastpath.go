@@ -88,12 +88,11 @@ func (w *workload) connect(e *end, remote uint32) error {
 
 // fastPath measures the fast-path rows; it returns why it could not.
 func (w *workload) fastPath() string {
-	if w.dev.Transport == uverbs.TransportIWARP {
-		return fmt.Sprintf("%s is iWARP (%v): its RC QPs reach RTS only through the iWARP connection manager (rdma_cm), and goverbs has no %v fast path yet",
-			w.dev.Name, w.dev.Driver, w.dev.Driver)
-	}
-	if err := w.loadGID(); err != nil {
-		return err.Error()
+	iwarp := w.dev.Transport == uverbs.TransportIWARP
+	if !iwarp {
+		if err := w.loadGID(); err != nil {
+			return err.Error()
+		}
 	}
 	f := &fast{w: w, wc: make([]uverbs.WorkCompletion, 16)}
 	var err error
@@ -103,11 +102,17 @@ func (w *workload) fastPath() string {
 		f.b, err = w.newEnd()
 		defer f.b.close()
 	}
-	if err == nil {
-		err = w.connect(f.a, f.b.qp.QPN())
-	}
-	if err == nil {
-		err = w.connect(f.b, f.a.qp.QPN())
+	switch {
+	case err == nil && iwarp:
+		// iWARP QPs reach RTS only through rdma_cm.
+		var done func()
+		if done, err = w.connectCM(f.a, f.b); err == nil {
+			defer done() // before the ends close (deferred last, runs first)
+		}
+	case err == nil:
+		if err = w.connect(f.a, f.b.qp.QPN()); err == nil {
+			err = w.connect(f.b, f.a.qp.QPN())
+		}
 	}
 	if err != nil {
 		return fmt.Sprintf("no connected RC pair on %s: %v", w.dev.Name, err)

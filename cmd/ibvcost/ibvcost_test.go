@@ -212,11 +212,12 @@ func runSelf(t *testing.T, args ...string) *Report {
 }
 
 // recorderWant is the syscalls each row's call makes at goverbs' chokepoint,
-// per the uverbs.Recorder, on rxe and on siw: rxe maps a CQ's queue and a
-// QP's two (and unmaps them), siw maps nothing; Open is GET_CONTEXT and
-// ASYNC_EVENT_ALLOC (its open(2) precedes the span), Close the command
-// file's close; a PostSend is one doorbell write(), whatever the opcode and
-// size; receives and polls make none. -1: the row is skipped on siw.
+// per the uverbs.Recorder, on rxe and on siw: both map a CQ's ring and a
+// QP's two (and unmap them); Open is GET_CONTEXT and ASYNC_EVENT_ALLOC (its
+// open(2) precedes the span), Close the command file's close; a PostSend
+// on an idle queue is one doorbell write(), whatever the opcode and size;
+// receives and polls make none. -1: the row is skipped on siw (its QPs are
+// connected by rdma_cm: no MODIFY_QP to RTR/RTS, no address handles).
 var recorderWant = map[string][2]float64{
 	"open_device": {2, 2}, "close_device": {1, 1},
 	"query_device": {1, 1}, "query_port": {1, 1}, "query_gid": {1, 1},
@@ -226,8 +227,8 @@ var recorderWant = map[string][2]float64{
 	"create_cq": {2, 1}, "destroy_cq": {2, 1}, "create_qp": {3, 1}, "destroy_qp": {3, 1},
 	"modify_qp_init": {1, 1}, "modify_qp_rtr": {1, 1}, "modify_qp_rts": {1, -1}, "modify_qp_err": {1, 1}, "modify_qp_reset": {1, 1},
 	"create_ah": {1, -1}, "destroy_ah": {1, -1},
-	"post_recv": {0, -1}, "poll_cq_empty": {0, -1}, "poll_cq": {0, -1},
-	"pingpong_send_64B": {2, -1}, "msg_rate_write_64B": {1, -1},
+	"post_recv": {0, 0}, "poll_cq_empty": {0, 0}, "poll_cq": {0, 0},
+	"pingpong_send_64B": {2, 2}, "msg_rate_write_64B": {1, 1},
 }
 
 // TestRig runs ibvcost with few calls on rxe0 and siw0 and checks that
@@ -253,7 +254,7 @@ func TestRig(t *testing.T) {
 				t.Fatalf("%d rows, want %d", len(r.Rows), len(specs))
 			}
 			iwarp := i == 1
-			if iwarp != (r.FastPath != "") {
+			if r.FastPath != "" {
 				t.Errorf("fast path skipped: %q", r.FastPath)
 			}
 			for k, row := range r.Rows {
@@ -264,7 +265,7 @@ func TestRig(t *testing.T) {
 				if row.Skipped != "" {
 					allowed := strings.Contains(row.Name, "16MiB") || strings.Contains(row.Name, "256MiB")
 					if iwarp {
-						allowed = allowed || row.Path == "fast" || row.Name == "modify_qp_rts" || strings.HasSuffix(row.Name, "_ah")
+						allowed = allowed || row.Name == "modify_qp_rts" || strings.HasSuffix(row.Name, "_ah")
 					}
 					if !allowed {
 						t.Errorf("%s skipped: %s", row.Name, row.Skipped)
@@ -281,20 +282,28 @@ func TestRig(t *testing.T) {
 				}
 				want, ok := recorderWant[row.Name]
 				if strings.HasPrefix(row.Name, "post_send_") {
-					want, ok = [2]float64{1, -1}, true
+					want, ok = [2]float64{1, 1}, true
 				}
 				if !ok {
 					t.Errorf("%s: no expectation", row.Name)
 					continue
 				}
-				if rc.Syscalls != want[i] {
+				if iwarp && row.Name == "msg_rate_write_64B" {
+					// siw rings only when the kernel may have gone
+					// idle (the entry before is no longer valid): at
+					// most one doorbell per message, fewer when the
+					// send queue is busy.
+					if rc.Syscalls <= 0 || rc.Syscalls > 1 {
+						t.Errorf("%s: %v syscalls per call, want (0, 1]", row.Name, rc.Syscalls)
+					}
+				} else if rc.Syscalls != want[i] {
 					t.Errorf("%s: %v syscalls per call, want %v (recorder %+v)", row.Name, rc.Syscalls, want[i], *rc)
 				}
 				wantMaps := 0.0
-				if !iwarp && strings.Contains(row.Name, "_cq") && row.Path == "slow" {
+				if strings.Contains(row.Name, "_cq") && row.Path == "slow" {
 					wantMaps = 1
 				}
-				if !iwarp && strings.HasSuffix(row.Name, "_qp") {
+				if strings.HasSuffix(row.Name, "_qp") {
 					wantMaps = 2
 				}
 				if rc.Mappings != wantMaps {
@@ -316,7 +325,7 @@ func TestRig(t *testing.T) {
 					t.Errorf("%s: recorder %+v", row.Name, *rc)
 				}
 			}
-			if !iwarp {
+			{
 				if len(r.Overhead) != 2 {
 					t.Errorf("overhead: %+v", r.Overhead)
 				}

@@ -42,6 +42,10 @@ var rpingCases = []rpingCase{
 	{"rxe0-S4000", "", "10.0.2.15", 4000},
 	{"rxe0-S65535", "", "10.0.2.15", maxSize},
 	{"veth-S1024", "10.99.0.1", "10.99.0.2", 1024},
+	{"siw0-S64", "", "10.0.3.15", 64},
+	{"siw0-S26", "", "10.0.3.15", minSize},
+	{"siw0-S4000", "", "10.0.3.15", 4000},
+	{"siw0-S65535", "", "10.0.3.15", maxSize},
 }
 
 const rpingCount = 100
@@ -165,18 +169,21 @@ func TestRigRpingGoClient(t *testing.T) {
 	}
 }
 
-// TestRigRpingGoBoth: this rping on both sides, over siw0 too (no data on
-// siw yet: connect and disconnect only, -C 0 is not possible, so rxe only).
+// TestRigRpingGoBoth: this rping on both sides, over rxe0 and siw0.
 func TestRigRpingGoBoth(t *testing.T) {
 	rigtest.Require(t)
-	c := rpingCases[0]
-	done := make(chan int, 1)
-	go func() { done <- run(quiet(serverArgs(c, 7299))) }()
-	time.Sleep(200 * time.Millisecond)
-	if rc := run(quiet(clientArgs(c, 7299))); rc != 0 {
-		t.Fatalf("client exited %d", rc)
-	}
-	if rc := <-done; rc != 0 {
-		t.Fatalf("server exited %d", rc)
+	for i, c := range []rpingCase{rpingCases[0], {"siw0-S1000", "", "10.0.3.15", 1000}} {
+		t.Run(c.name, func(t *testing.T) {
+			port := 7290 + i
+			done := make(chan int, 1)
+			go func() { done <- run(quiet(serverArgs(c, port))) }()
+			time.Sleep(200 * time.Millisecond)
+			if rc := run(quiet(clientArgs(c, port))); rc != 0 {
+				t.Fatalf("client exited %d", rc)
+			}
+			if rc := <-done; rc != 0 {
+				t.Fatalf("server exited %d", rc)
+			}
+		})
 	}
 }

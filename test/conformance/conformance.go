@@ -22,6 +22,7 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -79,6 +80,21 @@ type Options struct {
 	MWChecksMRRangeOnly bool
 	// Skip names tests not to run, with the reason as value.
 	Skip map[string]string
+	// Connect, if set, connects two RC QPs in RESET, a the active side
+	// and b the passive one, through the device's connection manager:
+	// iWARP QPs reach RTS only through rdma_cm (the suite imports no CM;
+	// the provider's test brings it). The hook registers its own
+	// cleanups. Nil: the suite moves the QPs to RTS itself
+	// (uverbs.QP.Connect).
+	Connect func(t *testing.T, a, b *uverbs.QP)
+	// IWARP applies the iWARP transport's rules (siw): RC only (no UD, no
+	// UC), no atomics, no immediate data, no memory windows, no
+	// LOCAL_INV, no RNR (a SEND without a receive breaks the connection),
+	// an RDMA WRITE's remote error is not reported to the writer, and a
+	// QP in ERR takes no new requests and is never reset (siw flushes
+	// only on entering ERR). The tests of what iWARP lacks check that the
+	// device refuses it; the others adapt to the rules.
+	IWARP bool
 }
 
 func (o *Options) defaults() {
@@ -313,9 +329,32 @@ func (e *env) newEnd(t *testing.T, s *side, c qpConfig) *end {
 func (e *env) pair(t *testing.T, c qpConfig) (a, b *end) {
 	t.Helper()
 	a, b = e.newEnd(t, e.a, c), e.newEnd(t, e.b, c)
+	e.link(t, a, b, c)
+	return a, b
+}
+
+// link connects a (the active side) and b, both in RESET: through
+// Options.Connect if set, else with MODIFY_QP on both.
+func (e *env) link(t *testing.T, a, b *end, c qpConfig) {
+	t.Helper()
+	if e.o.Connect != nil && (c.typ == 0 || c.typ == uverbs.QPTypeRC) {
+		e.o.Connect(t, a.qp, b.qp)
+		return
+	}
 	e.connect(t, a, b, c)
 	e.connect(t, b, a, c)
-	return a, b
+}
+
+// refused checks that PostSend refuses wr as something the device cannot
+// carry: nothing posted, an error matching uverbs.ErrNotSupported.
+func refused(t *testing.T, qp *uverbs.QP, wr uverbs.SendWR) {
+	t.Helper()
+	n, err := qp.PostSend([]uverbs.SendWR{wr})
+	if n != 0 || !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("PostSend(%v) = %d, %v; want 0 and an error matching ErrNotSupported", wr.Opcode, n, err)
+		return
+	}
+	t.Logf("refused as the transport has no %v: %v", wr.Opcode, err)
 }
 
 // endpoint is side s's endpoint for QP qpn: its port, GID (or LID) and

@@ -36,6 +36,22 @@ type mwFixture struct {
 	rkey uint32 // the window's current key
 }
 
+// iwarpNoMW checks that an iWARP device (siw) allocates no memory window
+// and reports whether it is one.
+func (e *env) iwarpNoMW(t *testing.T, typ uverbs.MWType) bool {
+	t.Helper()
+	if !e.o.IWARP {
+		return false
+	}
+	mw, err := e.b.pd.AllocMW(typ)
+	if err == nil {
+		mw.Close()
+		t.Fatalf("AllocMW(type %d) succeeded on siw", typ)
+	}
+	t.Logf("AllocMW(type %d) refused: %v", typ, err)
+	return true
+}
+
 func (e *env) mwFixture(t *testing.T, typ uverbs.MWType) *mwFixture {
 	t.Helper()
 	a, b := e.pair(t, qpConfig{})
@@ -98,6 +114,9 @@ func (e *env) access(t *testing.T, f *mwFixture, id uint64, op uverbs.WROpcode, 
 }
 
 func testMWBind(t *testing.T, e *env) {
+	if e.iwarpNoMW(t, uverbs.MWType2) {
+		return
+	}
 	f := e.mwFixture(t, uverbs.MWType2)
 	if f == nil {
 		return
@@ -151,6 +170,9 @@ func testMWBind(t *testing.T, e *env) {
 }
 
 func testMWBindType1(t *testing.T, e *env) {
+	if e.iwarpNoMW(t, uverbs.MWType1) {
+		return
+	}
 	if !e.o.MWType1ByPostSend {
 		t.Skip("the device does not bind type 1 windows with a BIND_MW work request (Options.MWType1ByPostSend)")
 	}
@@ -197,6 +219,12 @@ func testMWBindType1(t *testing.T, e *env) {
 }
 
 func testLocalInv(t *testing.T, e *env) {
+	if e.iwarpNoMW(t, uverbs.MWType2) {
+		a, b := e.pair(t, qpConfig{})
+		refused(t, b.qp, uverbs.SendWR{ID: 0x323, Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, InvalidateRKey: b.buf.mr.RKey()})
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	f := e.mwFixture(t, uverbs.MWType2)
 	if f == nil {
 		return
@@ -217,6 +245,10 @@ func testLocalInv(t *testing.T, e *env) {
 }
 
 func testSendWithInv(t *testing.T, e *env) {
+	if e.iwarpNoMW(t, uverbs.MWType2) {
+		testSendWithInvMR(t, e)
+		return
+	}
 	f := e.mwFixture(t, uverbs.MWType2)
 	if f == nil {
 		return
@@ -237,4 +269,30 @@ func testSendWithInv(t *testing.T, e *env) {
 		t.Errorf("received bytes differ")
 	}
 	expect(t, e.access(t, f, 0x334, uverbs.WRRDMARead, mwOff, 64, f.rkey), 0x334, uverbs.WCRemAccessErr, 0)
+}
+
+// testSendWithInvMR is SendWithInv without windows (iWARP): the SEND
+// invalidates the receiver's MR, after which a READ through its rkey
+// fails. siw's user-space completions carry no invalidated key.
+func testSendWithInvMR(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{})
+	target := e.b.buffer(t, 4096)
+	post(t, a.qp, uverbs.SendWR{ID: 0x332, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		RemoteAddr: target.addr(0), RKey: target.mr.RKey(), SGL: []uverbs.SGE{a.buf.sge(0, 64)}})
+	expect(t, e.wait(t, a.cq, 1)[0], 0x332, uverbs.WCSuccess, uverbs.WCRDMARead)
+	fill(a.buf.bytes()[:48], 33)
+	postRecv(t, b.qp, uverbs.RecvWR{ID: 0x3B1, SGL: []uverbs.SGE{b.buf.sge(0, 128)}})
+	post(t, a.qp, uverbs.SendWR{ID: 0x333, Opcode: uverbs.WRSendWithInv, Flags: uverbs.SendSignaled, InvalidateRKey: target.mr.RKey(),
+		SGL: []uverbs.SGE{a.buf.sge(0, 48)}})
+	expect(t, e.wait(t, a.cq, 1)[0], 0x333, uverbs.WCSuccess, uverbs.WCSend)
+	rw := e.wait(t, b.cq, 1)[0]
+	expect(t, rw, 0x3B1, uverbs.WCSuccess, uverbs.WCRecv)
+	if rw.ByteLen != 48 || !bytes.Equal(b.buf.bytes()[:48], a.buf.bytes()[:48]) {
+		t.Errorf("receive completion %s: want the 48 bytes sent", fmtWC(rw))
+	}
+	post(t, a.qp, uverbs.SendWR{ID: 0x334, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+		RemoteAddr: target.addr(0), RKey: target.mr.RKey(), SGL: []uverbs.SGE{a.buf.sge(0, 64)}})
+	if w := e.wait(t, a.cq, 1)[0]; w.ID != 0x334 || w.Status == uverbs.WCSuccess {
+		t.Errorf("READ through the invalidated MR's rkey: %s, want an error", fmtWC(w))
+	}
 }

@@ -20,6 +20,7 @@ type lossPair struct {
 	doneSends   int
 	doneRecvs   int
 	flushed     int
+	refused     bool // iWARP: a failed pair refuses new requests
 }
 
 const (
@@ -111,7 +112,18 @@ func testNothingLost(t *testing.T, e *env) {
 				toError(t, p.b.qp)
 				p.failed = true
 			}
-			if p.postedSends < perPair {
+			if p.failed && e.o.IWARP && !p.refused {
+				// siw flushes only on entering ERR: what a failed
+				// pair is given now must be refused, not lost.
+				if n, err := p.b.qp.PostRecv([]uverbs.RecvWR{{ID: lossID(pi, lossKindRecv, p.postedRecvs)}}); n != 0 || err == nil {
+					t.Fatalf("pair %d in ERR: PostRecv = %d, %v; want a refusal", pi, n, err)
+				}
+				if n, err := p.a.qp.PostSend([]uverbs.SendWR{{ID: lossID(pi, 0, p.postedSends), Opcode: uverbs.WRSend}}); n != 0 || err == nil {
+					t.Fatalf("pair %d in ERR: PostSend = %d, %v; want a refusal", pi, n, err)
+				}
+				p.refused = true
+			}
+			if p.postedSends < perPair && !p.refused {
 				busy = true
 				k := min(lossBatch, perPair-p.postedSends)
 				// Room for the batch on both sides first, then receives

@@ -14,6 +14,13 @@ var ne = binary.NativeEndian
 
 func testSendRecv(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	testSendRecvOn(t, e, a, b)
+}
+
+// testSendRecvOn is SendRecv on a connected pair: after a refusal, the
+// pair still works and nothing was posted.
+func testSendRecvOn(t *testing.T, e *env, a, b *end) {
+	t.Helper()
 	fill(a.buf.bytes()[:64], 1)
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB1, SGL: []uverbs.SGE{b.buf.sge(4096, 256)}})
 	post(t, a.qp, uverbs.SendWR{ID: 0xA1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 64)}})
@@ -36,6 +43,11 @@ func testSendRecv(t *testing.T, e *env) {
 
 func testSendWithImm(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.o.IWARP {
+		refused(t, a.qp, uverbs.SendWR{ID: 0xA2, Opcode: uverbs.WRSendWithImm, Imm: 1, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 40)}})
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	fill(a.buf.bytes()[:40], 2)
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB2, SGL: []uverbs.SGE{b.buf.sge(0, 100)}})
 	post(t, a.qp, uverbs.SendWR{ID: 0xA2, Opcode: uverbs.WRSendWithImm, Imm: 0xdeadbeef, Flags: uverbs.SendSignaled,
@@ -66,6 +78,12 @@ func testRDMAWrite(t *testing.T, e *env) {
 
 func testWriteWithImm(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.o.IWARP {
+		refused(t, a.qp, uverbs.SendWR{ID: 0xA4, Opcode: uverbs.WRRDMAWriteWithImm, Imm: 1, Flags: uverbs.SendSignaled,
+			RemoteAddr: b.buf.addr(512), RKey: b.buf.mr.RKey(), SGL: []uverbs.SGE{a.buf.sge(0, 300)}})
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	fill(a.buf.bytes()[:300], 4)
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB4}) // no SGE: the data goes where the write says
 	post(t, a.qp, uverbs.SendWR{ID: 0xA4, Opcode: uverbs.WRRDMAWriteWithImm, Imm: 0x01020304, Flags: uverbs.SendSignaled,
@@ -99,6 +117,12 @@ func testRDMARead(t *testing.T, e *env) {
 
 func testAtomicCmpSwp(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.o.IWARP {
+		refused(t, a.qp, uverbs.SendWR{ID: 1, Opcode: uverbs.WRAtomicCmpAndSwp, Flags: uverbs.SendSignaled,
+			RemoteAddr: b.buf.addr(16384), RKey: b.buf.mr.RKey(), CompareAdd: 1, Swap: 2, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	remote := b.buf.bytes()[16384:]
 	ne.PutUint64(remote, 100)
 	cas := func(id, compare, swap uint64) uint64 {
@@ -166,6 +190,12 @@ func (e *env) atomicAcked(t *testing.T, a *end, id uint64, op uverbs.WCOpcode, w
 
 func testAtomicFetchAdd(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.o.IWARP {
+		refused(t, a.qp, uverbs.SendWR{ID: 1, Opcode: uverbs.WRAtomicFetchAndAdd, Flags: uverbs.SendSignaled,
+			RemoteAddr: b.buf.addr(24576), RKey: b.buf.mr.RKey(), CompareAdd: 5, SGL: []uverbs.SGE{a.buf.sge(8, 8)}})
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	remote := b.buf.bytes()[24576:]
 	if !e.atomicAcked(t, a, 0xA1, uverbs.WCFetchAdd, uverbs.SendWR{Opcode: uverbs.WRAtomicFetchAndAdd, RemoteAddr: b.buf.addr(24576), RKey: b.buf.mr.RKey(),
 		CompareAdd: 5, SGL: []uverbs.SGE{a.buf.sge(8, 8)}}, func() bool { return ne.Uint64(remote) == 1005 }) {

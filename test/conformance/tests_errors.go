@@ -1,14 +1,37 @@
 package conformance
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 func testRemoteAccessError(t *testing.T, e *env) {
+	if e.o.IWARP {
+		// An iWARP RDMA WRITE is not acknowledged: the writer never
+		// hears of a remote access error. A READ waits for its
+		// response: it completes in error (the responder terminates
+		// the connection; siw then flushes the READ).
+		a, b := e.pair(t, qpConfig{})
+		post(t, a.qp, uverbs.SendWR{ID: 0xE1, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+			RemoteAddr: b.buf.addr(0), RKey: b.buf.mr.RKey() ^ 0x800000, SGL: []uverbs.SGE{a.buf.sge(0, 32)}})
+		if w := e.wait(t, a.cq, 1)[0]; w.ID != 0xE1 || w.Status == uverbs.WCSuccess {
+			t.Errorf("READ with a bad rkey: %s, want an error", fmtWC(w))
+		} else {
+			t.Logf("READ with a bad rkey: %s", fmtWC(w))
+		}
+		c, d := e.pair(t, qpConfig{})
+		post(t, c.qp, uverbs.SendWR{ID: 0xE3, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled,
+			RemoteAddr: d.buf.addr(64<<10 - 8), RKey: d.buf.mr.RKey(), SGL: []uverbs.SGE{c.buf.sge(0, 64)}})
+		if w := e.wait(t, c.cq, 1)[0]; w.ID != 0xE3 || w.Status == uverbs.WCSuccess {
+			t.Errorf("READ out of the MR's bounds: %s, want an error", fmtWC(w))
+		}
+		return
+	}
 	a, b := e.pair(t, qpConfig{})
 	bad := b.buf.mr.RKey() ^ 0x800000
 	post(t, a.qp, uverbs.SendWR{ID: 0xE1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
@@ -25,6 +48,22 @@ func testRemoteAccessError(t *testing.T, e *env) {
 }
 
 func testRNR(t *testing.T, e *env) {
+	if e.o.IWARP {
+		// iWARP has no RNR: a SEND that finds no receive is a fatal
+		// error of the receiving QP (DDP: no buffer), which terminates
+		// the connection. The receiver's posted nothing; a receive
+		// posted on the sender is flushed when the connection breaks.
+		a, b := e.pair(t, qpConfig{})
+		postRecv(t, a.qp, recvList(a, []uint64{0xF2})...)
+		post(t, a.qp, uverbs.SendWR{ID: 0xF1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
+		seen := byID(t, e.wait(t, a.cq, 2))
+		if w := seen[0xF2]; w.Status != uverbs.WCWRFlushErr {
+			t.Errorf("the sender's receive after a SEND to a QP without receives: %s, want a flush error", fmtWC(w))
+		}
+		t.Logf("SEND to a QP without receives: %s", fmtWC(seen[0xF1]))
+		quiet(t, b.cq, 10*time.Millisecond)
+		return
+	}
 	a, _ := e.pair(t, qpConfig{noRetryRNR: true, minRNRTimer: 1})
 	post(t, a.qp, uverbs.SendWR{ID: 0xF1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
 	expect(t, e.wait(t, a.cq, 1)[0], 0xF1, uverbs.WCRNRRetryExcErr, 0)
@@ -45,6 +84,30 @@ func testFlush(t *testing.T, e *env) {
 		}
 	}
 	quiet(t, b.cq, 20*time.Millisecond)
+	if e.o.IWARP {
+		// siw flushes only on entering ERR: posts in ERR are refused.
+		if n, err := b.qp.PostRecv(recvList(b, []uint64{6, 7})); n != 0 || err == nil {
+			t.Errorf("PostRecv in ERR on iWARP = %d, %v; want a refusal", n, err)
+		}
+		c, d := e.pair(t, qpConfig{})
+		postRecv(t, c.qp, recvList(c, []uint64{0x21, 0x22})...)
+		postRecv(t, d.qp, recvList(d, []uint64{0x31, 0x32, 0x33})...)
+		post(t, c.qp, sendList(c, []uint64{0x11, 0x12, 0x13}, uverbs.SendSignaled)...)
+		e.wait(t, d.cq, 3)
+		e.wait(t, c.cq, 3)
+		toError(t, c.qp)
+		if n, err := c.qp.PostSend(sendList(c, []uint64{0x14, 0x15}, uverbs.SendSignaled)); n != 0 || err == nil {
+			t.Errorf("PostSend in ERR on iWARP = %d, %v; want a refusal", n, err)
+		}
+		seen = byID(t, e.wait(t, c.cq, 2))
+		for _, id := range []uint64{0x21, 0x22} {
+			if w, ok := seen[id]; !ok || w.Status != uverbs.WCWRFlushErr {
+				t.Errorf("request %#x: %s, want a flush error", id, fmtWC(w))
+			}
+		}
+		quiet(t, c.cq, 20*time.Millisecond)
+		return
+	}
 	// Receives posted in ERR are flushed too, with no help from the test.
 	postRecv(t, b.qp, recvList(b, []uint64{6, 7})...)
 	for i, w := range e.wait(t, b.cq, 2) {
@@ -109,11 +172,24 @@ func testResetReuse(t *testing.T, e *env) {
 		for _, x := range []*end{a, b} {
 			modify(t, x.qp, &uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState)
 		}
+		if e.o.IWARP {
+			// siw leaves ERR for nothing (siw_qp_modify ignores the
+			// RESET): the QP cannot be reused, and takes no request.
+			if n, err := a.qp.PostSend(sendList(a, []uint64{0xBAD}, uverbs.SendSignaled)); n != 0 || err == nil {
+				t.Errorf("PostSend after RESET of an iWARP QP in ERR = %d, %v; want a refusal", n, err)
+			}
+			if n, err := b.qp.PostRecv(recvList(b, []uint64{0xBAD})); n != 0 || err == nil {
+				t.Errorf("PostRecv after RESET of an iWARP QP in ERR = %d, %v; want a refusal", n, err)
+			}
+			// A new pair works.
+			a, b = e.pair(t, qpConfig{})
+			next = 1
+			continue
+		}
 		if _, err := a.qp.PostSend(sendList(a, []uint64{0xBAD}, uverbs.SendSignaled)); err == nil {
 			t.Errorf("PostSend in RESET succeeded")
 		}
-		e.connect(t, a, b, qpConfig{})
-		e.connect(t, b, a, qpConfig{})
+		e.link(t, a, b, qpConfig{})
 	}
 	roundTrip()
 	quiet(t, a.cq, 10*time.Millisecond)
@@ -172,6 +248,16 @@ func testConcurrentPosters(t *testing.T, e *env) {
 func testResizeCQ(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{cqe: 16, cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 64, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	old := a.cq.CQE()
+	if e.o.IWARP {
+		// siw has no resize_cq.
+		if err := a.cq.Resize(200); !errors.Is(err, uverbs.ErrNotSupported) && !errors.Is(err, unix.EOPNOTSUPP) {
+			t.Fatalf("Resize on siw: %v, want a refusal (not supported)", err)
+		} else {
+			t.Logf("Resize refused: %v", err)
+		}
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	// Receives first: a send that finds none is RNR-retried forever, which
 	// 5.10's rxe does without waiting the RNR timer (see testFlush).
 	postRecv(t, b.qp, recvList(b, []uint64{1, 2, 3})...)

@@ -18,8 +18,7 @@ func testSRQ(t *testing.T, e *env) {
 	for i := 0; i < 2; i++ {
 		a := e.newEnd(t, e.a, qpConfig{})
 		b := e.newEnd(t, e.b, qpConfig{srq: srq})
-		e.connect(t, a, b, qpConfig{})
-		e.connect(t, b, a, qpConfig{})
+		e.link(t, a, b, qpConfig{})
 		senders, receivers = append(senders, a), append(receivers, b)
 	}
 	buf := e.b.buffer(t, 8192)
@@ -49,7 +48,28 @@ func testSRQ(t *testing.T, e *env) {
 	quiet(t, receivers[0].cq, 10*time.Millisecond)
 }
 
+// transportRefuses checks that the device refuses to create a QP of type
+// typ (iWARP carries RC only).
+func transportRefuses(t *testing.T, e *env, typ uverbs.QPType) {
+	t.Helper()
+	cq, err := e.a.ctx.CreateCQ(16, uverbs.CQOptions{})
+	if err != nil {
+		t.Fatalf("CreateCQ: %v", err)
+	}
+	t.Cleanup(func() { cq.Close() })
+	qp, err := e.a.pd.CreateQP(uverbs.QPInit{Type: typ, SendCQ: cq, RecvCQ: cq, Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err == nil {
+		qp.Close()
+		t.Fatalf("CreateQP(%v) succeeded on an iWARP device", typ)
+	}
+	t.Logf("CreateQP(%v) refused on iWARP: %v", typ, err)
+}
+
 func testUD(t *testing.T, e *env) {
+	if e.o.IWARP {
+		transportRefuses(t, e, uverbs.QPTypeUD)
+		return
+	}
 	const qkey = 0x11111111
 	cfg := qpConfig{typ: uverbs.QPTypeUD}
 	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
@@ -88,6 +108,10 @@ func testUD(t *testing.T, e *env) {
 }
 
 func testUC(t *testing.T, e *env) {
+	if e.o.IWARP {
+		transportRefuses(t, e, uverbs.QPTypeUC)
+		return
+	}
 	a, b := e.pair(t, qpConfig{typ: uverbs.QPTypeUC})
 	fill(a.buf.bytes()[:64], 8)
 	post(t, a.qp, uverbs.SendWR{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,

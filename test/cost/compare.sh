@@ -9,8 +9,8 @@
 # charts go; default test/cost/out/<kernel>), SVG (also write the chart of
 # the first device to this file, e.g. docs/cost.svg), RIG_STALL (seconds of
 # console silence that mean a hung guest; default 900).
-# Builds verbs_cost with gcc against Debian's libibverbs-dev (installed if
-# missing) and ibvcost as a static Go binary, boots the kernel once, runs
+# Builds verbs_cost with gcc against Debian's libibverbs-dev and librdmacm-dev
+# (installed if missing) and ibvcost as a static Go binary, boots the kernel once, runs
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
 # prints, per device, `ibvcost -load <goverbs runs> -compare <rdma-core runs>`:
 # every row goverbs beside rdma-core, the ratio of the medians, each side's
@@ -24,11 +24,12 @@ out=${OUT:-$top/test/cost/out/$kernel}
 export PATH=$PATH:/usr/local/go/bin
 
 [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
+[ -f /usr/include/rdma/rdma_cma.h ] || apt-get install -y -q librdmacm-dev >/dev/null
 command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/bin" "$out"
 rm -f "$out"/*.json "$out"/*.svg "$out"/table-*.txt
-gcc -O2 -Wall -o "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lm
+gcc -O2 -Wall -o "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lrdmacm -lm
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost" ./cmd/ibvcost )
 cp "$top/test/cost/guest.sh" "$work/bin/cost-guest.sh"
 chmod +x "$work/bin/cost-guest.sh"

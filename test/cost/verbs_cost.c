@@ -20,9 +20,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
 #include <linux/perf_event.h>
+#include <linux/if_packet.h>
 #include <math.h>
+#include <net/if.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -926,12 +932,141 @@ static void fast_rows(void)
 	}
 }
 
+/* ---- iWARP: the pair connected through rdma_cm ---- */
+
+/*
+ * iWARP QPs reach RTS only through the connection manager: A dials, B
+ * accepts, on the IPv4 address of the device's netdev, with IRD and
+ * ORD 4 (RDMA READ needs them). The ids carry no QP of their own
+ * (conn_param.qp_num names ours); librdmacm's contexts differ from ctx,
+ * which the kernel does not mind: iw_cm finds the QP by number.
+ */
+static struct rdma_event_channel *cm_ch;
+static struct rdma_cm_id *cm_listen, *cm_a, *cm_b;
+
+static int cm_event(enum rdma_cm_event_type want, struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+	if (rdma_get_cm_event(cm_ch, &ev))
+		return errno;
+	int e = ev->event == want ? 0 : ev->status < 0 ? -ev->status : EPROTO;
+	if (id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return e;
+}
+
+/*
+ * cm_addr finds the IPv4 address of the device's netdev: siw's GID 0 is
+ * the netdev's MAC address (siw_query_gid), so the interface whose
+ * hardware address it is.
+ */
+static int cm_addr(struct sockaddr_in *sin)
+{
+	union ibv_gid g;
+	if (ibv_query_gid(ctx, PORT, 0, &g))
+		return errno ? errno : EIO;
+	struct ifaddrs *ifs, *i;
+	if (getifaddrs(&ifs))
+		return errno;
+	char nd[IFNAMSIZ] = "";
+	for (i = ifs; i; i = i->ifa_next) {
+		struct sockaddr_ll *ll = (struct sockaddr_ll *)i->ifa_addr;
+		if (ll && ll->sll_family == AF_PACKET && ll->sll_halen == 6 && !memcmp(ll->sll_addr, g.raw, 6)) {
+			snprintf(nd, sizeof nd, "%s", i->ifa_name);
+			break;
+		}
+	}
+	int e = nd[0] ? EADDRNOTAVAIL : ENODEV;
+	for (i = ifs; nd[0] && i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !strcmp(i->ifa_name, nd)) {
+			*sin = *(struct sockaddr_in *)i->ifa_addr;
+			e = 0;
+			break;
+		}
+	freeifaddrs(ifs);
+	return e;
+}
+
+static int cm_init_qp(struct rdma_cm_id *id, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT };
+	int mask;
+	if (rdma_init_qp_attr(id, &a, &mask))
+		return errno;
+	return ibv_modify_qp(qp, &a, mask);
+}
+
+static int cm_connect(void)
+{
+	struct sockaddr_in sin;
+	int e = cm_addr(&sin);
+	if (e)
+		return e;
+	if (!(cm_ch = rdma_create_event_channel()) || rdma_create_id(cm_ch, &cm_listen, NULL, RDMA_PS_TCP) ||
+	    rdma_create_id(cm_ch, &cm_a, NULL, RDMA_PS_TCP))
+		return errno;
+	sin.sin_port = 0;
+	if (rdma_bind_addr(cm_listen, (struct sockaddr *)&sin) || rdma_listen(cm_listen, 1))
+		return errno;
+	sin.sin_port = rdma_get_src_port(cm_listen);
+	if (rdma_resolve_addr(cm_a, NULL, (struct sockaddr *)&sin, 5000))
+		return errno;
+	if ((e = cm_event(RDMA_CM_EVENT_ADDR_RESOLVED, NULL)))
+		return e;
+	if (rdma_resolve_route(cm_a, 5000))
+		return errno;
+	if ((e = cm_event(RDMA_CM_EVENT_ROUTE_RESOLVED, NULL)) || (e = cm_init_qp(cm_a, A.qp)))
+		return e;
+	struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4, .retry_count = 7,
+				     .rnr_retry_count = 7, .qp_num = A.qp->qp_num };
+	if (rdma_connect(cm_a, &p))
+		return errno;
+	if ((e = cm_event(RDMA_CM_EVENT_CONNECT_REQUEST, &cm_b)) || (e = cm_init_qp(cm_b, B.qp)))
+		return e;
+	p.qp_num = B.qp->qp_num;
+	if (rdma_accept(cm_b, &p))
+		return errno;
+	for (int i = 0; i < 2; i++)
+		if ((e = cm_event(RDMA_CM_EVENT_ESTABLISHED, NULL)))
+			return e;
+	return 0;
+}
+
+static void cm_close(void)
+{
+	if (cm_a)
+		rdma_disconnect(cm_a);
+	for (struct rdma_cm_id **id = (struct rdma_cm_id *[]){ cm_a, cm_b, cm_listen }, **end = id + 3; id < end; id++)
+		if (*id)
+			rdma_destroy_id(*id);
+	if (cm_ch)
+		rdma_destroy_event_channel(cm_ch);
+	cm_ch = NULL, cm_listen = cm_a = cm_b = NULL;
+}
+
 static void fast(void)
 {
 	if (dev->transport_type == IBV_TRANSPORT_IWARP) {
-		snprintf(fast_path, sizeof fast_path,
-			 "%s is iWARP: its RC QPs reach RTS only through the iWARP connection manager (rdma_cm)",
-			 ibv_get_device_name(dev));
+		int e = new_end(&A);
+		if (!e)
+			e = new_end(&B);
+		if (!e)
+			e = cm_connect();
+		if (e) {
+			snprintf(fast_path, sizeof fast_path, "no RC pair connected through rdma_cm on %s: %s",
+				 ibv_get_device_name(dev), strerror(e));
+		} else {
+			struct ibv_sge s = sge(&B, 0, 64);
+			struct ibv_recv_wr r = { .sg_list = &s, .num_sge = 1 };
+			if (recv1(B.qp, &r) || send_and_reap())
+				snprintf(fast_path, sizeof fast_path, "a first SEND failed: %s", fail_why ? fail_why : "post failed");
+			else
+				fast_rows();
+		}
+		cm_close();
+		close_end(&A);
+		close_end(&B);
 		return;
 	}
 	int e = choose_gid();

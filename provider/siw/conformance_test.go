@@ -1,0 +1,84 @@
+package siw_test
+
+import (
+	"context"
+	"flag"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/test/conformance"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+var (
+	nothingLost = flag.Int("siw.nothinglost", 20000, "work requests the NothingLost conformance test posts")
+	long        = flag.Bool("siw.long", false, "long mode: NothingLost posts 1,000,000 work requests")
+)
+
+// cmConnect connects two siw QPs in RESET through rdma_cm on siw0's
+// address, a dialing and b accepting (iWARP QPs reach RTS only so), with
+// an IRD and ORD of 4 each for RDMA READs.
+func cmConnect(t *testing.T, a, b *uverbs.QP) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &rdmacm.Config{ResponderResources: 4, InitiatorDepth: 4})
+	if err != nil {
+		t.Fatal("Listen:", err)
+	}
+	defer l.Close()
+	type res struct {
+		c   *rdmacm.Conn
+		err error
+	}
+	done := make(chan res, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			done <- res{nil, err}
+			return
+		}
+		c, err := r.AcceptQP(ctx, nil, b)
+		done <- res{c, err}
+	}()
+	ca, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()),
+		&rdmacm.Config{QP: a, ResponderResources: 4, InitiatorDepth: 4})
+	if err != nil {
+		t.Fatal("Dial:", err)
+	}
+	r := <-done
+	if r.err != nil {
+		ca.Close()
+		t.Fatal("Accept:", r.err)
+	}
+	// Cleanups run last-in first-out: the connections close (and
+	// disconnect) before the suite destroys the QPs.
+	t.Cleanup(func() { ca.Close(); r.c.Close() })
+}
+
+func siwOptions() conformance.Options {
+	n := *nothingLost
+	if *long {
+		n = 1_000_000
+	}
+	return conformance.Options{DoorbellsPerPostSend: 1, NothingLostWRs: n, Connect: cmConnect, IWARP: true,
+		Timeout: 60 * time.Second}
+}
+
+// TestConformance runs the suite on siw0, its QPs connected in loopback by
+// rdma_cm.
+func TestConformance(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "siw0")
+	d, err := uverbs.DeviceByName("siw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Driver != uverbs.DriverSIW {
+		t.Fatalf("siw0 has driver %v", d.Driver)
+	}
+	conformance.Run(t, d, siwOptions())
+}

@@ -1,0 +1,195 @@
+package siw
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// CreateCQ prepares a CQ: the driver response is struct
+// siw_uresp_create_cq {cq_id, num_cqe, cq_key}; the mapping holds num_cqe
+// siw_cqe entries followed by struct siw_cq_ctrl, the notification word.
+func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
+	return &setup[provider.CQCreated, provider.CQ]{
+		out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateCq)))),
+		complete: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
+			var resp abi.SiwUrespCreateCq
+			copy(abi.Bytes(&resp), out)
+			r, err := mapRing(c.f, "completion queue", resp.CqKey, resp.NumCqe, cqeSize, ctrlSize)
+			if err != nil {
+				return nil, err
+			}
+			cq := &CQ{c: c, handle: cr.Handle, id: resp.CqId}
+			r.ctrl().Store(abi.SIW_NOTIFY_NOT)
+			cq.st.Store(&cqState{r: r})
+			return cq, nil
+		},
+	}, nil
+}
+
+// CQ is a siw completion queue: the kernel writes siw_cqe entries and sets
+// their valid flag; Poll copies valid entries and clears the flag, which
+// hands the entry back to the kernel.
+//
+// Poll has a single caller at a time (one poller per CQ), takes no lock
+// and may run concurrently with Close from any goroutine: Close retires
+// the mapping (replaced by zeroed memory, unmapped once no Poll can hold
+// it). Arm may run from any goroutine.
+type CQ struct {
+	c      *Context
+	handle uint32
+	id     uint32
+	st     atomic.Pointer[cqState]
+
+	mu sync.Mutex // serializes Close
+}
+
+// cqState is what Poll works on: the ring and its next entry, or (r nil)
+// the error every Poll returns.
+type cqState struct {
+	r   *ring
+	get uint32 // owned by the poller
+	err error
+}
+
+var _ provider.CQ = (*CQ)(nil)
+
+var errCQClosed = fmt.Errorf("siw: completion queue: %w", provider.ErrClosed)
+
+// Poll copies up to len(wc) valid entries, clearing each one's flags as it
+// goes. It allocates nothing, makes no syscall and takes no lock.
+func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
+	s := cq.st.Load()
+	r := s.r
+	if r == nil {
+		return 0, s.err
+	}
+	get := s.get
+	n := 0
+	for n < len(wc) {
+		w := r.word(get, offCqFlags)
+		v := w.Load() // acquire: the entry is complete once its flag is set
+		flags, op, status := cqeFields(v)
+		if flags&abi.SIW_WQE_VALID == 0 {
+			break
+		}
+		if cq.st.Load() != s {
+			break // closed meanwhile: r is a zeroed copy from now on
+		}
+		toWC(&wc[n], r.cqe(get), flags, op, status)
+		w.Store(0) // release: the kernel may reuse the entry
+		get++
+		n++
+	}
+	s.get = get
+	runtime.KeepAlive(r)
+	if n == 0 {
+		if cur := cq.st.Load(); cur.r == nil {
+			return 0, cur.err
+		}
+	}
+	return n, nil
+}
+
+// wcOpcode maps a CQE's siw_opcode to the completion opcode (libibverbs'
+// ibv_wc_opcode values).
+var wcOpcode = [abi.SIW_NUM_OPCODES]provider.WCOpcode{
+	abi.SIW_OP_WRITE:           provider.WCRDMAWrite,
+	abi.SIW_OP_READ:            provider.WCRDMARead,
+	abi.SIW_OP_READ_LOCAL_INV:  provider.WCRDMARead,
+	abi.SIW_OP_SEND:            provider.WCSend,
+	abi.SIW_OP_SEND_WITH_IMM:   provider.WCSend,
+	abi.SIW_OP_SEND_REMOTE_INV: provider.WCSend,
+	abi.SIW_OP_FETCH_AND_ADD:   provider.WCFetchAdd,
+	abi.SIW_OP_COMP_AND_SWAP:   provider.WCCompSwap,
+	abi.SIW_OP_RECEIVE:         provider.WCRecv,
+	abi.SIW_OP_READ_RESPONSE:   wcUnknown, // provider-internal, never completed
+	abi.SIW_OP_INVAL_STAG:      provider.WCLocalInv,
+	abi.SIW_OP_REG_MR:          wcUnknown, // kernel clients only
+}
+
+// wcUnknown is the opcode of a completion siw should never produce.
+const wcUnknown = provider.WCOpcode(0xff)
+
+// wcStatus maps enum siw_wc_status to ibv_wc_status.
+var wcStatus = [abi.SIW_NUM_WC_STATUS]provider.WCStatus{
+	abi.SIW_WC_SUCCESS:         provider.WCSuccess,
+	abi.SIW_WC_LOC_LEN_ERR:     provider.WCLocLenErr,
+	abi.SIW_WC_LOC_PROT_ERR:    provider.WCLocProtErr,
+	abi.SIW_WC_LOC_QP_OP_ERR:   provider.WCLocQPOpErr,
+	abi.SIW_WC_WR_FLUSH_ERR:    provider.WCWRFlushErr,
+	abi.SIW_WC_BAD_RESP_ERR:    provider.WCBadRespErr,
+	abi.SIW_WC_LOC_ACCESS_ERR:  provider.WCLocAccessErr,
+	abi.SIW_WC_REM_ACCESS_ERR:  provider.WCRemAccessErr,
+	abi.SIW_WC_REM_INV_REQ_ERR: provider.WCRemInvReqErr,
+	abi.SIW_WC_GENERAL_ERR:     provider.WCGeneralErr,
+}
+
+// toWC converts one CQE.
+func toWC(w *provider.WorkCompletion, e *abi.SiwCqe, flags, op uint8, status uint16) {
+	*w = provider.WorkCompletion{
+		ID:      e.Id,
+		ByteLen: e.Bytes,
+		QPNum:   uint32(e.QpId()),
+		Status:  provider.WCGeneralErr,
+		Opcode:  wcUnknown,
+	}
+	if int(op) < len(wcOpcode) {
+		w.Opcode = wcOpcode[op]
+	}
+	if int(status) < len(wcStatus) {
+		w.Status = wcStatus[status]
+	} else {
+		w.VendorErr = uint32(status)
+	}
+	if flags&abi.SIW_WQE_REM_INVAL != 0 {
+		w.Flags |= provider.WCWithInv
+		w.Imm = e.InvalStag()
+	}
+}
+
+// Arm sets the CQ's mapped notification word (siw_cq_ctrl.flags): the
+// kernel raises one completion event for the next completion (any, or a
+// solicited one) and clears the word. No syscall.
+func (cq *CQ) Arm(solicitedOnly bool) error {
+	s := cq.st.Load()
+	if s.r == nil {
+		return s.err
+	}
+	v := uint32(abi.SIW_NOTIFY_SOLICITED | abi.SIW_NOTIFY_NEXT_COMPLETION)
+	if solicitedOnly {
+		v = abi.SIW_NOTIFY_SOLICITED
+	}
+	s.r.ctrl().Store(v)
+	runtime.KeepAlive(s.r)
+	return nil
+}
+
+// Event does nothing: the kernel disarms the word itself.
+func (cq *CQ) Event() {}
+
+// Resize: siw cannot resize a CQ (the kernel has no resize_cq).
+func (cq *CQ) Resize(int) (provider.Setup[uint32, struct{}], error) {
+	return nil, fmt.Errorf("siw: resize CQ: %w", provider.ErrNotSupported)
+}
+
+// Close retires the ring; uverbs calls it after the kernel CQ is
+// destroyed. Every later Poll and Arm returns ErrClosed.
+func (cq *CQ) Close() error {
+	cq.mu.Lock()
+	defer cq.mu.Unlock()
+	old := cq.st.Load()
+	if old.r == nil && errors.Is(old.err, provider.ErrClosed) {
+		return nil
+	}
+	cq.st.Store(&cqState{err: errCQClosed})
+	if old.r != nil {
+		return old.r.retire()
+	}
+	return nil
+}

@@ -1,0 +1,227 @@
+package siw
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/kernel"
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// fakeSIW plays the kernel's side of a siw command file for unit tests: it
+// hands out ring mappings (anonymous memory) by key and records doorbell
+// writes. What the kernel does with the rings is the rig's business; these
+// tests check the bytes the provider writes and the rules it enforces.
+type fakeSIW struct {
+	t       testing.TB
+	mu      sync.Mutex
+	regions map[uint64]*mmap.Region
+	next    uint64
+
+	doorbells atomic.Int64
+	// dbErr, if set, is the doorbell's error (ENOTCONN: not in RTS).
+	dbErr error
+	// onDoorbell runs on every POST_SEND write; it must not allocate.
+	onDoorbell func(handle uint32)
+}
+
+var fakePaths atomic.Int64
+
+func newFake(t testing.TB) (*fakeSIW, *abi.File) {
+	t.Helper()
+	fk := &fakeSIW{t: t, regions: map[uint64]*mmap.Region{}, next: 0x1000}
+	path := fmt.Sprintf("/dev/infiniband/fake-siw-%d", fakePaths.Add(1))
+	unregister := kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, fk, nil })
+	f, err := abi.Open(path, abi.RDMA_DRIVER_SIW)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		f.Close()
+		unregister()
+		for _, r := range fk.regions {
+			r.Close()
+		}
+	})
+	return fk, f
+}
+
+// addRing allocates size bytes and returns their key.
+func (fk *fakeSIW) addRing(size int) uint64 {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	r, err := mmap.Anonymous(size)
+	if err != nil {
+		fk.t.Fatal(err)
+	}
+	key := fk.next
+	fk.next += uint64((size + 4095) &^ 4095)
+	fk.regions[key] = r
+	return key
+}
+
+// ringAt is the kernel's view of the ring at key.
+func (fk *fakeSIW) ringAt(key uint64, n uint32, elem, extra int) *ring {
+	fk.mu.Lock()
+	reg := fk.regions[key]
+	fk.mu.Unlock()
+	r, err := newRing(reg.Bytes(), "fake", n, elem, extra)
+	if err != nil {
+		fk.t.Fatal(err)
+	}
+	return r
+}
+
+func (fk *fakeSIW) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
+
+func (fk *fakeSIW) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
+
+func (fk *fakeSIW) Write(fd int, p []byte) (int, error) {
+	ne := binary.NativeEndian
+	if len(p) != postSendCmdSize || ne.Uint32(p) != abi.IB_USER_VERBS_CMD_POST_SEND ||
+		ne.Uint32(p[20:]) != 0 || ne.Uint32(p[28:]) != uint32(sendWRSize) {
+		return 0, unix.EINVAL
+	}
+	fk.doorbells.Add(1)
+	if fk.onDoorbell != nil {
+		fk.onDoorbell(ne.Uint32(p[16:]))
+	}
+	if fk.dbErr != nil {
+		return 0, fk.dbErr
+	}
+	return len(p), nil
+}
+
+func (fk *fakeSIW) Mmap(fd int, offset int64, length int) ([]byte, error) {
+	fk.mu.Lock()
+	defer fk.mu.Unlock()
+	r, ok := fk.regions[uint64(offset)]
+	if !ok || length > r.Len() {
+		return nil, unix.EINVAL
+	}
+	return r.Bytes()[:length], nil
+}
+
+func (fk *fakeSIW) Munmap(b []byte) error  { return nil }
+func (fk *fakeSIW) Unshare(b []byte) error { clear(b); return nil }
+func (fk *fakeSIW) Close(fd int) error     { return nil }
+
+type fakeOps struct {
+	fk *fakeSIW
+	f  *abi.File
+}
+
+func (o fakeOps) File() *abi.File                              { return o.f }
+func (o fakeOps) GetContext(in, out []byte) error              { return nil }
+func (o fakeOps) CopyOnFork() bool                             { return false }
+func (o fakeOps) ModifyQPState(uint32, provider.QPState) error { return nil }
+func (o fakeOps) ReqNotifyCQ(uint32, bool) error               { return unix.ENOSYS }
+
+func testContext(t testing.TB) (*fakeSIW, *Context) {
+	fk, f := newFake(t)
+	pc, err := Driver{}.NewContext(fakeOps{fk, f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fk, pc.(*Context)
+}
+
+// testQP creates an RC QP of nsq send and nrq receive entries (no receive
+// ring with srq) in RTS; it returns the kernel's views of the rings.
+func testQP(t testing.TB, fk *fakeSIW, c *Context, nsq, nrq uint32, srq bool, sigAll bool) (*QP, *ring, *ring) {
+	t.Helper()
+	attr := provider.QPAttr{Type: provider.QPTypeRC, SignalAll: sigAll}
+	if srq {
+		attr.SRQ = &SRQ{}
+	}
+	st, err := c.CreateQP(attr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, out := st.Udata()
+	if len(in) != 0 || len(out) != 32 {
+		t.Fatalf("QP udata: in %d, out %d bytes; want 0 and 32", len(in), len(out))
+	}
+	resp := abi.SiwUrespCreateQp{QpId: 9, NumSqe: nsq, NumRqe: nrq, SqKey: fk.addRing(int(nsq) * sqeSize)}
+	if !srq {
+		resp.RqKey = fk.addRing(int(nrq) * rqeSize)
+	}
+	copy(out, abi.Bytes(&resp))
+	cp := provider.QPCap{MaxSendWR: nsq, MaxRecvWR: nrq, MaxSendSGE: 6, MaxRecvSGE: 6, MaxInlineData: 80}
+	pq, err := st.Complete(provider.QPCreated{Handle: 7, QPN: 9, Cap: cp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp := pq.(*QP)
+	qp.Modified(provider.QPStateInit) // as rdma_cm leaves it on iWARP
+	t.Cleanup(func() { qp.Close() })
+	var rq *ring
+	if !srq {
+		rq = fk.ringAt(resp.RqKey, nrq, rqeSize, 0)
+	}
+	return qp, fk.ringAt(resp.SqKey, nsq, sqeSize, 0), rq
+}
+
+func testCQ(t testing.TB, fk *fakeSIW, c *Context, n uint32) (*CQ, *ring) {
+	t.Helper()
+	st, err := c.CreateCQ(provider.CQAttr{CQE: int(n)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	if len(out) != 16 {
+		t.Fatalf("CQ udata out %d bytes, want 16", len(out))
+	}
+	resp := abi.SiwUrespCreateCq{CqId: 5, NumCqe: n, CqKey: fk.addRing(int(n)*cqeSize + ctrlSize)}
+	copy(out, abi.Bytes(&resp))
+	pcq, err := st.Complete(provider.CQCreated{Handle: 3, CQE: n})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq := pcq.(*CQ)
+	t.Cleanup(func() { cq.Close() })
+	return cq, fk.ringAt(resp.CqKey, n, cqeSize, ctrlSize)
+}
+
+// kernelTake plays siw_activate_tx on the kernel's view: it takes every
+// valid send entry from *get on, clearing its flags.
+func kernelTake(sq *ring, get *uint32) int {
+	n := 0
+	for sq.word(*get, offFlags).Load()&wqeValid != 0 {
+		sq.word(*get, offFlags).Store(0)
+		*get++
+		n++
+	}
+	return n
+}
+
+// kernelComplete writes a CQE as siw_sqe_complete does.
+func kernelComplete(cq *ring, put uint32, id uint64, op uint8, status uint16, bytes uint32, qpID uint64) {
+	e := cq.cqe(put)
+	e.Id = id
+	e.Bytes = bytes
+	e.SetQpId(qpID)
+	var b [4]byte
+	b[0], b[1] = abi.SIW_WQE_VALID, op
+	binary.NativeEndian.PutUint16(b[2:], status)
+	cq.word(put, offCqFlags).Store(binary.NativeEndian.Uint32(b[:]))
+}
+
+// userBuf copies data into fresh anonymous memory and returns its address
+// (for inline sends, whose SGEs the provider reads).
+func userBuf(t testing.TB, data []byte) uint64 {
+	t.Helper()
+	r, err := mmap.Anonymous(max(len(data), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	copy(r.Bytes(), data)
+	return uint64(r.Addr())
+}

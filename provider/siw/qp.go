@@ -1,0 +1,382 @@
+package siw
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
+)
+
+// CreateQP prepares a QP. siw takes no driver input; its answer is struct
+// siw_uresp_create_qp: the sizes of the send and receive rings and their
+// mmap keys. siw carries RC only (iWARP has no UC or UD).
+func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated, provider.QP], error) {
+	if a.Type != provider.QPTypeRC {
+		return nil, fmt.Errorf("siw: QP type %v: iWARP carries RC only: %w", a.Type, provider.ErrNotSupported)
+	}
+	return &setup[provider.QPCreated, provider.QP]{
+		out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateQp)))),
+		complete: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
+			var resp abi.SiwUrespCreateQp
+			copy(abi.Bytes(&resp), out)
+			return c.newQP(a, cr, resp)
+		},
+	}, nil
+}
+
+func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUrespCreateQp) (*QP, error) {
+	sq, err := mapRing(c.f, "send queue", resp.SqKey, resp.NumSqe, sqeSize, 0)
+	if err != nil {
+		return nil, err
+	}
+	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: newDoorbell(cr.Handle)}
+	qp.sq = sendQueue{r: sq, caps: provider.SendQueueCaps{Type: a.Type,
+		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: min(cr.Cap.MaxInlineData, abi.SIW_MAX_INLINE)}}
+	if a.SRQ == nil {
+		rq, err := mapRing(c.f, "receive queue", resp.RqKey, resp.NumRqe, rqeSize, 0)
+		if err != nil {
+			sq.close()
+			return nil, err
+		}
+		qp.rq = &recvQueue{r: rq, maxSGE: min(cr.Cap.MaxRecvSGE, abi.SIW_MAX_SGE)}
+	}
+	return qp, nil
+}
+
+// QP is a siw queue pair: its send and receive rings are kernel memory
+// mapped from the command file. PostSend and PostRecv are safe for
+// concurrent use (a mutex per ring, held while the list is checked and
+// written, and across the doorbell write). Modified may run concurrently
+// with both.
+type QP struct {
+	c      *Context
+	handle uint32
+	qpn    uint32
+	sigAll bool
+	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
+	sq     sendQueue
+	rq     *recvQueue // nil when the QP uses an SRQ
+	db     *doorbell
+}
+
+var _ provider.QP = (*QP)(nil)
+
+type sendQueue struct {
+	mu   sync.Mutex
+	r    *ring
+	put  uint32 // next entry to write; we are the only producer
+	caps provider.SendQueueCaps
+}
+
+// State is the QP state the provider last heard of through Modified. On
+// iWARP the kernel's connection manager moves the QP to RTS without a
+// MODIFY_QP from user space: State stays INIT then.
+func (qp *QP) State() provider.QPState { return provider.QPState(qp.state.Load()) }
+
+// Modified records the state MODIFY_QP moved the QP to. A QP in ERR
+// stays there, as siw's does: siw_qp_modify ignores every transition out
+// of ERR (a RESET succeeds and changes nothing), so the provider keeps
+// refusing requests that would never complete.
+func (qp *QP) Modified(s provider.QPState) {
+	for {
+		old := qp.state.Load()
+		if provider.QPState(old) == provider.QPStateErr || qp.state.CompareAndSwap(old, uint32(s)) {
+			return
+		}
+	}
+}
+
+// Caps reports the limits PostSend and PostRecv enforce.
+func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
+	if qp.rq != nil {
+		maxRecvSGE = qp.rq.maxSGE
+	}
+	return qp.sq.caps.MaxSGE, qp.sq.caps.MaxInline, maxRecvSGE
+}
+
+// PostSend checks every request, then writes them all into the send ring,
+// each made valid by one atomic store of its flags word, and rings the
+// doorbell if the kernel may be idle (the doorbell rule in the package
+// doc). A refused list (a *WRError) leaves the ring as it was. It
+// allocates nothing unless it fails.
+func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	sq := &qp.sq
+	sq.mu.Lock()
+	defer sq.mu.Unlock()
+	r := sq.r
+	if r == nil || r.mem == nil {
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
+	}
+	switch st := qp.State(); st {
+	case provider.QPStateReset:
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
+			Err: provider.Invalid("the QP is in state RESET; sends need RTS")}
+	case provider.QPStateErr:
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
+			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped send queue only when the QP enters ERR, so a request posted now would never complete")}
+	}
+	for i := range wrs {
+		if err := qp.checkSend(i, &wrs[i]); err != nil {
+			return i, err
+		}
+	}
+	put := sq.put
+	if uint32(len(wrs)) > r.n {
+		return int(r.n), qp.full(int(r.n), wrs)
+	}
+	for i := range wrs {
+		if r.word(put+uint32(i), offFlags).Load()&wqeValid != 0 { // still the kernel's
+			return i, qp.full(i, wrs)
+		}
+	}
+	var out uint64
+	for i := range wrs {
+		out += uint64(qp.fillSend(r, put+uint32(i), &wrs[i]))
+	}
+	// The kernel takes entries in order while its send queue processing
+	// runs (siw_activate_tx clears an entry's flags when it takes it)
+	// and stops at the first entry that is not valid. If the entry
+	// before ours is still valid the kernel has yet to reach it and will
+	// go on to ours: no doorbell. Otherwise it may be idle: ring. Our
+	// flags were stored before this load (both sequentially consistent),
+	// so either we see the kernel's clear or it sees our entry.
+	kick := uint32(len(wrs)) == r.n || r.word(put-1, offFlags).Load()&wqeValid == 0
+	sq.put = put + uint32(len(wrs))
+	if !kick {
+		return len(wrs), nil
+	}
+	var err error
+	if out <= rawDoorbellMax {
+		err = qp.c.f.Doorbell(qp.db.cmd[:])
+	} else {
+		err = qp.c.f.Write(qp.db.cmd[:])
+	}
+	if err == nil {
+		return len(wrs), nil
+	}
+	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
+	// the entries back if the kernel owns none of them.
+	if qp.withdraw(r, put, wrs) {
+		sq.put = put
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
+			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
+	}
+	return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+}
+
+// withdraw clears the flags words PostSend stored, last first, each only
+// if it still holds what was stored (a compare-and-swap: an entry the
+// kernel took has its flags cleared). It reports whether all came back.
+func (qp *QP) withdraw(r *ring, put uint32, wrs []provider.SendWR) bool {
+	for i := len(wrs) - 1; i >= 0; i-- {
+		w := r.word(put+uint32(i), offFlags)
+		if v := w.Load(); v&wqeValid == 0 || !w.CompareAndSwap(v, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+func (qp *QP) full(i int, wrs []provider.SendWR) error {
+	return &WRError{Provider: "siw", Verb: "PostSend", Index: i, Opcode: wrs[i].Opcode,
+		Err: fmt.Errorf("%w: the send queue is full (%d entries, %d requests in the list)", unix.ENOMEM, qp.sq.r.n, len(wrs))}
+}
+
+// errNoOp is an opcode siw cannot carry.
+func errNoOp(op provider.WROpcode, why string) error {
+	return fmt.Errorf("%w: siw cannot carry %v (%s)", provider.ErrNotSupported, op, why)
+}
+
+// checkSend runs provider.CheckSend, then siw's own rules: the opcodes
+// the user-mapped send queue carries (SEND, SEND_WITH_INV, RDMA_WRITE,
+// RDMA_READ), inline on SEND and RDMA_WRITE only, an RDMA READ with one
+// local SGE at most and without the fence flag (siw_activate_tx refuses
+// both, and a refused entry would stay in the queue forever).
+func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
+	err := provider.CheckSend(&qp.sq.caps, wr)
+	if err == nil {
+		switch wr.Opcode {
+		case provider.WRSend, provider.WRRDMAWrite, provider.WRSendWithInv:
+			if wr.Flags&provider.SendInline != 0 && wr.Opcode == provider.WRSendWithInv {
+				err = provider.Invalid("siw carries inline data on SEND and RDMA_WRITE only")
+			}
+		case provider.WRRDMARead:
+			switch {
+			case len(wr.SGL) > 1:
+				err = provider.Invalid("an iWARP RDMA READ writes into one local SGE; %d given", len(wr.SGL))
+			case wr.Flags&provider.SendFence != 0:
+				err = provider.Invalid("siw cannot fence an RDMA READ (siw_activate_tx refuses it)")
+			}
+		case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+			err = errNoOp(wr.Opcode, "iWARP (RFC 5040) has no immediate data")
+		case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
+			err = errNoOp(wr.Opcode, "siw implements no atomics")
+		case provider.WRLocalInv, provider.WRBindMW:
+			err = errNoOp(wr.Opcode, "siw takes local invalidation, registration and binds from kernel clients only")
+		}
+	}
+	if err != nil {
+		return &WRError{Provider: "siw", Verb: "PostSend", Index: i, Opcode: wr.Opcode, Err: err}
+	}
+	return nil
+}
+
+// rawDoorbellMax is the most bytes a PostSend list may send for its
+// doorbell to be a raw write (abi.File.Doorbell): siw runs the send queue
+// inside the doorbell's write() on Linux 6.1 and 6.12 alike (in_syscall),
+// until the queue is empty or the socket is full, and a raw syscall keeps
+// its P all that time. Above this size the doorbell is a regular write.
+const rawDoorbellMax = 16 << 10
+
+// fillSend writes wr into send entry i and makes it valid; it returns the
+// request's length.
+func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
+	e := r.sqe(i)
+	e.Id = wr.ID
+	e.Rkey = 0
+	e.SetRaddr(0)
+	flags := uint16(abi.SIW_WQE_VALID)
+	if wr.Flags&provider.SendSignaled != 0 || qp.sigAll {
+		flags |= abi.SIW_WQE_SIGNALLED
+	}
+	if wr.Flags&provider.SendSolicited != 0 {
+		flags |= abi.SIW_WQE_SOLICITED
+	}
+	if wr.Flags&provider.SendFence != 0 {
+		flags |= abi.SIW_WQE_READ_FENCE
+	}
+	var op uint8
+	switch wr.Opcode {
+	case provider.WRSend:
+		op = abi.SIW_OP_SEND
+	case provider.WRSendWithInv:
+		op = abi.SIW_OP_SEND_REMOTE_INV
+		e.Rkey = wr.InvalidateRKey
+	case provider.WRRDMAWrite:
+		op = abi.SIW_OP_WRITE
+		e.Rkey = wr.RKey
+		e.SetRaddr(wr.RemoteAddr)
+	case provider.WRRDMARead:
+		op = abi.SIW_OP_READ
+		e.Rkey = wr.RKey
+		e.SetRaddr(wr.RemoteAddr)
+	}
+	sges := sqeSGEs(e)
+	var length uint32
+	for _, s := range wr.SGL {
+		length += s.Length
+	}
+	n := uint8(len(wr.SGL))
+	if wr.Flags&provider.SendInline != 0 {
+		// The bytes follow sge[0], whose length is their count; the
+		// kernel points sge[0] at them (siw_activate_tx).
+		dst := sqeInline(e)
+		off := 0
+		for _, s := range wr.SGL {
+			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+		}
+		sges[0] = abi.SiwSge{Length: length}
+		flags |= abi.SIW_WQE_INLINE
+		n = 1
+	} else {
+		for j, s := range wr.SGL {
+			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		}
+		if wr.Opcode == provider.WRRDMARead && n == 0 {
+			// siw reads into sge[0] whatever num_sge says: a
+			// zero-length READ with an empty SGE.
+			sges[0] = abi.SiwSge{}
+			n = 1
+		}
+	}
+	r.word(i, offFlags).Store(flagWord(flags, n, op)) // publishes the entry
+	return length
+}
+
+// PostRecv checks every request, then writes them into the receive ring.
+// No syscall: siw takes receive entries from the ring when data arrives.
+func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+	if qp.rq == nil {
+		if len(wrs) == 0 {
+			return 0, nil
+		}
+		return 0, &WRError{Provider: "siw", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
+	}
+	if len(wrs) > 0 && qp.State() == provider.QPStateErr {
+		return 0, &WRError{Provider: "siw", Verb: "PostRecv",
+			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped receive queue only when the QP enters ERR, so a request posted now would never complete")}
+	}
+	return qp.rq.post("PostRecv", wrs)
+}
+
+// Close unmaps the rings; uverbs calls it after the kernel QP is destroyed.
+func (qp *QP) Close() error {
+	qp.sq.mu.Lock()
+	r := qp.sq.r
+	qp.sq.r = nil
+	qp.sq.mu.Unlock()
+	err := r.close()
+	if qp.rq != nil {
+		err = errors.Join(err, qp.rq.close())
+	}
+	return err
+}
+
+// recvQueue is a QP's receive ring or an SRQ's.
+type recvQueue struct {
+	mu     sync.Mutex
+	r      *ring
+	put    uint32
+	maxSGE uint32
+}
+
+func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	rq.mu.Lock()
+	defer rq.mu.Unlock()
+	r := rq.r
+	if r == nil || r.mem == nil {
+		return 0, &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
+	}
+	for i := range wrs {
+		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {
+			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: err}
+		}
+	}
+	put := rq.put
+	for i := range wrs {
+		if i >= int(r.n) || r.word(put+uint32(i), offRqFlags).Load()&wqeValid != 0 {
+			return i, &WRError{Provider: "siw", Verb: op, Index: i,
+				Err: fmt.Errorf("%w: the receive queue is full (%d entries, %d requests in the list)", unix.ENOMEM, r.n, len(wrs))}
+		}
+	}
+	for i := range wrs {
+		wr := &wrs[i]
+		e := r.rqe(put)
+		e.Id = wr.ID
+		for j, s := range wr.SGL {
+			e.Sge[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		}
+		r.word(put, offRqFlags).Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wr.SGL)), 0))
+		put++
+	}
+	rq.put = put
+	return len(wrs), nil
+}
+
+func (rq *recvQueue) close() error {
+	rq.mu.Lock()
+	r := rq.r
+	rq.r = nil
+	rq.mu.Unlock()
+	return r.close()
+}
