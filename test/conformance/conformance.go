@@ -131,6 +131,8 @@ var tests = []struct {
 	{"Events", testEvents},
 	{"SolicitedEvents", testSolicited},
 	{"CQWait", testCQWait},
+	{"CQPoll", testCQPoll},
+	{"CQTimestamps", testCQTimestamps},
 	{"FastPathAllocs", testAllocs},
 	{"NothingLost", testNothingLost},
 }
@@ -262,6 +264,7 @@ type qpConfig struct {
 	minRNRTimer uint8 // default 1 (0.01 ms)
 	noRetryRNR  bool  // use rnrRetry 0
 	access      uverbs.Access
+	timestamps  bool // the CQ stamps completions (CQOptions.Timestamps)
 }
 
 func (c *qpConfig) defaults() {
@@ -296,7 +299,7 @@ func (c *qpConfig) defaults() {
 func (e *env) newEnd(t *testing.T, s *side, c qpConfig) *end {
 	t.Helper()
 	c.defaults()
-	cq, err := s.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel})
+	cq, err := s.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel, Timestamps: c.timestamps})
 	if err != nil {
 		t.Fatalf("CreateCQ: %v", err)
 	}

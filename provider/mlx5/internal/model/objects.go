@@ -100,6 +100,7 @@ type mcq struct {
 	db         []byte
 	log        uint32
 	cqeSize    int
+	stamps     bool // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION: CQEs carry the clock
 	pi         uint32
 	uar        *uarPage
 	users      int
