@@ -114,6 +114,7 @@ var tests = []struct {
 	{"SignalAll", testSignalAll},
 	{"Fence", testFence},
 	{"OneDoorbell", testOneDoorbell},
+	{"WRBatch", testWRBatch},
 	{"SRQ", testSRQ},
 	{"UD", testUD},
 	{"UC", testUC},

@@ -1,0 +1,137 @@
+package conformance
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// testWRBatch: the extended QP's posting API (ibv_wr_start, ibv_wr_*,
+// ibv_wr_complete) as uverbs.WRBatch: one batch of every RC opcode with
+// every way of giving data (one SGE, an SGE list, inline data) is posted
+// with one doorbell and completes in order with the right opcodes, bytes
+// and immediate data. Aborted and refused batches post nothing; a batch
+// allocates nothing.
+func testWRBatch(t *testing.T, e *env) {
+	a, b := e.pair(t, qpConfig{cap: uverbs.QPCap{MaxSendWR: 64, MaxRecvWR: 16, MaxSendSGE: 2, MaxRecvSGE: 1, MaxInlineData: 64}, cqe: 256})
+	ca, cb := a.side.ctx, b.side.ctx
+	syscalls := func() uint64 {
+		if ca == cb {
+			return ca.Syscalls()
+		}
+		return ca.Syscalls() + cb.Syscalls()
+	}
+	src, err := mmap.Anonymous(4096) // inline data: plain memory, not registered
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	fill(src.Bytes()[:48], 40)
+	fill(a.buf.bytes()[:512], 41)
+	fill(b.buf.bytes()[32768:32768+64], 42)
+	ne.PutUint64(b.buf.bytes()[40960:], 100)
+	ne.PutUint64(b.buf.bytes()[40968:], 7)
+	for i := range 3 {
+		postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB0 + uint64(i), SGL: []uverbs.SGE{b.buf.sge(4096*(i+1), 256)}})
+	}
+	rk, lk := b.buf.mr.RKey(), a.buf.mr.LKey()
+	sig := uverbs.SendSignaled
+	wb := a.qp.StartWR()
+	wb.RDMAWrite(1, sig, rk, b.buf.addr(16384)).SetSGEList([]uverbs.SGE{a.buf.sge(0, 100), a.buf.sge(200, 50)})
+	wb.Send(2, sig).SetSGE(lk, a.buf.addr(0), 64)
+	wb.SendWithImm(3, sig, 0xfeedf00d).SetInlineData(uint64(src.Addr()), 48)
+	wb.RDMAWriteWithImm(4, sig, rk, b.buf.addr(20480), 0x5a5a).SetSGE(lk, a.buf.addr(300), 32)
+	wb.RDMARead(5, sig, rk, b.buf.addr(32768)).SetSGE(lk, a.buf.addr(8192), 64)
+	wb.AtomicFetchAdd(6, sig, rk, b.buf.addr(40960), 5).SetSGE(lk, a.buf.addr(12288), 8)
+	wb.AtomicCmpSwp(7, sig, rk, b.buf.addr(40968), 7, 9).SetSGE(lk, a.buf.addr(12296), 8)
+	if wb.Len() != 7 {
+		t.Fatalf("the batch holds %d requests, want 7", wb.Len())
+	}
+	src.Bytes()[0] ^= 0xff // inline data is copied at Complete: this change travels
+	want := append([]byte(nil), src.Bytes()[:48]...)
+	before := syscalls()
+	if err := wb.Complete(); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if d := syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
+		t.Errorf("Complete of 7 requests made %d syscalls, want %d", d, e.o.DoorbellsPerPostSend)
+	}
+	sends := e.wait(t, a.cq, 7)
+	for i, op := range []uverbs.WCOpcode{uverbs.WCRDMAWrite, uverbs.WCSend, uverbs.WCSend, uverbs.WCRDMAWrite,
+		uverbs.WCRDMARead, uverbs.WCFetchAdd, uverbs.WCCompSwap} {
+		expect(t, sends[i], uint64(i+1), uverbs.WCSuccess, op)
+	}
+	recvs := e.wait(t, b.cq, 3)
+	expect(t, recvs[0], 0xB0, uverbs.WCSuccess, uverbs.WCRecv)
+	expect(t, recvs[1], 0xB1, uverbs.WCSuccess, uverbs.WCRecv)
+	expect(t, recvs[2], 0xB2, uverbs.WCSuccess, uverbs.WCRecvRDMAWithImm)
+	if recvs[0].ByteLen != 64 || recvs[1].ByteLen != 48 || recvs[1].Flags&uverbs.WCWithImm == 0 || recvs[1].Imm != 0xfeedf00d ||
+		recvs[2].ByteLen != 32 || recvs[2].Imm != 0x5a5a {
+		t.Errorf("receive completions %s", fmtWCs(recvs))
+	}
+	bb, ab := b.buf.bytes(), a.buf.bytes()
+	switch {
+	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
+		t.Error("the SGE-list write did not land as two pieces back to back")
+	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
+		t.Error("the send's bytes differ")
+	case !bytes.Equal(bb[8192:8192+48], want):
+		t.Error("the inline send's bytes differ from the source at Complete")
+	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
+		t.Error("the write with immediate's bytes differ")
+	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
+		t.Error("the read's bytes differ")
+	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
+		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
+	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
+		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
+	}
+
+	// Aborted, refused by the builder, over-full: nothing is posted.
+	wb = a.qp.StartWR()
+	wb.Send(10, sig).SetSGE(lk, a.buf.addr(0), 8)
+	wb.Abort()
+	if err := wb.Complete(); err == nil {
+		t.Error("Complete after Abort succeeded")
+	}
+	wb = a.qp.StartWR()
+	wb.Send(11, sig).SetSGE(lk, a.buf.addr(0), 8)
+	wb.Send(12, sig).SetSGEList(make([]uverbs.SGE, 3)) // the QP takes 2
+	if err := wb.Complete(); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a batch with 3 SGEs on a 2-SGE QP: %v, want EINVAL", err)
+	}
+	wb = a.qp.StartWR()
+	wb.SetSGE(lk, a.buf.addr(0), 8) // data before an opcode
+	if err := wb.Complete(); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SetSGE before an opcode: %v, want EINVAL", err)
+	}
+	wb = a.qp.StartWR()
+	for i := range int(a.qp.Cap().MaxSendWR) + 1 {
+		wb.Send(uint64(100+i), sig).SetSGE(lk, a.buf.addr(0), 8)
+	}
+	if err := wb.Complete(); !errors.Is(err, unix.ENOMEM) {
+		t.Errorf("a batch deeper than the send queue: %v, want ENOMEM", err)
+	}
+	quiet(t, a.cq, 20*time.Millisecond)
+	quiet(t, b.cq, 20*time.Millisecond)
+
+	// Building and completing allocate nothing.
+	const runs = 40
+	if n := testing.AllocsPerRun(runs, func() {
+		wb := a.qp.StartWR()
+		wb.RDMAWrite(20, sig, rk, b.buf.addr(24576)).SetSGE(lk, a.buf.addr(0), 16)
+		if err := wb.Complete(); err != nil {
+			t.Fatalf("Complete: %v", err)
+		}
+	}); n != 0 {
+		t.Errorf("a batch of one write: %v allocations", n)
+	}
+	for _, w := range e.wait(t, a.cq, runs+1) {
+		expect(t, w, 20, uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	}
+}
