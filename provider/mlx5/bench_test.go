@@ -283,3 +283,34 @@ func BenchmarkCQPoll(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkWRBatch posts one RDMA WRITE per call through the extended
+// QP's builder (StartWR, RDMAWrite, SetSGE, Complete).
+func BenchmarkWRBatch(b *testing.B) {
+	p := newBenchPair(b)
+	n := p.n
+	rkey, lkey, raddr, laddr := n.mr.RKey(), n.mr.LKey(), n.addr(65536), n.addr(0)
+	p.a.StartWR().Abort() // the batch's storage, allocated once per QP
+	b.ReportAllocs()
+	b.StopTimer()
+	b.ResetTimer()
+	p.start(b)
+	posted := 0
+	for i := 0; i < b.N; i++ {
+		if posted == benchRound {
+			p.stop(b)
+			p.drain(b, p.cqA, posted)
+			posted = 0
+			p.start(b)
+		}
+		wb := p.a.StartWR()
+		wb.RDMAWrite(1, uverbs.SendSignaled, rkey, raddr).SetSGE(lkey, laddr, 64)
+		if err := wb.Complete(); err != nil {
+			b.Fatal(err)
+		}
+		posted++
+	}
+	p.stop(b)
+	p.drain(b, p.cqA, posted)
+	p.report(b)
+}
