@@ -115,6 +115,7 @@ var tests = []struct {
 	{"Fence", testFence},
 	{"OneDoorbell", testOneDoorbell},
 	{"WRBatch", testWRBatch},
+	{"WRBatchUD", testWRBatchUD},
 	{"SRQ", testSRQ},
 	{"UD", testUD},
 	{"UC", testUC},

@@ -101,9 +101,10 @@ func testWRBatch(t *testing.T, e *env) {
 	}
 	wb = a.qp.StartWR()
 	wb.Send(11, sig).SetSGE(lk, a.buf.addr(0), 8)
-	wb.Send(12, sig).SetSGEList(make([]uverbs.SGE, 3)) // the QP takes 2
+	over := int(a.qp.Cap().MaxSendSGE) + 1 // as the kernel sized the QP (rxe rounds up)
+	wb.Send(12, sig).SetSGEList(make([]uverbs.SGE, over))
 	if err := wb.Complete(); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("a batch with 3 SGEs on a 2-SGE QP: %v, want EINVAL", err)
+		t.Errorf("a batch with %d SGEs on a %d-SGE QP: %v, want EINVAL", over, over-1, err)
 	}
 	wb = a.qp.StartWR()
 	wb.SetSGE(lk, a.buf.addr(0), 8) // data before an opcode
@@ -134,4 +135,60 @@ func testWRBatch(t *testing.T, e *env) {
 	for _, w := range e.wait(t, a.cq, runs+1) {
 		expect(t, w, 20, uverbs.WCSuccess, uverbs.WCRDMAWrite)
 	}
+}
+
+// testWRBatchUD: a batch on a UD QP (ibv_wr_set_ud_addr): two sends, one
+// with immediate data, to the peer's QP through an address handle; a
+// request left without an address is refused with nothing posted, and an
+// RDMA opcode, which UD does not have, likewise.
+func testWRBatchUD(t *testing.T, e *env) {
+	const qkey = 0x11111111
+	cfg := qpConfig{typ: uverbs.QPTypeUD}
+	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
+	e.connectUD(t, a.qp, qkey)
+	e.connectUD(t, b.qp, qkey)
+	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
+	if err != nil {
+		t.Fatalf("CreateAH: %v", err)
+	}
+	t.Cleanup(func() { ah.Close() })
+	const grh = 40
+	fill(a.buf.bytes()[:200], 12)
+	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB1, SGL: []uverbs.SGE{b.buf.sge(0, grh+256)}},
+		uverbs.RecvWR{ID: 0xB2, SGL: []uverbs.SGE{b.buf.sge(4096, grh+256)}})
+	lk := a.buf.mr.LKey()
+	wb := a.qp.StartWR()
+	wb.Send(1, uverbs.SendSignaled).SetUDAddr(ah, b.qp.QPN(), qkey).SetSGE(lk, a.buf.addr(0), 100)
+	wb.SendWithImm(2, uverbs.SendSignaled, 0xbeef).SetUDAddr(ah, b.qp.QPN(), qkey).SetSGE(lk, a.buf.addr(100), 60)
+	if err := wb.Complete(); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	s := e.wait(t, a.cq, 2)
+	expect(t, s[0], 1, uverbs.WCSuccess, uverbs.WCSend)
+	expect(t, s[1], 2, uverbs.WCSuccess, uverbs.WCSend)
+	r := e.wait(t, b.cq, 2)
+	hdr := uint32(grh)
+	if e.o.LIDRouted {
+		hdr = 0
+	}
+	if r[0].ID != 0xB1 || r[0].ByteLen != hdr+100 || r[0].SrcQP != a.qp.QPN() || r[1].ID != 0xB2 || r[1].ByteLen != hdr+60 ||
+		r[1].Flags&uverbs.WCWithImm == 0 || r[1].Imm != 0xbeef {
+		t.Errorf("UD receives %s", fmtWCs(r))
+	}
+	if !bytes.Equal(b.buf.bytes()[grh:grh+100], a.buf.bytes()[:100]) || !bytes.Equal(b.buf.bytes()[4096+grh:4096+grh+60], a.buf.bytes()[100:160]) {
+		t.Error("UD payloads differ")
+	}
+	wb = a.qp.StartWR()
+	wb.Send(3, uverbs.SendSignaled).SetUDAddr(nil, b.qp.QPN(), qkey).SetSGE(lk, a.buf.addr(0), 8)
+	if err := wb.Complete(); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a UD send without an address handle: %v, want EINVAL", err)
+	}
+	wb = a.qp.StartWR()
+	wb.Send(4, uverbs.SendSignaled).SetUDAddr(ah, b.qp.QPN(), qkey).SetSGE(lk, a.buf.addr(0), 8)
+	wb.RDMAWrite(5, uverbs.SendSignaled, 1, 0).SetUDAddr(ah, b.qp.QPN(), qkey).SetSGE(lk, a.buf.addr(0), 8)
+	if err := wb.Complete(); err == nil {
+		t.Error("an RDMA WRITE in a UD batch was accepted")
+	}
+	quiet(t, a.cq, 20*time.Millisecond)
+	quiet(t, b.cq, 20*time.Millisecond)
 }
