@@ -36,3 +36,26 @@ func TestPKeyIndexRig(t *testing.T) {
 		t.Errorf("PKeyIndex of port 2 (rxe has one port): %v, want an error other than ENOENT", err)
 	}
 }
+
+// TestModerateCQRig: rxe reports no CQ moderation (cq_moderation_caps 0),
+// so Moderate refuses with ErrNotSupported before any command; the command
+// itself, sent anyway, reaches the kernel's rdma_set_cq_moderation, which
+// answers EOPNOTSUPP because rxe has no modify_cq (a malformed command
+// would be EINVAL: zero attr_mask, reserved bits, a bad handle).
+func TestModerateCQRig(t *testing.T) {
+	rigtest.Require(t)
+	c := openRig(t, "rxe0", PolicyAuto)
+	cq, err := c.CreateCQ(16, CQOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	before := c.Syscalls()
+	if err := cq.Moderate(8, 16); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("Moderate on rxe: %v, want ErrNotSupported", err)
+	}
+	if err := cq.modify(8, 16); !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("MODIFY_CQ on rxe: %v, want the kernel's EOPNOTSUPP", err)
+	}
+	t.Logf("%d syscalls (QUERY_DEVICE_EX, then MODIFY_CQ)", c.Syscalls()-before)
+}

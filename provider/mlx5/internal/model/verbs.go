@@ -424,6 +424,8 @@ func (u *ufile) cmdExQueryDevice(in, out, din, dout []byte) error {
 	// mlx5_ib_query_device: a 63-bit free-running clock at the device's
 	// frequency (MLX5_CAP_GEN device_frequency_khz).
 	r.TimestampMask, r.HcaCoreClock = 1<<63-1, clockKHz
+	// MLX5_CAP_GEN(cq_moderation): MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD.
+	r.CqModerationCaps = abi.IbUverbsCqModerationCaps{MaxCqModerationCount: maxCQCount, MaxCqModerationPeriod: maxCQPeriod}
 	r.ResponseLength = uint32(min(len(out), size[abi.IbUverbsExQueryDeviceResp]()))
 	clear(out)
 	copy(out, abi.Bytes(&r))

@@ -175,3 +175,53 @@ func (u *ufile) cmdDestroyCQ(in, out, din, dout []byte) error {
 	copy(out, abi.Bytes(&r))
 	return nil
 }
+
+// The CQ moderation limits mlx5_ib reports and checks (MLX5_MAX_CQ_COUNT,
+// MLX5_MAX_CQ_PERIOD).
+const (
+	maxCQCount  = 1<<16 - 1
+	maxCQPeriod = 1<<12 - 1
+)
+
+// cmdExModifyCQ is ib_uverbs_ex_modify_cq then mlx5_ib_modify_cq: the
+// core refuses a zero attr_mask or reserved bits (EINVAL) and attributes
+// beyond IB_CQ_MODERATE (EOPNOTSUPP); mlx5 a period over its limit.
+func (u *ufile) cmdExModifyCQ(in, out, din, dout []byte) error {
+	var req abi.IbUverbsExModifyCq
+	copy(abi.Bytes(&req), in)
+	switch {
+	case req.AttrMask == 0 || req.Reserved != 0:
+		return unix.EINVAL
+	case req.AttrMask > 1:
+		return unix.EOPNOTSUPP
+	}
+	q, ok := u.ctx.objs[req.CqHandle].(*mcq)
+	if !ok || req.Attr.CqPeriod > maxCQPeriod {
+		return unix.EINVAL
+	}
+	q.modCount, q.modPeriod = req.Attr.CqCount, req.Attr.CqPeriod
+	return nil
+}
+
+// CQModeration returns the event moderation MODIFY_CQ set on the CQ
+// numbered cqn (count, period), and whether the CQ exists.
+func (d *Device) CQModeration(cqn uint32) (count, period uint16, ok bool) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	q := d.cqs[cqn]
+	if q == nil {
+		return 0, 0, false
+	}
+	return q.modCount, q.modPeriod, true
+}
+
+// CQNs lists the numbers of the device's CQs.
+func (d *Device) CQNs() []uint32 {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	var ns []uint32
+	for n := range d.cqs {
+		ns = append(ns, n)
+	}
+	return ns
+}
