@@ -116,6 +116,7 @@ var tests = []struct {
 	{"OneDoorbell", testOneDoorbell},
 	{"WRBatch", testWRBatch},
 	{"WRBatchUD", testWRBatchUD},
+	{"AHFromWC", testAHFromWC},
 	{"SRQ", testSRQ},
 	{"UD", testUD},
 	{"UC", testUC},

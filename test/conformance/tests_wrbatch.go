@@ -192,3 +192,65 @@ func testWRBatchUD(t *testing.T, e *env) {
 	quiet(t, a.cq, 20*time.Millisecond)
 	quiet(t, b.cq, 20*time.Millisecond)
 }
+
+// testAHFromWC: a UD receiver answers the sender through the address
+// made from the receive's completion and GRH (ibv_create_ah_from_wc): the
+// answer arrives, and the address names the sender's GID and the
+// receiver's own GID index (or, LID-routed, the sender's LID).
+func testAHFromWC(t *testing.T, e *env) {
+	const qkey = 0x22222222
+	cfg := qpConfig{typ: uverbs.QPTypeUD}
+	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
+	e.connectUD(t, a.qp, qkey)
+	e.connectUD(t, b.qp, qkey)
+	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
+	if err != nil {
+		t.Fatalf("CreateAH: %v", err)
+	}
+	t.Cleanup(func() { ah.Close() })
+	postRecv(t, b.qp, uverbs.RecvWR{ID: 1, SGL: []uverbs.SGE{b.buf.sge(0, uverbs.GRHLen+64)}})
+	postRecv(t, a.qp, uverbs.RecvWR{ID: 2, SGL: []uverbs.SGE{a.buf.sge(8192, uverbs.GRHLen+64)}})
+	fill(a.buf.bytes()[:32], 13)
+	post(t, a.qp, uverbs.SendWR{ID: 3, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(0, 32)},
+		UD: uverbs.UDDest{AH: ah, RemoteQPN: b.qp.QPN(), QKey: qkey}})
+	e.wait(t, a.cq, 1)
+	rw := e.wait(t, b.cq, 1)[0]
+	expect(t, rw, 1, uverbs.WCSuccess, uverbs.WCRecv)
+	attr, err := e.b.ctx.InitAHFromWC(int(e.o.Port), &rw, b.buf.bytes()[:uverbs.GRHLen])
+	if err != nil {
+		t.Fatalf("InitAHFromWC: %v (completion %s, GRH % x)", err, fmtWC(rw), b.buf.bytes()[:uverbs.GRHLen])
+	}
+	switch {
+	case e.o.LIDRouted && (attr.GRH != nil || attr.DLID != e.a.lid):
+		t.Errorf("address from a LID-routed receive %+v, want DLID %d and no GRH", attr, e.a.lid)
+	case !e.o.LIDRouted && (attr.GRH == nil || attr.GRH.DGID != e.a.gid || attr.GRH.SGIDIndex != e.b.gidIndex):
+		t.Errorf("address from the receive %+v (GRH %+v), want DGID %x and SGID index %d", attr, attr.GRH, e.a.gid, e.b.gidIndex)
+	}
+	back, err := e.b.pd.CreateAHFromWC(int(e.o.Port), &rw, b.buf.bytes()[:uverbs.GRHLen])
+	if err != nil {
+		t.Fatalf("CreateAHFromWC: %v", err)
+	}
+	t.Cleanup(func() { back.Close() })
+	fill(b.buf.bytes()[4096:4096+24], 14)
+	post(t, b.qp, uverbs.SendWR{ID: 4, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{b.buf.sge(4096, 24)},
+		UD: uverbs.UDDest{AH: back, RemoteQPN: rw.SrcQP, QKey: qkey}})
+	expect(t, e.wait(t, b.cq, 1)[0], 4, uverbs.WCSuccess, uverbs.WCSend)
+	aw := e.wait(t, a.cq, 1)[0]
+	expect(t, aw, 2, uverbs.WCSuccess, uverbs.WCRecv)
+	if aw.SrcQP != b.qp.QPN() || !bytes.Equal(a.buf.bytes()[8192+uverbs.GRHLen:8192+uverbs.GRHLen+24], b.buf.bytes()[4096:4096+24]) {
+		t.Errorf("the answer %s from QP %d, payload as sent: %v", fmtWC(aw), aw.SrcQP,
+			bytes.Equal(a.buf.bytes()[8192+uverbs.GRHLen:8192+uverbs.GRHLen+24], b.buf.bytes()[4096:4096+24]))
+	}
+	bad := rw
+	bad.Flags |= uverbs.WCWithGRH
+	grh := make([]byte, uverbs.GRHLen)
+	grh[0] = 0x60
+	grh[6] = 0x3a // ICMPv6: neither UDP nor the BTH
+	if _, err := e.b.ctx.InitAHFromWC(int(e.o.Port), &bad, grh); !errors.Is(err, unix.EPROTONOSUPPORT) {
+		t.Errorf("a GRH with next header 0x3a: %v, want EPROTONOSUPPORT", err)
+	}
+	grh[6], grh[24] = 17, 0xff
+	if _, err := e.b.ctx.InitAHFromWC(int(e.o.Port), &bad, grh); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("a GRH to a multicast GID: %v, want EINVAL", err)
+	}
+}
