@@ -124,6 +124,10 @@ type Context interface {
 // CQAttr is what a CQ is asked for.
 type CQAttr struct {
 	CQE int // at least this many completions
+	// Timestamps asks for each completion's device timestamp
+	// (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, which uverbs sends to the
+	// kernel): the provider CQ must then implement TimestampPoller.
+	Timestamps bool
 }
 
 // CQCreated is the kernel's answer to CREATE_CQ.
@@ -150,6 +154,16 @@ type CQ interface {
 	Resize(cqe int) (Setup[uint32, struct{}], error)
 	// Close releases the CQ's memory, after the kernel CQ is destroyed.
 	Close() error
+}
+
+// TimestampPoller is implemented by a provider CQ that reports completion
+// timestamps (one created with CQAttr.Timestamps on a device whose
+// completion_timestamp_mask is not 0).
+type TimestampPoller interface {
+	// PollTimestamps is Poll that also stores completion i's raw device
+	// timestamp (free-running clock ticks) in ts[i]; len(ts) >= len(wc).
+	// It allocates nothing and makes no syscall.
+	PollTimestamps(wc []WorkCompletion, ts []uint64) (int, error)
 }
 
 // QPAttr is what a QP is asked for.

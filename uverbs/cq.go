@@ -16,6 +16,12 @@ type CQOptions struct {
 	Channel *CompChannel
 	// Vector is the completion vector (0 … NumCompVectors-1).
 	Vector int
+	// Timestamps makes the device stamp each completion with its
+	// free-running clock (ibv_create_cq_ex with
+	// IBV_WC_EX_WITH_COMPLETION_TIMESTAMP), read with CQPoll.Timestamp.
+	// A device whose DeviceAttr.CompletionTimestampMask is 0 (rxe, siw)
+	// has no such clock: CreateCQ then fails with ErrNotSupported.
+	Timestamps bool
 }
 
 // CQ is a completion queue. Poll is the provider's fast path: no syscall,
@@ -43,6 +49,9 @@ type CQ struct {
 	armed   atomic.Bool   // armed and no event seen since (Wait's state)
 	events  atomic.Uint32 // completion events consumed
 	lifetime
+
+	stamps provider.TimestampPoller // non-nil: created with CQOptions.Timestamps
+	pass   CQPoll                   // StartPoll's cursor (one poller at a time)
 }
 
 // errPollClosed is Poll's error on a closed CQ (preallocated: the fast
@@ -71,7 +80,14 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		}
 		defer o.Channel.done()
 	}
-	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe})
+	var flags uint32
+	if o.Timestamps {
+		if err := c.timestampsSupported("CreateCQ"); err != nil {
+			return nil, err
+		}
+		flags |= abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+	}
+	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe, Timestamps: o.Timestamps})
 	if err != nil {
 		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
 	}
@@ -90,10 +106,26 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		b.FD(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL, channel)
 	}
 	b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_COMP_VECTOR, uint32(o.Vector))
+	if flags != 0 {
+		b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_FLAGS, flags)
+	}
 	var respCQE [4]byte
 	b.PtrOut(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, respCQE[:])
 	b.UHW(in, out)
 	tr, err := c.ioctl("CreateCQ", b, func() error {
+		if flags != 0 {
+			// Flags need the extended command (ib_uverbs_ex_create_cq).
+			req := abi.IbUverbsExCreateCq{UserHandle: tag, Cqe: uint32(cqe), CompVector: uint32(o.Vector),
+				CompChannel: int32(channel), Flags: flags}
+			var resp abi.IbUverbsExCreateCqResp
+			cmd := abi.Command{Num: abi.IB_USER_VERBS_EX_CMD_CREATE_CQ | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED,
+				In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+			if err := c.fallback("CreateCQ", &cmd); err != nil {
+				return err
+			}
+			handle, got = resp.Base.CqHandle, resp.Base.Cqe
+			return nil
+		}
 		req := abi.IbUverbsCreateCq{UserHandle: tag, Cqe: uint32(cqe), CompVector: uint32(o.Vector), CompChannel: int32(channel)}
 		var resp abi.IbUverbsCreateCqResp
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
@@ -118,9 +150,36 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
 	}
 	cq.prov = prov
+	if o.Timestamps {
+		tp, ok := prov.(provider.TimestampPoller)
+		if !ok {
+			cq.destroyKernel()
+			prov.Close()
+			return nil, opError("CreateCQ", dev, abi.TransportNone,
+				fmt.Errorf("%w: the %s provider reads no completion timestamps", ErrNotSupported, c.dev.Driver))
+		}
+		cq.stamps = tp
+	}
 	c.cqs.Store(tag, cq)
 	return cq, nil
 }
+
+// timestampsSupported is the capability check of a CQ with timestamps:
+// the device must report a completion timestamp mask (QUERY_DEVICE_EX).
+func (c *Context) timestampsSupported(verb string) error {
+	a, err := c.QueryDevice()
+	if err != nil {
+		return err
+	}
+	if a.CompletionTimestampMask == 0 {
+		return opError(verb, c.dev.Name, abi.TransportNone,
+			fmt.Errorf("%w: the device has no completion timestamp clock (completion_timestamp_mask 0)", ErrNotSupported))
+	}
+	return nil
+}
+
+// Timestamps reports whether the CQ was created with CQOptions.Timestamps.
+func (cq *CQ) Timestamps() bool { return cq.stamps != nil }
 
 // Handle is the kernel's handle for the CQ.
 func (cq *CQ) Handle() uint32 { return cq.handle }

@@ -39,6 +39,8 @@ type QP struct {
 	modify sync.Mutex    // one Modify at a time: the state follows the kernel's order
 	state  atomic.Uint32 // QPState after the last successful Modify
 	lifetime
+
+	batch WRBatch // StartWR's builder (one at a time)
 }
 
 // CreateQP creates a queue pair (the ioctl QP_CREATE method, or the

@@ -1,13 +1,16 @@
-// Command pingpong is rdma-core's ibv_rc_pingpong, ibv_ud_pingpong and
-// ibv_srq_pingpong in pure Go: the same flags, the same TCP address
-// exchange, the same output, so either side can be goverbs or rdma-core.
+// Command pingpong is rdma-core's ibv_rc_pingpong, ibv_ud_pingpong,
+// ibv_srq_pingpong and ibv_uc_pingpong in pure Go: the same flags, the
+// same TCP address exchange, the same output, so either side can be
+// goverbs or rdma-core.
 //
 // Usage:
 //
-//	pingpong [rc|ud|srq] [options]          start a server and wait for a client
-//	pingpong [rc|ud|srq] [options] <host>   connect to the server at <host>
+//	pingpong [rc|ud|srq|uc] [options]          start a server and wait for a client
+//	pingpong [rc|ud|srq|uc] [options] <host>   connect to the server at <host>
 //
-// The first word picks the example to speak as (default rc). Options, as
+// The first word picks the example to speak as (default rc); uc is rc on
+// an unreliable connected QP (no RC timers, retries or RDMA-read credits
+// in RTR and RTS, as ibv_uc_pingpong connects). Options, as
 // rdma-core's (getopt_long: grouped short options, attached arguments,
 // long names and their unambiguous prefixes, options after the host):
 //
@@ -15,7 +18,7 @@
 //	-d, --ib-dev=<dev>     RDMA device (default: the first one)
 //	-i, --ib-port=<port>   device port (default 1)
 //	-s, --size=<size>      message size (default 4096; ud 1024)
-//	-m, --mtu=<size>       path MTU, rc and srq (default 1024)
+//	-m, --mtu=<size>       path MTU, rc, srq and uc (default 1024)
 //	-r, --rx-depth=<dep>   receives posted at a time (default 500)
 //	-n, --iters=<iters>    exchanges (default 1000; srq: in all, over every QP)
 //	-l, --sl=<sl>          service level
@@ -25,7 +28,8 @@
 //	-c, --chk              check the received payload
 //
 // rdma-core's -o, -O, -P, -t, -j and -N (on-demand paging, timestamps,
-// device memory, the new send API) are refused with an error.
+// device memory, the new send API) are refused with an error (uc has
+// none of them: rdma-core's uc example does not either).
 //
 // The wire protocol: the client connects over TCP and sends one 52-byte
 // message per QP, "LID:QPN:PSN:GID" as printf("%04x:%06x:%06x:%s") with the

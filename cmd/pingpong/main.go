@@ -11,19 +11,20 @@ import (
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-// mode is which of rdma-core's three examples the program speaks as.
+// mode is which of rdma-core's examples the program speaks as.
 type mode int
 
 const (
 	modeRC  mode = iota // ibv_rc_pingpong
 	modeUD              // ibv_ud_pingpong
 	modeSRQ             // ibv_srq_pingpong
+	modeUC              // ibv_uc_pingpong
 )
 
-var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ}
+var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ, "uc": modeUC}
 
 func (m mode) String() string {
-	return [...]string{"rc", "ud", "srq"}[m]
+	return [...]string{"rc", "ud", "srq", "uc"}[m]
 }
 
 // config is the command line, with rdma-core's defaults.
@@ -67,6 +68,12 @@ var options = map[mode][]getopt.Option{
 		{Short: 'e', Long: "events"}, {Short: 'o', Long: "odp"}, {Short: 'g', Long: "gid-idx", Arg: true},
 		{Short: 'c', Long: "chk"},
 	},
+	modeUC: {
+		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+		{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
+		{Short: 'n', Long: "iters", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"},
+		{Short: 'g', Long: "gid-idx", Arg: true}, {Short: 'c', Long: "chk"},
+	},
 }
 
 // unsupported are rdma-core options goverbs does not implement: they are
@@ -79,7 +86,7 @@ var unsupported = map[rune]string{
 // usage prints what rdma-core's usage() prints, for our command line.
 func usage(w io.Writer, m mode) {
 	argv0 := "pingpong " + m.String()
-	size := map[mode]int{modeRC: 4096, modeUD: 2048, modeSRQ: 4096}[m] // ud's text says 2048; its default is 1024
+	size := map[mode]int{modeRC: 4096, modeUD: 2048, modeSRQ: 4096, modeUC: 4096}[m] // ud's text says 2048; its default is 1024
 	fmt.Fprintf(w, "Usage:\n")
 	fmt.Fprintf(w, "  %s            start a server and wait for connection\n", argv0)
 	fmt.Fprintf(w, "  %s <host>     connect to server at <host>\n", argv0)
@@ -108,11 +115,12 @@ func usage(w io.Writer, m mode) {
 	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
 	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index\n")
 	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
-	fmt.Fprintf(w, "\nThe mode (rc, ud or srq; default rc) selects which of rdma-core's\n")
-	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong and ibv_srq_pingpong this speaks to.\n")
+	fmt.Fprintf(w, "\nThe mode (rc, ud, srq or uc; default rc) selects which of rdma-core's\n")
+	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong and ibv_uc_pingpong\n")
+	fmt.Fprintf(w, "this speaks to.\n")
 }
 
-// parseArgs reads "[rc|ud|srq] [options] [host]". An error of type
+// parseArgs reads "[rc|ud|srq|uc] [options] [host]". An error of type
 // getopt.UsageError means: print the usage text.
 func parseArgs(args []string) (config, error) {
 	c := config{mode: modeRC, tcpPort: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024,

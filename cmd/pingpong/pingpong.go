@@ -212,8 +212,11 @@ func (s *session) init() error {
 		qpCap.MaxRecvWR, qpCap.MaxRecvSGE = 0, 0
 	}
 	typ := uverbs.QPTypeRC
-	if c.mode == modeUD {
+	switch c.mode {
+	case modeUD:
 		typ = uverbs.QPTypeUD
+	case modeUC:
+		typ = uverbs.QPTypeUC
 	}
 	s.sendFlags = uverbs.SendSignaled
 	for i := range s.numQP() {
@@ -292,7 +295,7 @@ func (s *session) localDests() ([]dest, error) {
 		switch {
 		case errors.Is(err, unix.ENODATA):
 			// libibverbs' ibv_query_gid: an empty slot reads as zeros
-		case err != nil && c.mode == modeRC:
+		case err != nil && (c.mode == modeRC || c.mode == modeUC):
 			return nil, failf("can't read sgid of index %d: %v", c.gidx, err)
 		case err != nil:
 			return nil, failf("Could not get local gid for gid index %d: %v", c.gidx, err)

@@ -231,7 +231,7 @@ func nextPort() int {
 const rigIters = 200
 
 // TestInteropRig runs goverbs' pingpong against rdma-core's examples in
-// both roles (and against itself), in rc, ud and srq modes, on rxe0 in
+// both roles (and against itself), in rc, ud, srq and uc modes, on rxe0 in
 // loopback (server and client on 127.0.0.1) and across the veth pair
 // (server on rxeb at 10.99.0.2, client on rxea), polling and, in
 // loopback, sleeping on completion events (-e). Payloads are checked on
@@ -254,7 +254,7 @@ func TestInteropRig(t *testing.T) {
 	modes := []struct {
 		name      string
 		size, qps int
-	}{{"rc", 4096, 1}, {"ud", 1024, 1}, {"srq", 4096, 16}}
+	}{{"rc", 4096, 1}, {"ud", 1024, 1}, {"srq", 4096, 16}, {"uc", 4096, 1}}
 	pairs := []struct {
 		name             string
 		srvOurs, cliOurs bool

@@ -168,6 +168,17 @@ func TestOptionTables(t *testing.T) {
 	if _, err := getopt.Parse([]string{"-q", "4"}, options[modeSRQ], false); err != nil {
 		t.Errorf("srq refused -q: %v", err)
 	}
+	// uc: rc's options without rc's extensions (uc_pingpong's getopt string
+	// is "p:d:i:s:m:r:n:l:eg:c").
+	if _, err := getopt.Parse([]string{"-p", "1", "-d", "x", "-i", "1", "-s", "1", "-m", "1024", "-r", "1", "-n", "1",
+		"-l", "1", "-e", "-g", "1", "-c"}, options[modeUC], false); err != nil {
+		t.Errorf("uc refused one of its options: %v", err)
+	}
+	for _, o := range []string{"-o", "-O", "-P", "-t", "-j", "-N", "-q1"} {
+		if _, err := getopt.Parse([]string{o}, options[modeUC], false); err == nil {
+			t.Errorf("uc accepted %s", o)
+		}
+	}
 }
 
 func TestParseArgs(t *testing.T) {
@@ -184,6 +195,9 @@ func TestParseArgs(t *testing.T) {
 	}
 	if c, _ := parseArgs([]string{"srq"}); c.mode != modeSRQ || c.numQP != 16 || c.size != 4096 {
 		t.Errorf("srq defaults %+v", c)
+	}
+	if c, _ := parseArgs([]string{"uc"}); c.mode != modeUC || c.size != 4096 || c.mtu != uverbs.MTU1024 || c.rxDepth != 500 {
+		t.Errorf("uc defaults %+v", c)
 	}
 	c, err = parseArgs([]string{"srq", "-d", "rxea", "-i", "1", "-g", "1", "-s", "0x40", "-n", "010", "-r", "64", "-q", "8",
 		"-m", "2048", "-l", "3", "-p", "20000", "-e", "-c", "10.99.0.2"})

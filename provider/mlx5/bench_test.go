@@ -212,3 +212,105 @@ func BenchmarkPollCQ(b *testing.B) {
 		p.report(b)
 	})
 }
+
+// BenchmarkCQPoll reads one completion per pass of the extended CQ
+// (StartPoll, Next, End) from a CQ the device filled beforehand, on a CQ
+// with and without completion timestamps.
+func BenchmarkCQPoll(b *testing.B) {
+	for _, stamps := range []bool{false, true} {
+		name := "plain"
+		if stamps {
+			name = "timestamps"
+		}
+		b.Run(name, func(b *testing.B) {
+			d, dev := newModel(b, nil, model.Options{})
+			n := openNode(b, d, dev, uverbs.OpenOptions{})
+			cq, err := n.ctx.CreateCQ(8191, uverbs.CQOptions{Timestamps: stamps})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { cq.Close() })
+			c := uverbs.QPCap{MaxSendWR: 4096, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}
+			p := &benchPair{d: d, n: n, cqA: cq, cqB: n.cq(64, nil), wc: make([]uverbs.WorkCompletion, 64)}
+			p.a, p.b = n.qp(uverbs.QPTypeRC, p.cqA, c), n.qp(uverbs.QPTypeRC, p.cqB, c)
+			connect(b, p.a, p.b.QPN(), grhTo(d))
+			connect(b, p.b, p.a.QPN(), grhTo(d))
+			sends := make([]uverbs.SendWR, 64)
+			for i := range sends {
+				sends[i] = uverbs.SendWR{ID: uint64(i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+					RemoteAddr: n.addr(65536), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}
+			}
+			fill := func() {
+				before := p.d.Stats().CQEs
+				for k := 0; k < benchRound; k += len(sends) {
+					if _, err := p.a.PostSend(sends); err != nil {
+						b.Fatal(err)
+					}
+				}
+				for p.d.Stats().CQEs-before < benchRound {
+				}
+			}
+			b.ReportAllocs()
+			b.StopTimer()
+			b.ResetTimer()
+			fill()
+			p.start(b)
+			left := benchRound
+			var last uint64
+			for i := 0; i < b.N; i++ {
+				if left == 0 {
+					p.stop(b)
+					fill()
+					left = benchRound
+					p.start(b)
+				}
+				ps := cq.StartPoll()
+				if !ps.Next() || ps.Status() != uverbs.WCSuccess {
+					b.Fatalf("pass: %v", ps.End())
+				}
+				last = ps.Timestamp()
+				if err := ps.End(); err != nil {
+					b.Fatal(err)
+				}
+				left--
+			}
+			p.stop(b)
+			p.drain(b, p.cqA, left)
+			p.report(b)
+			if stamps == (last == 0) {
+				b.Errorf("timestamps %v, last timestamp read %d", stamps, last)
+			}
+		})
+	}
+}
+
+// BenchmarkWRBatch posts one RDMA WRITE per call through the extended
+// QP's builder (StartWR, RDMAWrite, SetSGE, Complete).
+func BenchmarkWRBatch(b *testing.B) {
+	p := newBenchPair(b)
+	n := p.n
+	rkey, lkey, raddr, laddr := n.mr.RKey(), n.mr.LKey(), n.addr(65536), n.addr(0)
+	p.a.StartWR().Abort() // the batch's storage, allocated once per QP
+	b.ReportAllocs()
+	b.StopTimer()
+	b.ResetTimer()
+	p.start(b)
+	posted := 0
+	for i := 0; i < b.N; i++ {
+		if posted == benchRound {
+			p.stop(b)
+			p.drain(b, p.cqA, posted)
+			posted = 0
+			p.start(b)
+		}
+		wb := p.a.StartWR()
+		wb.RDMAWrite(1, uverbs.SendSignaled, rkey, raddr).SetSGE(lkey, laddr, 64)
+		if err := wb.Complete(); err != nil {
+			b.Fatal(err)
+		}
+		posted++
+	}
+	p.stop(b)
+	p.drain(b, p.cqA, posted)
+	p.report(b)
+}

@@ -26,6 +26,7 @@ type cq struct {
 	log     uint32 // log2 of the number of entries
 	dbrec   int    // offset of the doorbell record in mem
 	cqn     uint32
+	stamps  bool // created with CQAttr.Timestamps (PollTimestamps)
 
 	mu     sync.Mutex
 	closed bool   // Close ran: the ring is unmapped, nothing may read it
@@ -58,7 +59,8 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
 	}
-	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen}
+	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen,
+		stamps: a.Timestamps}
 	initCQEs(q.buf, c.cqeSize)
 	s := &cqSetup{cq: q}
 	s.in.BufAddr = uint64(mem.Addr())
@@ -265,7 +267,24 @@ func (q *cq) Event() {
 // INVALID and its owner bit equals the pass bit of the consumer index; its
 // other fields are read only after a from-device barrier. The consumer index
 // goes to the doorbell record once per call.
-func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
+func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) { return q.poll(wc, nil) }
+
+// errNoStamps is PollTimestamps' error on a CQ created without
+// timestamps (preallocated: the fast path allocates nothing).
+var errNoStamps = fmt.Errorf("mlx5: PollTimestamps: %w: the CQ was created without timestamps", provider.ErrNotSupported)
+
+// PollTimestamps is Poll that also reads each CQE's timestamp (struct
+// mlx5_cqe64's timestamp, big endian: the device's free-running clock,
+// written when the CQ was created with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION).
+func (q *cq) PollTimestamps(wc []provider.WorkCompletion, ts []uint64) (int, error) {
+	if !q.stamps {
+		return 0, errNoStamps
+	}
+	return q.poll(wc, ts[:len(wc)])
+}
+
+// poll is Poll, and PollTimestamps when ts is not nil.
+func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64) (int, error) {
 	q.mu.Lock()
 	if q.closed || q.dead != nil || q.ctx.lost.Load() {
 		err := q.stopped()
@@ -293,6 +312,9 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 		if !ok {
 			q.stray++
 			continue
+		}
+		if ts != nil {
+			ts[n] = be.Uint64(c[cqeTimestamp:])
 		}
 		n++
 	}
@@ -390,3 +412,5 @@ func (q *cq) stopped() error {
 	}
 	return q.dead
 }
+
+var _ provider.TimestampPoller = (*cq)(nil)

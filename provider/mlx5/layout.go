@@ -62,6 +62,7 @@ const (
 	cqeSrqnUidx     = 32
 	cqeImmInvalPkey = 36
 	cqeByteCnt      = 44
+	cqeTimestamp    = 48
 	cqeSopDropQpn   = 56
 	cqeWqeCounter   = 60
 	cqeOpOwn        = 63

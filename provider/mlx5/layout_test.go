@@ -44,6 +44,7 @@ func TestCodecOffsets(t *testing.T) {
 		{"mlx5_cqe64", "srqn_uidx", cqeSrqnUidx, 4},
 		{"mlx5_cqe64", "imm_inval_pkey", cqeImmInvalPkey, 4},
 		{"mlx5_cqe64", "byte_cnt", cqeByteCnt, 4},
+		{"mlx5_cqe64", "timestamp", cqeTimestamp, 8},
 		{"mlx5_cqe64", "sop_drop_qpn", cqeSopDropQpn, 4},
 		{"mlx5_cqe64", "wqe_counter", cqeWqeCounter, 2},
 		{"mlx5_cqe64", "op_own", cqeOpOwn, 1},

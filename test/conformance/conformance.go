@@ -130,6 +130,9 @@ var tests = []struct {
 	{"SignalAll", testSignalAll},
 	{"Fence", testFence},
 	{"OneDoorbell", testOneDoorbell},
+	{"WRBatch", testWRBatch},
+	{"WRBatchUD", testWRBatchUD},
+	{"AHFromWC", testAHFromWC},
 	{"SRQ", testSRQ},
 	{"UD", testUD},
 	{"UC", testUC},
@@ -147,6 +150,8 @@ var tests = []struct {
 	{"Events", testEvents},
 	{"SolicitedEvents", testSolicited},
 	{"CQWait", testCQWait},
+	{"CQPoll", testCQPoll},
+	{"CQTimestamps", testCQTimestamps},
 	{"FastPathAllocs", testAllocs},
 	{"NothingLost", testNothingLost},
 }
@@ -278,6 +283,7 @@ type qpConfig struct {
 	minRNRTimer uint8 // default 1 (0.01 ms)
 	noRetryRNR  bool  // use rnrRetry 0
 	access      uverbs.Access
+	timestamps  bool // the CQ stamps completions (CQOptions.Timestamps)
 }
 
 func (c *qpConfig) defaults() {
@@ -312,7 +318,7 @@ func (c *qpConfig) defaults() {
 func (e *env) newEnd(t *testing.T, s *side, c qpConfig) *end {
 	t.Helper()
 	c.defaults()
-	cq, err := s.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel})
+	cq, err := s.ctx.CreateCQ(c.cqe, uverbs.CQOptions{Channel: c.channel, Timestamps: c.timestamps})
 	if err != nil {
 		t.Fatalf("CreateCQ: %v", err)
 	}

@@ -151,6 +151,22 @@ func (d *Device) asyncEvent(ctx *ucontext, element uint64, typ uint32) {
 
 // ---- CQEs ----
 
+// cqCreateFlags are the CREATE_CQ flags the model accepts: completion
+// timestamps (mlx5_ib_create_cq also takes IGNORE_OVERRUN, which the model
+// does not model: it refuses it).
+const cqCreateFlags = abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
+
+// clockKHz is the model's device_frequency_khz: 1 GHz, a tick a nanosecond.
+const clockKHz = 1000000
+
+// clockEpoch is when the model's free-running clock read 0.
+var clockEpoch = time.Now()
+
+// clockTicks reads the free-running clock that stamps CQEs (63 bits).
+func clockTicks() uint64 {
+	return uint64(time.Since(clockEpoch).Nanoseconds()) * clockKHz / 1000000 & (1<<63 - 1)
+}
+
 // writeCQE writes e (a 64-byte CQE without its owner bit) at the CQ's
 // producer index, owner bit last, then raises an event if the CQ is armed
 // for it.
@@ -166,6 +182,9 @@ func (d *Device) writeCQE(c *mcq, e *[cqe64]byte) {
 		return
 	}
 	e[cOpOwn] = e[cOpOwn]&^1 | byte(c.pi>>c.log)&1
+	if c.stamps {
+		be.PutUint64(e[cTimestamp:], clockTicks())
+	}
 	off := int(c.pi&(n-1))*c.cqeSize + c.cqeSize - cqe64
 	dst := c.buf[off : off+cqe64]
 	copy(dst[:cWqeCounter], e[:cWqeCounter])

@@ -202,6 +202,7 @@ func init() {
 		abi.IB_USER_VERBS_EX_CMD_CREATE_CQ:    {size[abi.IbUverbsExCreateCq](), size[abi.IbUverbsCreateCqResp](), (*ufile).cmdExCreateCQ},
 		abi.IB_USER_VERBS_EX_CMD_CREATE_QP:    {size[abi.IbUverbsExCreateQp](), size[abi.IbUverbsCreateQpResp](), (*ufile).cmdExCreateQP},
 		abi.IB_USER_VERBS_EX_CMD_MODIFY_QP:    {size[abi.IbUverbsExModifyQp](), 0, (*ufile).cmdExModifyQP},
+		abi.IB_USER_VERBS_EX_CMD_MODIFY_CQ:    {size[abi.IbUverbsExModifyCq](), 0, (*ufile).cmdExModifyCQ},
 	}
 }
 

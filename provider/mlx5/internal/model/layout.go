@@ -48,6 +48,7 @@ const (
 	cSrqnUidx   = 32
 	cImm        = 36
 	cByteCnt    = 44
+	cTimestamp  = 48
 	cSopDropQpn = 56
 	cWqeCounter = 60
 	cOpOwn      = 63

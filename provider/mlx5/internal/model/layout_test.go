@@ -39,6 +39,7 @@ func TestModelOffsets(t *testing.T) {
 		{"mlx5_cqe64", "srqn_uidx", cSrqnUidx},
 		{"mlx5_cqe64", "imm_inval_pkey", cImm},
 		{"mlx5_cqe64", "byte_cnt", cByteCnt},
+		{"mlx5_cqe64", "timestamp", cTimestamp},
 		{"mlx5_cqe64", "sop_drop_qpn", cSopDropQpn},
 		{"mlx5_cqe64", "wqe_counter", cWqeCounter},
 		{"mlx5_cqe64", "op_own", cOpOwn},

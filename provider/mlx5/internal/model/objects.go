@@ -100,6 +100,9 @@ type mcq struct {
 	db         []byte
 	log        uint32
 	cqeSize    int
+	stamps     bool   // IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION: CQEs carry the clock
+	modCount   uint16 // event moderation (MODIFY_CQ): completions per event
+	modPeriod  uint16 // and microseconds; recorded, not applied to events
 	pi         uint32
 	uar        *uarPage
 	users      int

@@ -125,12 +125,13 @@ func (u *ufile) ioctl(c *call) error {
 		if v, ok := c.u64(abi.UVERBS_ATTR_CREATE_CQ_COMP_CHANNEL); ok {
 			ch = int64(int32(v))
 		}
-		if f, _ := c.u64(abi.UVERBS_ATTR_CREATE_CQ_FLAGS); f != 0 {
+		f, _ := c.u64(abi.UVERBS_ATTR_CREATE_CQ_FLAGS)
+		if f&^cqCreateFlags != 0 {
 			return unix.EOPNOTSUPP
 		}
 		din, _ := c.in(attrUHWIn)
 		dout, _ := c.out(attrUHWOut)
-		q, err := u.createCQ(uh, uint32(cqe), int(ch), din, dout)
+		q, err := u.createCQ(uh, uint32(cqe), int(ch), din, dout, f)
 		if err != nil {
 			return err
 		}
@@ -420,6 +421,11 @@ func (u *ufile) cmdQueryDevice(in, out, din, dout []byte) error {
 
 func (u *ufile) cmdExQueryDevice(in, out, din, dout []byte) error {
 	r := abi.IbUverbsExQueryDeviceResp{Base: u.d.deviceAttr()}
+	// mlx5_ib_query_device: a 63-bit free-running clock at the device's
+	// frequency (MLX5_CAP_GEN device_frequency_khz).
+	r.TimestampMask, r.HcaCoreClock = 1<<63-1, clockKHz
+	// MLX5_CAP_GEN(cq_moderation): MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD.
+	r.CqModerationCaps = abi.IbUverbsCqModerationCaps{MaxCqModerationCount: maxCQCount, MaxCqModerationPeriod: maxCQPeriod}
 	r.ResponseLength = uint32(min(len(out), size[abi.IbUverbsExQueryDeviceResp]()))
 	clear(out)
 	copy(out, abi.Bytes(&r))

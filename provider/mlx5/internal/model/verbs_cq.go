@@ -9,7 +9,7 @@ import (
 
 // createCQ is the mlx5 driver's CQ creation: the ring and doorbell record
 // are the provider's memory, described by mlx5_ib_create_cq.
-func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []byte) (*mcq, error) {
+func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []byte, flags uint64) (*mcq, error) {
 	d, ctx := u.d, u.ctx
 	var req abi.Mlx5IbCreateCq
 	if len(din) < 24 {
@@ -41,7 +41,8 @@ func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []by
 		}
 	}
 	n := pow2(cqe + 1)
-	q := &mcq{ctx: ctx, userHandle: userHandle, ch: ch, cqeSize: int(req.CqeSize), log: uint32(bits.TrailingZeros32(n)), uar: p}
+	q := &mcq{ctx: ctx, userHandle: userHandle, ch: ch, cqeSize: int(req.CqeSize), log: uint32(bits.TrailingZeros32(n)), uar: p,
+		stamps: flags&abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION != 0}
 	pins, v, err := pinRanges([2]uint64{req.BufAddr, uint64(n) * uint64(q.cqeSize)}, [2]uint64{req.DbAddr, 8})
 	if err != nil {
 		return nil, err
@@ -68,7 +69,7 @@ func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []by
 func (u *ufile) cmdCreateCQ(in, out, din, dout []byte) error {
 	var req abi.IbUverbsCreateCq
 	copy(abi.Bytes(&req), in)
-	q, err := u.createCQ(req.UserHandle, req.Cqe, int(req.CompChannel), din, dout)
+	q, err := u.createCQ(req.UserHandle, req.Cqe, int(req.CompChannel), din, dout, 0)
 	if err != nil {
 		return err
 	}
@@ -80,10 +81,10 @@ func (u *ufile) cmdCreateCQ(in, out, din, dout []byte) error {
 func (u *ufile) cmdExCreateCQ(in, out, din, dout []byte) error {
 	var req abi.IbUverbsExCreateCq
 	copy(abi.Bytes(&req), in)
-	if req.CompMask != 0 || req.Flags != 0 {
+	if req.CompMask != 0 || req.Flags&^cqCreateFlags != 0 {
 		return unix.EOPNOTSUPP
 	}
-	q, err := u.createCQ(req.UserHandle, req.Cqe, int(req.CompChannel), din, dout)
+	q, err := u.createCQ(req.UserHandle, req.Cqe, int(req.CompChannel), din, dout, uint64(req.Flags))
 	if err != nil {
 		return err
 	}
@@ -173,4 +174,54 @@ func (u *ufile) cmdDestroyCQ(in, out, din, dout []byte) error {
 	}
 	copy(out, abi.Bytes(&r))
 	return nil
+}
+
+// The CQ moderation limits mlx5_ib reports and checks (MLX5_MAX_CQ_COUNT,
+// MLX5_MAX_CQ_PERIOD).
+const (
+	maxCQCount  = 1<<16 - 1
+	maxCQPeriod = 1<<12 - 1
+)
+
+// cmdExModifyCQ is ib_uverbs_ex_modify_cq then mlx5_ib_modify_cq: the
+// core refuses a zero attr_mask or reserved bits (EINVAL) and attributes
+// beyond IB_CQ_MODERATE (EOPNOTSUPP); mlx5 a period over its limit.
+func (u *ufile) cmdExModifyCQ(in, out, din, dout []byte) error {
+	var req abi.IbUverbsExModifyCq
+	copy(abi.Bytes(&req), in)
+	switch {
+	case req.AttrMask == 0 || req.Reserved != 0:
+		return unix.EINVAL
+	case req.AttrMask > 1:
+		return unix.EOPNOTSUPP
+	}
+	q, ok := u.ctx.objs[req.CqHandle].(*mcq)
+	if !ok || req.Attr.CqPeriod > maxCQPeriod {
+		return unix.EINVAL
+	}
+	q.modCount, q.modPeriod = req.Attr.CqCount, req.Attr.CqPeriod
+	return nil
+}
+
+// CQModeration returns the event moderation MODIFY_CQ set on the CQ
+// numbered cqn (count, period), and whether the CQ exists.
+func (d *Device) CQModeration(cqn uint32) (count, period uint16, ok bool) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	q := d.cqs[cqn]
+	if q == nil {
+		return 0, 0, false
+	}
+	return q.modCount, q.modPeriod, true
+}
+
+// CQNs lists the numbers of the device's CQs.
+func (d *Device) CQNs() []uint32 {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	var ns []uint32
+	for n := range d.cqs {
+		ns = append(ns, n)
+	}
+	return ns
 }
