@@ -171,6 +171,10 @@ func TestRigPeerDies(t *testing.T) {
 	if !errors.Is(c.ID.Err(), rdmacm.ErrDisconnected) {
 		t.Errorf("Err = %v", c.ID.Err())
 	}
+	// Done closes only after the QP is in ERR (no race with State).
+	if s := c.QP.State(); s != uverbs.QPStateErr {
+		t.Errorf("QP.State() = %v once Done is closed, want ERR", s)
+	}
 	wc := make([]uverbs.WorkCompletion, posted)
 	got := 0
 	for got < posted {
