@@ -92,8 +92,19 @@ func (s *session) printInfo() {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", s.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	onOff, method := "OFF", "Ethernet"
+	if c.rdmaCM {
+		onOff = "ON"
+	}
+	if c.commCM {
+		method = "rdma_cm"
+	}
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff)
+	fmt.Fprintf(w, " Data ex. method : %s", method)
+	if c.rdmaCM && c.server == "" {
+		fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, resultLine)
 }
 
