@@ -97,14 +97,23 @@ func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
 	}
 }
 
-// cmDial is rdma_client_connect for the exchange.
-func cmDial(host string, port int) (*comm, error) {
+// cmDial is rdma_client_connect for the exchange, from source when it is
+// not empty (--source_ip).
+func cmDial(host string, port int, source string) (*comm, error) {
 	a, err := resolve4(host)
 	if err != nil {
 		return nil, err
 	}
 	l := &cmLink{}
-	c, err := dialRetry(netip.AddrPortFrom(a, uint16(port)), l.config())
+	cfg := l.config()
+	if source != "" {
+		src, err := resolve4(source)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = netip.AddrPortFrom(src, 0)
+	}
+	c, err := dialRetry(netip.AddrPortFrom(a, uint16(port)), cfg)
 	if err != nil {
 		l.close()
 		return nil, failf("Unable to perform rdma_client function: %v", err)
@@ -113,11 +122,27 @@ func cmDial(host string, port int) (*comm, error) {
 	return &comm{cm: l, client: true}, nil
 }
 
-// cmAccept is rdma_server_connect for the exchange: listen on port, accept
-// one client, stop listening.
-func cmAccept(port int) (*comm, error) {
+// listenAddr is the server's rdma_cm address: --source_ip or any.
+func listenAddr(source string, port int) (netip.AddrPort, error) {
+	a := netip.IPv4Unspecified()
+	if source != "" {
+		var err error
+		if a, err = resolve4(source); err != nil {
+			return netip.AddrPort{}, err
+		}
+	}
+	return netip.AddrPortFrom(a, uint16(port)), nil
+}
+
+// cmAccept is rdma_server_connect for the exchange: listen on port (of
+// source, when not empty), accept one client, stop listening.
+func cmAccept(port int, source string) (*comm, error) {
 	l := &cmLink{}
-	ln, err := rdmacm.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(port)), &rdmacm.Config{Backlog: 1})
+	addr, err := listenAddr(source, port)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: 1})
 	if err != nil {
 		return nil, failf(" rdma_bind_addr failed: %v", err)
 	}
@@ -253,6 +278,16 @@ func (s *session) cmConnect() error {
 		if err != nil {
 			return err
 		}
+		if c.sourceIP != "" {
+			// perftest resolves the test's connections without a source;
+			// goverbs uses --source_ip for them too, so they take the
+			// same path as the exchange's.
+			src, err := resolve4(c.sourceIP)
+			if err != nil {
+				return err
+			}
+			cfg.Source = netip.AddrPortFrom(src, 0)
+		}
 		for range c.numQP {
 			conn, err := dialRetry(netip.AddrPortFrom(a, uint16(c.port)), cfg)
 			if err != nil {
@@ -262,7 +297,11 @@ func (s *session) cmConnect() error {
 			s.qps = append(s.qps, conn.QP)
 		}
 	} else {
-		ln, err := rdmacm.Listen(netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(c.port)), &rdmacm.Config{Backlog: c.numQP})
+		addr, err := listenAddr(c.sourceIP, c.port)
+		if err != nil {
+			return err
+		}
+		ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP})
 		if err != nil {
 			return failf("Failed to bind RDMA CM address on the server: %v", err)
 		}

@@ -90,6 +90,7 @@ type config struct {
 	server      string   // the server to connect to ("": be the server)
 	rdmaCM      bool     // -R: the test's QPs connected through rdma_cm (implies commCM)
 	commCM      bool     // -z: the exchange over an rdma_cm connection instead of TCP
+	sourceIP    string   // --source_ip: the rdma_cm source (client) or bound address (server)
 	cpuFreqWarn bool     // -F
 	notes       []string // perftest's remarks on the options, printed first
 }
@@ -102,6 +103,7 @@ const (
 	optUseSRQ
 	optOutput
 	optDontXchg
+	optSourceIP
 )
 
 var options = []getopt.Option{
@@ -118,7 +120,7 @@ var options = []getopt.Option{
 	{Short: 'U', Long: "report-unsorted"}, {Short: 'g', Long: "mcg"}, {Short: 'O', Long: "dualport"},
 	{Short: 'X', Long: "vector", Arg: true}, {Short: 'T', Long: "tos", Arg: true}, {Short: optReportGbits, Long: "report_gbits"},
 	{Short: optRunInfinitely, Long: "run_infinitely"}, {Short: optUseSRQ, Long: "use-srq"}, {Short: optOutput, Long: "output", Arg: true},
-	{Short: optDontXchg, Long: "dont_xchg_versions"},
+	{Short: optDontXchg, Long: "dont_xchg_versions"}, {Short: optSourceIP, Long: "source_ip", Arg: true},
 }
 
 // unsupported options are recognised and refused, never silently ignored.
@@ -243,6 +245,8 @@ func parse(t test, args []string) (config, error) {
 			_, err = num(0, 31, "QP timeout")
 		case 'S':
 			c.sl, err = num(0, 15, "SL")
+		case optSourceIP:
+			c.sourceIP = o.Arg
 		case 'R':
 			c.rdmaCM, c.commCM = true, true
 		case 'z':
@@ -409,5 +413,6 @@ Options:
   -V, --version  Display version number
       --report_gbits  Report Max/Average BW of test in Gbit/sec
   -R, --rdma_cm  Connect QPs with rdma_cm and run test on those QPs
-  -z, --comm_rdma_cm  Communicate with rdma_cm module to exchange data - use regular QPs`, t.name)
+  -z, --comm_rdma_cm  Communicate with rdma_cm module to exchange data - use regular QPs
+      --source_ip  Source IP of the interface used for connection establishment. By default taken from routing table.`, t.name)
 }

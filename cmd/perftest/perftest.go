@@ -81,12 +81,12 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 	if c.server == "" {
 		fmt.Fprintf(out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
 		if c.commCM {
-			s.comm, err = cmAccept(c.port)
+			s.comm, err = cmAccept(c.port, c.sourceIP)
 		} else {
 			s.comm, err = accept(c.port)
 		}
 	} else if c.commCM {
-		s.comm, err = cmDial(c.server, c.port)
+		s.comm, err = cmDial(c.server, c.port, c.sourceIP)
 	} else {
 		s.comm, err = dial(c.server, c.port)
 	}

@@ -187,18 +187,25 @@ var pairs = []pair{{"goverbs-server", true, false}, {"goverbs-client", false, tr
 // perftest side, and sane figures on the sides that report.
 func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string, flags []string, iters int) {
 	t.Helper()
+	perftestSides(t, test, p, srvDev, cliDev, host, flags, nil, nil, iters)
+}
+
+// perftestSides is perftestCase with flags for one side only (srvFlags,
+// cliFlags) after the common ones.
+func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host string, flags, srvFlags, cliFlags []string, iters int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	port := nextPort()
 	// -F: perftest's TSC calibration fails under TCG without it.
 	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
-	srv := start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, args, ""))
+	srv := start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, append(slices.Clip(args), srvFlags...), ""))
 	if slices.Contains(flags, "-R") || slices.Contains(flags, "-z") {
 		waitCMListen(t, srv, port, time.Minute)
 	} else {
 		waitListen(t, srv, port, time.Minute)
 	}
-	cli := start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, args, host))
+	cli := start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, append(slices.Clip(args), cliFlags...), host))
 	cerr, serr := cli.wait(), srv.wait()
 	if cerr != nil || serr != nil {
 		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.output(), cli.output())
@@ -394,9 +401,15 @@ func TestInteropRDMACMRig(t *testing.T) {
 	for _, d := range []string{"rxe0", "rxea", "rxeb"} {
 		rigtest.Device(t, d)
 	}
-	topos := []struct{ name, srvDev, cliDev, host string }{
-		{"rxe0", "rxe0", "rxe0", "10.0.2.15"},
-		{"veth", "rxeb", "rxea", "10.99.0.2"},
+	// Across the veth pair each side names its address (--source_ip): the
+	// server binds 10.99.0.2, the client resolves from 10.99.0.1, so the
+	// rig's policy routing sends the CM's packets over the pair.
+	topos := []struct {
+		name, srvDev, cliDev, host string
+		srvFlags, cliFlags         []string
+	}{
+		{"rxe0", "rxe0", "rxe0", "10.0.2.15", nil, nil},
+		{"veth", "rxeb", "rxea", "10.99.0.2", []string{"--source_ip", "10.99.0.2"}, []string{"--source_ip", "10.99.0.1"}},
 	}
 	for _, tp := range topos {
 		for _, tc := range []struct {
@@ -405,7 +418,7 @@ func TestInteropRDMACMRig(t *testing.T) {
 		}{{"send_lat", []string{"-R"}}, {"write_bw", []string{"-R", "-s", "1024"}}, {"send_lat", []string{"-z"}}} {
 			for _, p := range pairs {
 				t.Run(tp.name+"/"+tc.test+strings.Join(tc.flags, "")+"/"+p.name, func(t *testing.T) {
-					perftestCase(t, tc.test, p, tp.srvDev, tp.cliDev, tp.host, tc.flags, rigIters)
+					perftestSides(t, tc.test, p, tp.srvDev, tp.cliDev, tp.host, tc.flags, tp.srvFlags, tp.cliFlags, rigIters)
 				})
 			}
 		}
