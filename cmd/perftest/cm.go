@@ -215,13 +215,15 @@ func (l *cmLink) recv(n int) ([]byte, error) {
 	return out, nil
 }
 
+// close deregisters the MR before closing the connection (which may close
+// the channel and the device context the MR's PD is on).
 func (l *cmLink) close() error {
 	var errs []error
-	if l.conn != nil {
-		errs = append(errs, l.conn.Close())
-	}
 	if l.mr != nil {
 		errs = append(errs, l.mr.Close())
+	}
+	if l.conn != nil {
+		errs = append(errs, l.conn.Close())
 	}
 	if l.mem != nil {
 		errs = append(errs, l.mem.Close())
