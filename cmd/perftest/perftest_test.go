@@ -403,7 +403,11 @@ func TestInteropRDMACMRig(t *testing.T) {
 	}
 	// Across the veth pair each side names its address (--source_ip): the
 	// server binds 10.99.0.2, the client resolves from 10.99.0.1, so the
-	// rig's policy routing sends the CM's packets over the pair.
+	// rig's policy routing sends the CM's packets over the pair. perftest's
+	// own client does not connect across the pair in the rig, to its own
+	// server either (6.12, with and without --source_ip: its REQ ends in
+	// UNREACHABLE, the server's REP times out, reason 4), so there only
+	// goverbs' client runs: against perftest's server and goverbs'.
 	topos := []struct {
 		name, srvDev, cliDev, host string
 		srvFlags, cliFlags         []string
@@ -417,6 +421,9 @@ func TestInteropRDMACMRig(t *testing.T) {
 			flags []string
 		}{{"send_lat", []string{"-R"}}, {"write_bw", []string{"-R", "-s", "1024"}}, {"send_lat", []string{"-z"}}} {
 			for _, p := range pairs {
+				if tp.name == "veth" && !p.cliOurs {
+					continue
+				}
 				t.Run(tp.name+"/"+tc.test+strings.Join(tc.flags, "")+"/"+p.name, func(t *testing.T) {
 					perftestSides(t, tc.test, p, tp.srvDev, tp.cliDev, tp.host, tc.flags, tp.srvFlags, tp.cliFlags, rigIters)
 				})

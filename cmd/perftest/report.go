@@ -112,10 +112,16 @@ func (s *session) printInfo() {
 func (s *session) printDest(side string, d dest) {
 	w := s.out
 	fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.lid), 4), cHex(uint64(d.qpn), 6), cHex(uint64(d.psn), 6))
-	if s.c.verb == verbRead {
+	// perftest prints by its exchange's verb, which is SEND when the
+	// exchange runs over rdma_cm (-R, -z): then no OUT, RKey or VAddr.
+	verb := s.c.verb
+	if s.c.commCM {
+		verb = verbSend
+	}
+	if verb == verbRead {
 		fmt.Fprintf(w, " OUT %s", cHex(uint64(d.outReads), 4))
 	}
-	if s.c.verb == verbRead || s.c.verb == verbWrite {
+	if verb == verbRead || verb == verbWrite {
 		fmt.Fprintf(w, " RKey %s VAddr %s", cHex(uint64(d.rkey), 8), cHex(d.vaddr, 16))
 	}
 	fmt.Fprintln(w)
