@@ -68,7 +68,7 @@ func TestRigCMSteps(t *testing.T) {
 	const reps = 20
 	ctx := rigCtx(t, 600*time.Second)
 	tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7490")
-	time.Sleep(500 * time.Millisecond)
+	time.Sleep(2 * time.Second)
 	dst := netip.AddrPortFrom(addrRXE0, 7490)
 	ch, err := rdmacm.Open()
 	if err != nil {
@@ -101,6 +101,13 @@ func TestRigCMSteps(t *testing.T) {
 		c := cfg
 		c.Prepare = func(*rdmacm.Conn) error { prepared = time.Now(); return nil }
 		conn, err := rdmacm.Dial(ctx, dst, &c)
+		for try := 1; err != nil && try < 10; try++ {
+			// Seen on 6.1: cmtime's server refused the first connection
+			// (reason 28, its accept failed) right after it started.
+			t.Logf("Dial %d: %v", try, err)
+			time.Sleep(200 * time.Millisecond)
+			conn, err = rdmacm.Dial(ctx, dst, &c)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
