@@ -42,6 +42,11 @@ type Config struct {
 	// closed with the device (when the event channel closes), never by a
 	// connection. Ignored with PollOnly or a caller's PD.
 	SharedCompChannel bool
+	// SendCQ and RecvCQ, when SendCQ is set, are the caller's CQs for the
+	// QP (RecvCQ nil: SendCQ), on the device the CM chose, in place of a
+	// CQ of the connection's own: Conn.CQ is then nil, and Close leaves
+	// them open. CQEntries and PollOnly do not apply.
+	SendCQ, RecvCQ *uverbs.CQ
 	// SignalAll makes every send complete (sq_sig_all).
 	SignalAll bool
 	// PrivateData is sent with the connect request (at most 56 bytes on
@@ -223,26 +228,31 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 		}
 		return nil, err
 	}
-	var opt uverbs.CQOptions
-	if !cfg.PollOnly && cfg.SharedCompChannel && c.dev != nil {
-		ch, err := c.dev.sharedComp()
+	sendCQ, recvCQ := cfg.SendCQ, cfg.RecvCQ
+	if sendCQ == nil {
+		var opt uverbs.CQOptions
+		if !cfg.PollOnly && cfg.SharedCompChannel && c.dev != nil {
+			ch, err := c.dev.sharedComp()
+			if err != nil {
+				return fail(opError("CreateQP", err))
+			}
+			opt.Channel = ch
+		} else if !cfg.PollOnly {
+			ch, err := ctx.CreateCompChannel()
+			if err != nil {
+				return fail(opError("CreateQP", err))
+			}
+			c.comp, opt.Channel = ch, ch
+		}
+		cq, err := ctx.CreateCQ(cfg.CQEntries, opt)
 		if err != nil {
 			return fail(opError("CreateQP", err))
 		}
-		opt.Channel = ch
-	} else if !cfg.PollOnly {
-		ch, err := ctx.CreateCompChannel()
-		if err != nil {
-			return fail(opError("CreateQP", err))
-		}
-		c.comp, opt.Channel = ch, ch
+		c.CQ, sendCQ, recvCQ = cq, cq, cq
+	} else if recvCQ == nil {
+		recvCQ = sendCQ
 	}
-	cq, err := ctx.CreateCQ(cfg.CQEntries, opt)
-	if err != nil {
-		return fail(opError("CreateQP", err))
-	}
-	c.CQ = cq
-	qp, err := pd.CreateQP(uverbs.QPInit{Type: id.qpType, SendCQ: cq, RecvCQ: cq, Cap: cfg.Cap, SignalAll: cfg.SignalAll})
+	qp, err := pd.CreateQP(uverbs.QPInit{Type: id.qpType, SendCQ: sendCQ, RecvCQ: recvCQ, Cap: cfg.Cap, SignalAll: cfg.SignalAll})
 	if err != nil {
 		return fail(opError("CreateQP", err))
 	}
@@ -541,6 +551,14 @@ func (r *ConnRequest) PrivateData() []byte { return r.Event.PrivateData }
 // returning when the connection is ESTABLISHED (RC) or the reply is sent
 // (UD).
 func (r *ConnRequest) Accept(ctx context.Context, privateData []byte) (*Conn, error) {
+	return r.AcceptWith(ctx, privateData, nil)
+}
+
+// AcceptConfig is Accept with cfg in place of the listener's Config (its
+// Channel, Setup and Backlog do not apply): for a QP on the caller's PD and
+// CQs, made once the request says which device it came in on.
+func (r *ConnRequest) AcceptConfig(ctx context.Context, privateData []byte, cfg *Config) (*Conn, error) {
+	r.cfg = cfg
 	return r.AcceptWith(ctx, privateData, nil)
 }
 

@@ -103,29 +103,46 @@ func (id *ID) deliver(ev Event) {
 		poke(id.sig)
 		return
 	case ev.Type.async():
+		breaks := id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval)
+		qp := id.qp
+		id.mu.Unlock()
+		if breaks {
+			// Before anyone can see the event (NextEvent, Done, Err): the
+			// QP is in ERR, so its posted work requests complete with
+			// flush errors and QP.State says so, and on DEVICE_REMOVAL the
+			// uverbs contexts wake their waiters (CQ.Wait, NextAsyncEvent):
+			// the kernel deletes the uverbs device node only after every
+			// CM ID on the device is destroyed, so they cannot see it yet.
+			id.flush(qp)
+			if ev.Type == EventDeviceRemoval {
+				if qp != nil {
+					qp.PD().Context().DeviceRemoved()
+				}
+				if id.dev != nil && id.dev.ctx != nil {
+					id.dev.ctx.DeviceRemoved()
+				}
+			}
+		}
+		id.mu.Lock()
 		id.async = append(id.async, ev)
-		first := false
-		if id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval) {
+		if breaks {
 			id.broken = ErrDisconnected
 			if ev.Type == EventDeviceRemoval {
 				id.broken = ErrDeviceRemoved
 			}
 			close(id.brokenCh)
-			first = true
 		}
-		qp := id.qp
 		id.mu.Unlock()
 		poke(id.asig)
 		if ev.Type == EventDeviceRemoval && id.dev != nil {
 			id.ch.removeDevice(id.dev)
 		}
-		if first {
-			// Flush the QP, and answer the peer's DREQ with a DREP
-			// (librdmacm leaves both to the application, which must
-			// call rdma_disconnect; the kernel does it for its own
-			// users' QPs). An extra DISCONNECT after our own is refused
-			// by the CM and ignored.
-			go id.flush(qp, ev.Type == EventDisconnected)
+		if breaks && ev.Type == EventDisconnected {
+			// Answer the peer's DREQ with a DREP (librdmacm leaves that to
+			// the application, which must call rdma_disconnect; the
+			// kernel does it for its own users' QPs). An extra DISCONNECT
+			// after our own is refused by the CM and ignored.
+			go id.Disconnect()
 		}
 		return
 	}
@@ -135,14 +152,11 @@ func (id *ID) deliver(ev Event) {
 }
 
 // flush moves the ID's QP to ERR, so its posted work requests complete
-// with flush errors, and answers a disconnect request.
-func (id *ID) flush(qp *uverbs.QP, disconnect bool) {
+// with flush errors.
+func (id *ID) flush(qp *uverbs.QP) {
 	if qp != nil {
 		a := uverbs.QPAttr{State: uverbs.QPStateErr}
 		_ = qp.Modify(&a, uverbs.QPAttrState) // fails once the QP is closed: nothing to flush
-	}
-	if disconnect {
-		_ = id.Disconnect()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 func sh(t *testing.T, args ...string) {
@@ -101,6 +102,21 @@ func TestRigDeviceRemoval(t *testing.T) {
 			t.Errorf("connection %d: Err %v", i, c.ID.Err())
 		}
 	}
+	// DEVICE_REMOVAL woke the blocked CQ.Wait (rdmacm tells the uverbs
+	// context; the kernel deletes the uverbs node only after the CM IDs go).
+	select {
+	case err := <-blocked:
+		if !errors.Is(err, unix.ENODEV) {
+			t.Errorf("CQ.Wait blocked during the removal returned %v, want ENODEV", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("CQ.Wait blocked during the removal did not return on DEVICE_REMOVAL")
+	}
+	for i, c := range conns {
+		if s := c.QP.State(); s != uverbs.QPStateErr {
+			t.Errorf("connection %d: QP.State() = %v after DEVICE_REMOVAL, want ERR", i, s)
+		}
+	}
 	select {
 	case err := <-delDone:
 		t.Fatalf("rdma link delete finished (%v) with connections open", err)
@@ -118,12 +134,6 @@ func TestRigDeviceRemoval(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("rdma link delete still waiting 30s after the connections closed")
-	}
-	select {
-	case err := <-blocked:
-		t.Logf("CQ.Wait blocked during the removal returned %v", err)
-	case <-time.After(10 * time.Second):
-		t.Error("CQ.Wait blocked during the removal did not return")
 	}
 	for i, c := range clients {
 		select {

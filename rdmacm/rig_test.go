@@ -174,6 +174,13 @@ func TestRigConnectRXE(t *testing.T) {
 				if err != nil || ev.Type != rdmacm.EventDisconnected {
 					t.Fatalf("conn %d after Disconnect: %v, %v", i, ev.Type, err)
 				}
+				// The QP is in ERR before the event can be read.
+				if s := conn.QP.State(); s != uverbs.QPStateErr {
+					t.Errorf("conn %d: QP.State() = %v once DISCONNECTED is read, want ERR", i, s)
+				}
+				if a, _, err := conn.QP.Query(uverbs.QPAttrState); err != nil || a.State != uverbs.QPStateErr {
+					t.Errorf("conn %d: the kernel says the QP is in %v (%v), want ERR", i, a.State, err)
+				}
 			}
 		})
 	}

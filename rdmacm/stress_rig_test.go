@@ -171,6 +171,10 @@ func TestRigPeerDies(t *testing.T) {
 	if !errors.Is(c.ID.Err(), rdmacm.ErrDisconnected) {
 		t.Errorf("Err = %v", c.ID.Err())
 	}
+	// Done closes only after the QP is in ERR (no race with State).
+	if s := c.QP.State(); s != uverbs.QPStateErr {
+		t.Errorf("QP.State() = %v once Done is closed, want ERR", s)
+	}
 	wc := make([]uverbs.WorkCompletion, posted)
 	got := 0
 	for got < posted {
@@ -361,7 +365,8 @@ func TestRigCmtime(t *testing.T) {
 	// 1000-connection client, and every later connect was rejected).
 	server := func(port int) netip.AddrPort {
 		tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", strconv.Itoa(port))
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(2 * time.Second) // under load 500 ms was not enough to listen
+
 		return netip.AddrPortFrom(addrRXE0, uint16(port))
 	}
 	server(7480)
@@ -427,10 +432,7 @@ func TestRigCmtime(t *testing.T) {
 	coldCfg.Channel = nil
 	for i := 0; i < reps; i++ {
 		start := time.Now()
-		c, err := rdmacm.Dial(ctx, dst, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := dialRetry(t, ctx, dst, cfg) // retries only while nobody listens
 		gov = append(gov, time.Since(start))
 		c.Close()
 		start = time.Now()

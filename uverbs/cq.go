@@ -231,8 +231,11 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // CompChannel.Wait does not return the CQ for them, and an event already
 // queued for CompChannel.Wait is taken over by Wait. Close of the CQ, of
 // its channel or of the Context wakes Wait, which then returns an error
-// for which errors.Is(err, ErrClosed) holds. If the device is removed, Wait
-// returns the completions still there, then an error wrapping ENODEV.
+// for which errors.Is(err, ErrClosed) holds. If the device is removed
+// (its device node deleted, or Context.DeviceRemoved called: rdmacm does on
+// DEVICE_REMOVAL), Wait returns the completions still there, then an error
+// wrapping ENODEV. These are all that wake it: a completion event, ctx,
+// Close, the channel's reader failing, the device's removal.
 func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	ch := cq.channel
 	if ch == nil {

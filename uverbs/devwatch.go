@@ -77,6 +77,17 @@ func (c *Context) readWatch(f *os.File, name string) {
 	}
 }
 
+// DeviceRemoved tells the Context that its device is being removed when
+// the device watch cannot see it yet, and wakes every waiter as the
+// deletion of the device node would: CQ.Wait and CompChannel.Wait return
+// an error wrapping ENODEV (after the completions still there),
+// NextAsyncEvent an EventDeviceFatal event. The case: the RDMA connection
+// manager's DEVICE_REMOVAL comes first, and the kernel deletes the uverbs
+// node only after every CM ID on the device is destroyed; rdmacm calls
+// DeviceRemoved for the contexts of its connections on the device. Close
+// the Context then, so the removal can finish. Idempotent.
+func (c *Context) DeviceRemoved() { c.deviceLost() }
+
 // deviceLost wakes every waiter on the context.
 func (c *Context) deviceLost() {
 	c.lostOnce.Do(func() {

@@ -108,11 +108,14 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 	return d, nil
 }
 
-// comm is the TCP connection to the peer.
+// comm is the connection to the peer: TCP, or an RC connection made with
+// rdma_cm (-R, -z; cm.go).
 type comm struct {
-	conn    net.Conn
-	client  bool
-	withGID bool
+	conn     net.Conn
+	cm       *cmLink
+	client   bool
+	withGID  bool
+	gidIndex int // sent in a binary address message
 }
 
 // dial is ethernet_client_connect: connect to the server's port.
@@ -138,11 +141,19 @@ func accept(port int) (*comm, error) {
 	return &comm{conn: c}, nil
 }
 
-func (c *comm) close() error { return c.conn.Close() }
+func (c *comm) close() error {
+	if c.cm != nil {
+		return c.cm.close()
+	}
+	return c.conn.Close()
+}
 
 // xchg sends mine and receives as many bytes from the peer (ctx_xchg_data):
 // the client writes first, the server reads first.
 func (c *comm) xchg(mine []byte) ([]byte, error) {
+	if c.cm != nil {
+		return c.xchgCM(mine)
+	}
 	theirs := make([]byte, len(mine))
 	read := func() error {
 		if _, err := io.ReadFull(c.conn, theirs); err != nil {
@@ -169,9 +180,35 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 	return theirs, nil
 }
 
+// xchgCM is xchg over rdma_cm (ctx_xchg_data_rdma).
+func (c *comm) xchgCM(mine []byte) ([]byte, error) {
+	if c.client {
+		if err := c.cm.send(mine); err != nil {
+			return nil, failf(" Unable to write to socket/rdma_cm: %v", err)
+		}
+	}
+	theirs, err := c.cm.recv(len(mine))
+	if err != nil {
+		return nil, failf(" Unable to read from socket/rdma_cm: %v", err)
+	}
+	if !c.client {
+		if err := c.cm.send(mine); err != nil {
+			return nil, failf(" Unable to write to socket/rdma_cm: %v", err)
+		}
+	}
+	return theirs, nil
+}
+
 // handshake exchanges one QP address (ctx_hand_shake). Both sides call it
 // the same number of times; several of them are only synchronisation.
 func (c *comm) handshake(mine dest) (dest, error) {
+	if c.cm != nil {
+		b, err := c.xchgCM(mine.encodeBinary(c.gidIndex))
+		if err != nil {
+			return dest{}, failf("Failed to exchange data between server and clients: %v", err)
+		}
+		return decodeBinary(b)
+	}
 	b, err := c.xchg(mine.encode(c.withGID))
 	if err != nil {
 		return dest{}, failf("Failed to exchange data between server and clients: %v", err)
@@ -297,6 +334,9 @@ func (c *comm) bwReports(mine bwReport) (bwReport, error) {
 func (c *comm) closeConn(mine dest) error {
 	if _, err := c.handshake(mine); err != nil {
 		return failf("Failed to close connection between server and client: %v", err)
+	}
+	if c.cm != nil {
+		return nil // no "done" over rdma_cm; the connection closes with the session
 	}
 	c.conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, err := c.conn.Write([]byte("done\x00"))

@@ -160,10 +160,16 @@ func TestParseDependencies(t *testing.T) {
 	if err != nil || c.cqMod != 1 || !c.noPeak {
 		t.Errorf("send_bw server -s 65536: cq_mod %d noPeak %v, %v; want 1 and true", c.cqMod, c.noPeak, err)
 	}
-	for _, bad := range [][]string{{"-R"}, {"-D", "5"}, {"-c", "XRC"}, {"-n", "2"}, {"-m", "1000"}, {"a", "b"}} {
+	for _, bad := range [][]string{{"-R", "-c", "UC"}, {"-R", "-c", "UD"}, {"-D", "5"}, {"-c", "XRC"}, {"-n", "2"}, {"-m", "1000"}, {"a", "b"}} {
 		if _, err := parse(tests[0], bad); err == nil {
 			t.Errorf("parse(%q) accepted it", bad)
 		}
+	}
+	if c, err := parse(tests[0], []string{"-R"}); err != nil || !c.rdmaCM || !c.commCM {
+		t.Errorf("send_lat -R: rdmaCM %v commCM %v, %v; want both", c.rdmaCM, c.commCM, err)
+	}
+	if c, err := parse(tests[0], []string{"-z"}); err != nil || c.rdmaCM || !c.commCM {
+		t.Errorf("send_lat -z: rdmaCM %v commCM %v, %v; want commCM only", c.rdmaCM, c.commCM, err)
 	}
 	if _, err := parse(tests[4], []string{"-e"}); err == nil || !strings.Contains(err.Error(), "WRITE") {
 		t.Errorf("write_bw -e: %v, want perftest's refusal of events on WRITE", err)
@@ -198,5 +204,28 @@ func TestResultLines(t *testing.T) {
 	s.printBW(bwReport{size: 64, iters: 1000, peak: 1.5, avg: 1.25, msgRateMpps: 0.02})
 	if !bwLine.MatchString(out.String()) {
 		t.Errorf("bwLine does not match goverbs' %q", out.String())
+	}
+}
+
+// TestBinaryDest checks rdma_write_keys' layout: struct pingpong_dest,
+// every field big-endian, vaddr at 24 after 4 bytes of padding.
+func TestBinaryDest(t *testing.T) {
+	d := dest{lid: 0x1234, outReads: 16, qpn: 0x11, psn: 0xabcdef, rkey: 0xdeadbeef, vaddr: 0x0102030405060708, srqn: 7}
+	for i := range d.gid {
+		d.gid[i] = byte(0xf0 + i)
+	}
+	b := d.encodeBinary(1)
+	want := []byte{0, 0, 0x12, 0x34, 0, 0, 0, 16, 0, 0, 0, 0x11, 0, 0xab, 0xcd, 0xef, 0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0,
+		1, 2, 3, 4, 5, 6, 7, 8}
+	if len(b) != cmMsg || string(b[:32]) != string(want) || b[32] != 0xf0 || b[47] != 0xff || b[51] != 7 || b[55] != 1 {
+		t.Fatalf("encodeBinary: % x", b)
+	}
+	got, err := decodeBinary(b)
+	d.srqn = 0 // perftest does not read it
+	if err != nil || got != d {
+		t.Errorf("decodeBinary: %+v, %v; want %+v", got, err, d)
+	}
+	if _, err := decodeBinary(b[:40]); err == nil {
+		t.Error("decodeBinary accepted 40 bytes")
 	}
 }

@@ -18,9 +18,10 @@
 // compare line by line.
 //
 // Flags: -p -d -i -m -s -a -n -x -q -t -r -l -Q -c RC|UC|UD -e -I -o -A
-// -N -F -V --report_gbits. Not supported (each refused with a message):
-// -R and -z (rdma_cm: goverbs has no rdma_cm package in this build), -D
-// (duration), -b (bidirectional), -C/-H/-U, multicast, dual port, SRQ.
+// -N -F -V --report_gbits, -R (the QPs connected through rdmacm, RC), -z
+// (the exchange over rdma_cm) and --source_ip. Not supported (each refused
+// with a message): -R with UD, -D (duration), -b (bidirectional),
+// -C/-H/-U, multicast, dual port, SRQ.
 //
 // Differences from perftest: time is read from the monotonic clock
 // (nanoseconds) rather than the TSC, so -F only silences nothing; RDMA

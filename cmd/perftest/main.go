@@ -88,6 +88,9 @@ type config struct {
 	atomicCAS   bool     // -A CMP_AND_SWAP (default FETCH_AND_ADD)
 	sl          int      // -S
 	server      string   // the server to connect to ("": be the server)
+	rdmaCM      bool     // -R: the test's QPs connected through rdma_cm (implies commCM)
+	commCM      bool     // -z: the exchange over an rdma_cm connection instead of TCP
+	sourceIP    string   // --source_ip: the rdma_cm source (client) or bound address (server)
 	cpuFreqWarn bool     // -F
 	notes       []string // perftest's remarks on the options, printed first
 }
@@ -100,6 +103,7 @@ const (
 	optUseSRQ
 	optOutput
 	optDontXchg
+	optSourceIP
 )
 
 var options = []getopt.Option{
@@ -116,13 +120,11 @@ var options = []getopt.Option{
 	{Short: 'U', Long: "report-unsorted"}, {Short: 'g', Long: "mcg"}, {Short: 'O', Long: "dualport"},
 	{Short: 'X', Long: "vector", Arg: true}, {Short: 'T', Long: "tos", Arg: true}, {Short: optReportGbits, Long: "report_gbits"},
 	{Short: optRunInfinitely, Long: "run_infinitely"}, {Short: optUseSRQ, Long: "use-srq"}, {Short: optOutput, Long: "output", Arg: true},
-	{Short: optDontXchg, Long: "dont_xchg_versions"},
+	{Short: optDontXchg, Long: "dont_xchg_versions"}, {Short: optSourceIP, Long: "source_ip", Arg: true},
 }
 
 // unsupported options are recognised and refused, never silently ignored.
 var unsupported = map[rune]string{
-	'R': "-R (rdma_cm connection) is not supported yet: goverbs has no rdma_cm package in this build (ErrNotSupported); use the TCP exchange",
-	'z': "-z (rdma_cm for the exchange) is not supported yet: goverbs has no rdma_cm package in this build (ErrNotSupported)",
 	'b': "-b (bidirectional) is not supported by goverbs' perftest",
 	'C': "-C (report cycles) is not supported: goverbs measures in nanoseconds",
 	'H': "-H (histogram) is not supported by goverbs' perftest", 'U': "-U (unsorted) is not supported by goverbs' perftest",
@@ -243,6 +245,12 @@ func parse(t test, args []string) (config, error) {
 			_, err = num(0, 31, "QP timeout")
 		case 'S':
 			c.sl, err = num(0, 15, "SL")
+		case optSourceIP:
+			c.sourceIP = o.Arg
+		case 'R':
+			c.rdmaCM, c.commCM = true, true
+		case 'z':
+			c.commCM = true
 		case 'x':
 			c.gidx, err = num(0, 64, "Gid index")
 		case 'a':
@@ -314,6 +322,12 @@ func (c *config) dependencies(txSet, rxSet bool) error {
 	}
 	if (c.verb == verbRead || c.verb == verbAtomic) && c.conn == connUC {
 		return failf("%s does not run on UC QPs", c.verb)
+	}
+	if c.rdmaCM && c.conn == connUC {
+		return failure(" UC is not supported in librdmacm") // perftest's words
+	}
+	if c.rdmaCM && c.conn == connUD {
+		return failure("-R with UD (the QPN and AH from the CM's UD parameters) is not supported by goverbs' perftest yet")
 	}
 	if c.kind == lat && c.postList > 1 {
 		return failure("post list is for bandwidth tests")
@@ -398,5 +412,7 @@ Options:
   -F, --CPU-freq  Do not fail even if cpufreq_ondemand module is loaded
   -V, --version  Display version number
       --report_gbits  Report Max/Average BW of test in Gbit/sec
-  -R, --rdma_cm  Connect QPs with rdma_cm (not supported yet)`, t.name)
+  -R, --rdma_cm  Connect QPs with rdma_cm and run test on those QPs
+  -z, --comm_rdma_cm  Communicate with rdma_cm module to exchange data - use regular QPs
+      --source_ip  Source IP of the interface used for connection establishment. By default taken from routing table.`, t.name)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -43,6 +44,7 @@ type session struct {
 	sendCQ   *uverbs.CQ
 	recvCQ   *uverbs.CQ // sendCQ itself except for send tests
 	qps      []*uverbs.QP
+	cmConns  []*rdmacm.Conn // -R: the connections the QPs belong to
 	ahs      []*uverbs.AH
 	mtu      uverbs.MTU // the path MTU both sides agreed on
 	cycle    int        // cycle buffer: the larger page size of the two sides
@@ -71,19 +73,38 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 		fmt.Fprint(out, resultLine)
 		fmt.Fprintln(out, n)
 	}
-	if err := s.open(); err != nil {
-		return err
+	if !c.commCM {
+		if err := s.open(); err != nil {
+			return err
+		}
 	}
 	if c.server == "" {
 		fmt.Fprintf(out, "\n************************************\n* Waiting for client to connect... *\n************************************\n")
-		s.comm, err = accept(c.port)
+		if c.commCM {
+			s.comm, err = cmAccept(c.port, c.sourceIP)
+		} else {
+			s.comm, err = accept(c.port)
+		}
+	} else if c.commCM {
+		s.comm, err = cmDial(c.server, c.port, c.sourceIP)
 	} else {
 		s.comm, err = dial(c.server, c.port)
 	}
 	if err != nil {
 		return failf("Unable to init the socket connection: %v", err)
 	}
-	s.comm.withGID = c.gidx >= 0
+	s.comm.withGID, s.comm.gidIndex = c.gidx >= 0, c.gidx
+	if c.commCM {
+		if c.rdmaCM {
+			// The test's QPs go on the device and port the CM picked for
+			// these addresses (perftest: ctx->context = cm_id->verbs).
+			id := s.comm.cm.conn.ID
+			s.c.ibDev, s.c.ibPort = id.Device().Name, id.Port()
+		}
+		if err := s.open(); err != nil {
+			return err
+		}
+	}
 	if _, err := s.comm.versions(); err != nil {
 		return err
 	}
@@ -109,6 +130,11 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 	}
 	if err := s.resources(); err != nil {
 		return err
+	}
+	if c.rdmaCM {
+		if err := s.cmConnect(); err != nil {
+			return failf("Failed to create RDMA CM connection with resources: %v", err)
+		}
 	}
 	s.localDests()
 	s.printInfo()
@@ -161,7 +187,7 @@ func (s *session) open() error {
 	if s.port, err = s.ctx.QueryPort(c.ibPort); err != nil {
 		return failf("Couldn't query port %d of %s: %v", c.ibPort, s.dev.Name, err)
 	}
-	if s.port.LinkLayer == uverbs.LinkLayerEthernet && c.gidx < 0 {
+	if s.port.LinkLayer == uverbs.LinkLayerEthernet && c.gidx < 0 && !c.rdmaCM {
 		return failf("%s is RoCE: give the GID index with -x (index 1 is RoCEv2 IPv4 on the rig's rxe)", s.dev.Name)
 	}
 	s.outReads = 1
@@ -242,11 +268,11 @@ func (s *session) resources() error {
 			return failf("Couldn't create a receiver CQ: %v", err)
 		}
 	}
-	typ := map[connType]uverbs.QPType{connRC: uverbs.QPTypeRC, connUC: uverbs.QPTypeUC, connUD: uverbs.QPTypeUD}[c.conn]
-	qpCap := uverbs.QPCap{MaxSendWR: uint32(c.txDepth), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(s.inline)}
-	if c.verb == verbSend {
-		qpCap.MaxRecvWR = uint32(c.rxDepth)
+	if c.rdmaCM {
+		return nil // the QPs come from rdma_cm (cmConnect)
 	}
+	typ := map[connType]uverbs.QPType{connRC: uverbs.QPTypeRC, connUC: uverbs.QPTypeUC, connUD: uverbs.QPTypeUD}[c.conn]
+	qpCap := s.qpCap()
 	for range c.numQP {
 		qp, err := s.pd.CreateQP(uverbs.QPInit{Type: typ, SendCQ: s.sendCQ, RecvCQ: s.recvCQ, Cap: qpCap})
 		if err != nil {
@@ -277,6 +303,16 @@ func (s *session) resources() error {
 		}
 	}
 	return nil
+}
+
+// qpCap is the capacities of each test QP.
+func (s *session) qpCap() uverbs.QPCap {
+	c := s.c
+	qpCap := uverbs.QPCap{MaxSendWR: uint32(c.txDepth), MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: uint32(s.inline)}
+	if c.verb == verbSend {
+		qpCap.MaxRecvWR = uint32(c.rxDepth)
+	}
+	return qpCap
 }
 
 // sendAddr and recvAddr are QP i's send area and receive area (the one the
@@ -410,11 +446,13 @@ func (s *session) runTest() error {
 	if err := s.exchange(true, false); err != nil {
 		return err
 	}
-	if err := s.checkGIDs(); err != nil {
-		return err
-	}
-	if err := s.connect(); err != nil {
-		return failf("Unable to Connect the HCA's through the link: %v", err)
+	if !c.rdmaCM { // rdma_cm connected the QPs already
+		if err := s.checkGIDs(); err != nil {
+			return err
+		}
+		if err := s.connect(); err != nil {
+			return failf("Unable to Connect the HCA's through the link: %v", err)
+		}
 	}
 	if c.verb == verbSend {
 		if err := s.sync(); err != nil {
@@ -478,6 +516,12 @@ func (s *session) close() error {
 	}
 	for i := len(s.ahs) - 1; i >= 0; i-- {
 		note(s.ahs[i].Close(), "destroy AH")
+	}
+	if s.cmConns != nil {
+		for i := len(s.cmConns) - 1; i >= 0; i-- {
+			note(s.cmConns[i].Close(), "destroy the rdma_cm connection")
+		}
+		s.qps = nil // closed with their connections
 	}
 	for i := len(s.qps) - 1; i >= 0; i-- {
 		note(s.qps[i].Close(), "destroy QP")

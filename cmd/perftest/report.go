@@ -92,8 +92,19 @@ func (s *session) printInfo() {
 	} else {
 		fmt.Fprintf(w, " Outstand reads  : %d\n", s.outReads)
 	}
-	fmt.Fprintf(w, " rdma_cm QPs\t : OFF\n")
-	fmt.Fprintf(w, " Data ex. method : Ethernet\n")
+	onOff, method := "OFF", "Ethernet"
+	if c.rdmaCM {
+		onOff = "ON"
+	}
+	if c.commCM {
+		method = "rdma_cm"
+	}
+	fmt.Fprintf(w, " rdma_cm QPs\t : %s\n", onOff)
+	fmt.Fprintf(w, " Data ex. method : %s", method)
+	if c.rdmaCM && c.server == "" {
+		fmt.Fprintf(w, "\n%s Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP", resultLine)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprint(w, resultLine)
 }
 
@@ -101,10 +112,16 @@ func (s *session) printInfo() {
 func (s *session) printDest(side string, d dest) {
 	w := s.out
 	fmt.Fprintf(w, " %s address: LID %s QPN %s PSN %s", side, cHex(uint64(d.lid), 4), cHex(uint64(d.qpn), 6), cHex(uint64(d.psn), 6))
-	if s.c.verb == verbRead {
+	// perftest prints by its exchange's verb, which is SEND when the
+	// exchange runs over rdma_cm (-R, -z): then no OUT, RKey or VAddr.
+	verb := s.c.verb
+	if s.c.commCM {
+		verb = verbSend
+	}
+	if verb == verbRead {
 		fmt.Fprintf(w, " OUT %s", cHex(uint64(d.outReads), 4))
 	}
-	if s.c.verb == verbRead || s.c.verb == verbWrite {
+	if verb == verbRead || verb == verbWrite {
 		fmt.Fprintf(w, " RKey %s VAddr %s", cHex(uint64(d.rkey), 8), cHex(d.vaddr, 16))
 	}
 	fmt.Fprintln(w)

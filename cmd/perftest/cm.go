@@ -1,0 +1,360 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/rdmacm"
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// perftest's rdma_cm modes. With -z the exchange runs over an RC
+// connection made with rdma_cm instead of TCP; -R implies -z and also
+// connects the test's QPs through rdma_cm (create_rdma_cm_connection).
+// Both connections use the same port: the server accepts the exchange's
+// connection and stops listening, and later listens again for the test's
+// QPs, which the client connects once both sides shook hands (retrying
+// while nobody listens). The CM picks the device from the addresses, so
+// the test runs on whatever transport it picked (rxe, siw, mlx5).
+//
+// Over rdma_cm each exchange message is one SEND of exactly its size into
+// a posted receive of sizeof(struct pingpong_dest) (56 bytes), and a QP
+// address is that struct in binary, big-endian (rdma_write_keys), not
+// the TCP exchange's text.
+
+// cmMsg is sizeof(struct pingpong_dest): perftest's receive length, and
+// the size of a QP address message over rdma_cm.
+const cmMsg = 56
+
+// cmLink is the exchange's RC connection.
+type cmLink struct {
+	conn  *rdmacm.Conn
+	mem   *mmap.Region
+	mr    *uverbs.MR
+	sends int // send completions not yet waited for
+	recvs int // receive completions not yet waited for
+	wc    [4]uverbs.WorkCompletion
+}
+
+const cmSendOff = 2048 // the send area of the link's buffer; receives land at 0
+
+// cmConfig is the exchange connection's Config: one message each way at a
+// time, its receive posted before the connection is up (Prepare).
+func (l *cmLink) config() *rdmacm.Config {
+	return &rdmacm.Config{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
+		Prepare: func(c *rdmacm.Conn) error {
+			var err error
+			if l.mem, err = mmap.Anonymous(4096); err != nil {
+				return err
+			}
+			if l.mr, err = c.PD().RegMR(l.mem.Bytes(), uverbs.AccessLocalWrite); err != nil {
+				return err
+			}
+			l.conn = c
+			return l.postRecv()
+		}}
+}
+
+// cmRecvID tells the exchange's receives from its sends in an error
+// completion (whose opcode is not valid).
+const cmRecvID = 1
+
+func (l *cmLink) postRecv() error {
+	_, err := l.conn.QP.PostRecv([]uverbs.RecvWR{{ID: cmRecvID, SGL: []uverbs.SGE{{Addr: l.mr.Addr(), Length: cmMsg, LKey: l.mr.LKey()}}}})
+	return err
+}
+
+// resolve4 is the IPv4 address of host (perftest resolves AF_INET only).
+func resolve4(host string) (netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return a.Unmap(), nil
+	}
+	as, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip4", host)
+	if err != nil || len(as) == 0 {
+		return netip.Addr{}, failf("Problem in resolving basic address and port: %v", err)
+	}
+	return as[0].Unmap(), nil
+}
+
+// dialRetry dials until the server listens: a REJECTED with reason 8
+// (invalid service ID) means nobody listens on the port yet. perftest's
+// client retries the test's connection 10 times, 100 ms apart; this one
+// allows a slow peer 30 s.
+func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		c, err := rdmacm.Dial(ctx, dst, cfg)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if ev, ok := rdmacm.Rejected(err); !ok || ev.Reason() != 8 || time.Now().After(deadline) {
+			return nil, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// cmDial is rdma_client_connect for the exchange, from source when it is
+// not empty (--source_ip).
+func cmDial(host string, port int, source string) (*comm, error) {
+	a, err := resolve4(host)
+	if err != nil {
+		return nil, err
+	}
+	l := &cmLink{}
+	cfg := l.config()
+	if source != "" {
+		src, err := resolve4(source)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Source = netip.AddrPortFrom(src, 0)
+	}
+	c, err := dialRetry(netip.AddrPortFrom(a, uint16(port)), cfg)
+	if err != nil {
+		l.close()
+		return nil, failf("Unable to perform rdma_client function: %v", err)
+	}
+	l.conn = c
+	return &comm{cm: l, client: true}, nil
+}
+
+// listenAddr is the server's rdma_cm address: --source_ip or any.
+func listenAddr(source string, port int) (netip.AddrPort, error) {
+	a := netip.IPv4Unspecified()
+	if source != "" {
+		var err error
+		if a, err = resolve4(source); err != nil {
+			return netip.AddrPort{}, err
+		}
+	}
+	return netip.AddrPortFrom(a, uint16(port)), nil
+}
+
+// cmAccept is rdma_server_connect for the exchange: listen on port (of
+// source, when not empty), accept one client, stop listening.
+func cmAccept(port int, source string) (*comm, error) {
+	l := &cmLink{}
+	addr, err := listenAddr(source, port)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: 1})
+	if err != nil {
+		return nil, failf(" rdma_bind_addr failed: %v", err)
+	}
+	defer ln.Close()
+	r, err := ln.Accept(context.Background())
+	if err != nil {
+		return nil, failf("rdma_get_cm_events failed: %v", err)
+	}
+	c, err := r.AcceptConfig(context.Background(), nil, l.config())
+	if err != nil {
+		l.close()
+		return nil, failf("Function rdma_accept failed: %v", err)
+	}
+	l.conn = c
+	return &comm{cm: l}, nil
+}
+
+// await waits for one send (recv false) or receive completion; the other
+// kind that comes first is counted for later (the peer's next message can
+// arrive before the acknowledgement of ours).
+//
+// A send flushed because the peer disconnected counts as sent: the peer
+// disconnects once its side of the exchange is over, which needed this
+// message, and its DREQ can overtake the ACK of our last SEND (they travel
+// on different QPs); our QP then flushes a SEND the peer already has.
+func (l *cmLink) await(recv bool) error {
+	for {
+		if recv && l.recvs > 0 {
+			l.recvs--
+			return nil
+		}
+		if !recv && l.sends > 0 {
+			l.sends--
+			return nil
+		}
+		n, err := l.conn.CQ.Wait(context.Background(), l.wc[:])
+		if err != nil {
+			return err
+		}
+		for _, w := range l.wc[:n] {
+			isRecv := w.Opcode&uverbs.WCRecv != 0
+			if w.Status != uverbs.WCSuccess {
+				isRecv = w.ID == cmRecvID
+				if isRecv || w.Status != uverbs.WCWRFlushErr || !l.peerLeft() {
+					return failf("Bad wc status -- %d -- %d (%v)", w.Status, w.ID, w.Status)
+				}
+			}
+			if isRecv {
+				l.recvs++
+			} else {
+				l.sends++
+			}
+		}
+	}
+}
+
+// peerLeft reports whether the connection went down because the peer
+// disconnected (waiting a little: the QP flushes before the event is seen).
+func (l *cmLink) peerLeft() bool {
+	select {
+	case <-l.conn.Done():
+	case <-time.After(5 * time.Second):
+		return false
+	}
+	return errors.Is(l.conn.ID.Err(), rdmacm.ErrDisconnected)
+}
+
+// send is rdma_write_data: one signaled SEND of b, waited for.
+func (l *cmLink) send(b []byte) error {
+	copy(l.mem.Bytes()[cmSendOff:], b)
+	wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+		SGL: []uverbs.SGE{{Addr: l.mr.Addr() + cmSendOff, Length: uint32(len(b)), LKey: l.mr.LKey()}}}
+	if _, err := l.conn.QP.PostSend([]uverbs.SendWR{wr}); err != nil {
+		return failf("Function ibv_post_send failed: %v", err)
+	}
+	return l.await(false)
+}
+
+// recv is rdma_read_data: the next message's first n bytes, then the
+// receive posted again.
+func (l *cmLink) recv(n int) ([]byte, error) {
+	if err := l.await(true); err != nil {
+		return nil, err
+	}
+	out := make([]byte, n)
+	copy(out, l.mem.Bytes()[:n])
+	if err := l.postRecv(); err != nil {
+		return nil, failf("Couldn't post send: %v", err)
+	}
+	return out, nil
+}
+
+// close deregisters the MR before closing the connection (which may close
+// the channel and the device context the MR's PD is on).
+func (l *cmLink) close() error {
+	var errs []error
+	if l.mr != nil {
+		errs = append(errs, l.mr.Close())
+	}
+	if l.conn != nil {
+		errs = append(errs, l.conn.Close())
+	}
+	if l.mem != nil {
+		errs = append(errs, l.mem.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// encodeBinary is rdma_write_keys' message: struct pingpong_dest with
+// every field big-endian (the 4 bytes before vaddr are padding).
+func (d dest) encodeBinary(gidIndex int) []byte {
+	b := make([]byte, cmMsg)
+	be := binary.BigEndian
+	be.PutUint32(b[0:], uint32(d.lid))
+	be.PutUint32(b[4:], uint32(d.outReads))
+	be.PutUint32(b[8:], d.qpn)
+	be.PutUint32(b[12:], d.psn)
+	be.PutUint32(b[16:], d.rkey)
+	be.PutUint64(b[24:], d.vaddr)
+	copy(b[32:48], d.gid[:])
+	be.PutUint32(b[48:], d.srqn)
+	be.PutUint32(b[52:], uint32(int32(gidIndex)))
+	return b
+}
+
+// decodeBinary is rdma_read_keys: it reads the fields perftest reads
+// (not srqn).
+func decodeBinary(b []byte) (dest, error) {
+	if len(b) < cmMsg {
+		return dest{}, failf("address message of %d bytes, want %d", len(b), cmMsg)
+	}
+	be := binary.BigEndian
+	d := dest{lid: uint16(be.Uint32(b[0:])), outReads: uint16(be.Uint32(b[4:])), qpn: be.Uint32(b[8:]), psn: be.Uint32(b[12:]),
+		rkey: be.Uint32(b[16:]), vaddr: be.Uint64(b[24:])}
+	copy(d.gid[:], b[32:48])
+	return d, nil
+}
+
+// cmConnect is create_rdma_cm_connection: a handshake, the test's QPs
+// connected through rdma_cm on the exchange's port (the server listens
+// for -q connections, the client dials them), another handshake. The QPs
+// use the session's PD and CQs, on the device the CM picked for the
+// exchange (the same addresses).
+func (s *session) cmConnect() error {
+	c := s.c
+	if _, err := s.comm.handshake(dest{}); err != nil {
+		return failf("Failed to sync between client and server before creating RDMA CM connection: %v", err)
+	}
+	cfg := &rdmacm.Config{PD: s.pd, SendCQ: s.sendCQ, RecvCQ: s.recvCQ, Cap: s.qpCap(), RetryCount: 7, RNRRetryCount: 7}
+	if c.verb == verbRead || c.verb == verbAtomic {
+		cfg.ResponderResources, cfg.InitiatorDepth = uint8(min(s.outReads, 255)), uint8(min(s.outReads, 255))
+	}
+	if c.server != "" {
+		a, err := resolve4(c.server)
+		if err != nil {
+			return err
+		}
+		if c.sourceIP != "" {
+			// perftest resolves the test's connections without a source;
+			// goverbs uses --source_ip for them too, so they take the
+			// same path as the exchange's.
+			src, err := resolve4(c.sourceIP)
+			if err != nil {
+				return err
+			}
+			cfg.Source = netip.AddrPortFrom(src, 0)
+		}
+		for range c.numQP {
+			conn, err := dialRetry(netip.AddrPortFrom(a, uint16(c.port)), cfg)
+			if err != nil {
+				return failf("Failed to connect RDMA CM client: %v", err)
+			}
+			s.cmConns = append(s.cmConns, conn)
+			s.qps = append(s.qps, conn.QP)
+		}
+	} else {
+		addr, err := listenAddr(c.sourceIP, c.port)
+		if err != nil {
+			return err
+		}
+		ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP})
+		if err != nil {
+			return failf("Failed to bind RDMA CM address on the server: %v", err)
+		}
+		for range c.numQP {
+			r, err := ln.Accept(context.Background())
+			if err == nil {
+				var conn *rdmacm.Conn
+				if conn, err = r.AcceptConfig(context.Background(), nil, cfg); err == nil {
+					s.cmConns = append(s.cmConns, conn)
+					s.qps = append(s.qps, conn.QP)
+					if c.conn == connRC {
+						// As perftest: the RNR timer it would have set in RTR.
+						_ = conn.QP.Modify(&uverbs.QPAttr{MinRNRTimer: 12}, uverbs.QPAttrMinRNRTimer)
+					}
+				}
+			}
+			if err != nil {
+				ln.Close()
+				return failf("Failed to accept RDMA CM connection: %v", err)
+			}
+		}
+		if err := ln.Close(); err != nil {
+			return failf("Failed to destroy RDMA CM server listen ID: %v", err)
+		}
+	}
+	if _, err := s.comm.handshake(dest{}); err != nil {
+		return failf("Failed to sync between client and server after creating RDMA CM connection: %v", err)
+	}
+	return nil
+}
