@@ -15,10 +15,15 @@
 // (netlink RDMA_NLDEV_SYS_ATTR_COPY_ON_FORK), as rdma-core's
 // ibv_is_fork_initialized does.
 //
-// Region.Pointer gives the address of a byte in the mapping, for the
-// doorbell-record stores (package doorbell) and codecs. Device pages mapped
-// from a uverbs fd (rxe queues, mlx5 UARs) are not Regions: package abi maps
-// them through its File, which ties their unmapping to the fd's lifetime.
+// Memory shared with another agent (the kernel, a peer's RDMA writes into
+// a registered buffer) is read and written through typed atomic views
+// (Region.Uint32, Region.Uint64): Load is a load-acquire and Store a
+// store-release. The views and Region.Pointer (the address of a byte, for
+// the doorbell-record stores of package doorbell) allocate nothing; misuse
+// (an offset out of range or misaligned, a closed region) panics. Device
+// pages mapped from a uverbs fd (rxe queues, mlx5 UARs) are not Regions:
+// package abi maps them through its File, which ties their unmapping to the
+// fd's lifetime.
 //
 // Every use of package unsafe is in a file named *_unsafe.go. The syscalls
 // here take pointers to the mappings themselves, never to Go memory, so no

@@ -99,8 +99,8 @@ func AnonymousOpts(size int, o Options) (*Region, error) {
 }
 
 // Bytes returns the mapped memory, or nil after Close. Memory a device
-// writes should be read after the barrier the device's protocol asks for,
-// not through plain loads alone.
+// writes should be read through the atomic views (Uint32, Uint64) or after
+// the barrier the device's protocol asks for, not through plain loads alone.
 func (r *Region) Bytes() []byte { return r.b }
 
 // Len returns the length of the mapping in bytes, or 0 after Close.
