@@ -30,38 +30,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// proc is a started process whose output is collected.
-type proc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	err            error
-}
-
-func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
-	t.Helper()
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p
-}
-
-func (p *proc) wait() error {
-	<-p.done
-	return p.err
-}
-
-func (p *proc) output() string {
-	return fmt.Sprintf("---- %s: %s\n%s---- stderr:\n%s", p.name, strings.Join(p.cmd.Args, " "), p.stdout.String(), p.stderr.String())
-}
-
 // command is one side: goverbs' (this binary) or perftest's ib_<test>.
 func command(t *testing.T, ctx context.Context, test string, ours bool, dev string, args []string, host string) *exec.Cmd {
 	t.Helper()
@@ -84,41 +52,6 @@ func command(t *testing.T, ctx context.Context, test string, ours bool, dev stri
 		t.Fatalf("%s is not in PATH: the rig has perftest's tools", tool)
 	}
 	return exec.CommandContext(ctx, path, args...)
-}
-
-// waitListen waits until a TCP socket listens on port, or the server ends.
-func waitListen(t *testing.T, p *proc, port int, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if listening(port) {
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("the server ended before listening: %v\n%s", p.err, p.output())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	t.Fatalf("nothing listens on TCP port %d after %v\n%s", port, timeout, p.output())
-}
-
-func listening(port int) bool {
-	b, err := os.ReadFile("/proc/net/tcp")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		fs := strings.Fields(line)
-		if len(fs) < 4 || fs[3] != "0A" { // TCP_LISTEN
-			continue
-		}
-		_, hexPort, _ := strings.Cut(fs[1], ":")
-		if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-			return true
-		}
-	}
-	return false
 }
 
 var portSeq = struct {
@@ -199,18 +132,18 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	port := nextPort()
 	// -F: perftest's TSC calibration fails under TCG without it.
 	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
-	srv := start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, append(slices.Clip(args), srvFlags...), ""))
+	srv := rigtest.Start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, append(slices.Clip(args), srvFlags...), ""))
 	if slices.Contains(flags, "-R") || slices.Contains(flags, "-z") {
 		waitCMListen(t, srv, port, time.Minute)
 	} else {
-		waitListen(t, srv, port, time.Minute)
+		rigtest.WaitTCPListen(t, srv, port, time.Minute)
 	}
-	cli := start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, append(slices.Clip(args), cliFlags...), host))
-	cerr, serr := cli.wait(), srv.wait()
+	cli := rigtest.Start(t, fmt.Sprintf("client (goverbs=%v)", p.cliOurs), command(t, ctx, test, p.cliOurs, cliDev, append(slices.Clip(args), cliFlags...), host))
+	cerr, serr := cli.Wait(), srv.Wait()
 	if cerr != nil || serr != nil {
-		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.output(), cli.output())
+		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.Output(), cli.Output())
 	}
-	so, co := srv.stdout.String(), cli.stdout.String()
+	so, co := srv.Stdout.String(), cli.Stdout.String()
 	sl, sr := addresses(so)
 	cl, cr := addresses(co)
 	if len(sl) == 0 || strings.Join(sl, "|") != strings.Join(cr, "|") || strings.Join(cl, "|") != strings.Join(sr, "|") {
@@ -234,11 +167,11 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	// check finds a side's figures. perftest's own figures are only
 	// required to exist: under TCG its TSC calibration fails now and then
 	// ("Correlation coefficient r^2 < 0.9") and it prints inf.
-	check := func(pr *proc, ours bool, out string) string {
+	check := func(pr *rigtest.Proc, ours bool, out string) string {
 		if isBW {
 			m := bwLine.FindStringSubmatch(out)
 			if m == nil {
-				t.Errorf("%s printed no bandwidth line\n%s", pr.name, pr.output())
+				t.Errorf("%s printed no bandwidth line\n%s", pr.Name, pr.Output())
 				return ""
 			}
 			avg, _ := strconv.ParseFloat(m[4], 64)
@@ -246,19 +179,19 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 			// 8-byte atomics move less than 0.01 MB/s under TCG: only the
 			// message rate must be positive.
 			if m[2] != strconv.Itoa(iters*qps) || ours && (avg < 0 || rate <= 0) {
-				t.Errorf("%s: bandwidth line %q: want %d iterations and a positive message rate", pr.name, m[0], iters*qps)
+				t.Errorf("%s: bandwidth line %q: want %d iterations and a positive message rate", pr.Name, m[0], iters*qps)
 			}
 			return m[0]
 		}
 		m := latLine.FindStringSubmatch(out)
 		if m == nil {
-			t.Errorf("%s printed no latency line\n%s", pr.name, pr.output())
+			t.Errorf("%s printed no latency line\n%s", pr.Name, pr.Output())
 			return ""
 		}
 		tmin, _ := strconv.ParseFloat(m[3], 64)
 		typ, _ := strconv.ParseFloat(m[5], 64)
 		if m[2] != strconv.Itoa(iters) || ours && (!(tmin > 0) || !(typ >= tmin) || math.IsInf(typ, 0)) {
-			t.Errorf("%s: latency line %q: want %d iterations, 0 < t_min <= t_typical", pr.name, m[0], iters)
+			t.Errorf("%s: latency line %q: want %d iterations, 0 < t_min <= t_typical", pr.Name, m[0], iters)
 		}
 		return m[0]
 	}
@@ -372,7 +305,7 @@ func TestRDMACMRefusesUC(t *testing.T) {
 
 // waitCMListen waits until an rdma_cm ID listens on port (rdma resource
 // show cm_id), or the server ends.
-func waitCMListen(t *testing.T, p *proc, port int, timeout time.Duration) {
+func waitCMListen(t *testing.T, p *rigtest.Proc, port int, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	suffix := ":" + strconv.Itoa(port) + " "
@@ -384,12 +317,12 @@ func waitCMListen(t *testing.T, p *proc, port int, timeout time.Duration) {
 			}
 		}
 		select {
-		case <-p.done:
-			t.Fatalf("the server ended before listening: %v\n%s", p.err, p.output())
+		case <-p.Done():
+			t.Fatalf("the server ended before listening: %v\n%s", p.Err(), p.Output())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	t.Fatalf("no rdma_cm ID listens on port %d after %v\n%s", port, timeout, p.output())
+	t.Fatalf("no rdma_cm ID listens on port %d after %v\n%s", port, timeout, p.Output())
 }
 
 // TestInteropRDMACMRig runs ib_send_lat -R and ib_write_bw -R between

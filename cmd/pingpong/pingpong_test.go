@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -42,40 +41,6 @@ func (s side) String() string {
 	return "rdma-core@" + s.dev
 }
 
-// proc is a started process whose output is collected.
-type proc struct {
-	name           string
-	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
-	done           chan struct{}
-	err            error
-}
-
-func start(t *testing.T, name string, cmd *exec.Cmd) *proc {
-	t.Helper()
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p
-}
-
-// wait waits for the process to end (its command's context kills it if
-// it takes too long).
-func (p *proc) wait() error {
-	<-p.done
-	return p.err
-}
-
-func (p *proc) output() string {
-	return fmt.Sprintf("---- %s: %s\n%s---- stderr:\n%s", p.name, strings.Join(p.cmd.Args, " "), p.stdout.String(), p.stderr.String())
-}
-
 // command builds the command line of one side. args are the flags both
 // sides share; the client gets the server's host last.
 func command(t *testing.T, ctx context.Context, mode string, s side, args []string, host string) *exec.Cmd {
@@ -99,45 +64,6 @@ func command(t *testing.T, ctx context.Context, mode string, s side, args []stri
 		t.Fatalf("%s is not in PATH: the rig has rdma-core's examples", tool)
 	}
 	return exec.CommandContext(ctx, path, args...)
-}
-
-// waitListen waits until a TCP socket listens on port (read from
-// /proc/net/tcp{,6}: connecting to find out would be the server's one
-// accepted client), or the server p ends.
-func waitListen(t *testing.T, p *proc, port int, timeout time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if listening(port) {
-			return
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("the server ended before listening: %v\n%s", p.err, p.output())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	t.Fatalf("nothing listens on TCP port %d after %v\n%s", port, timeout, p.output())
-}
-
-func listening(port int) bool {
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n")[1:] {
-			fs := strings.Fields(line)
-			if len(fs) < 4 || fs[3] != "0A" { // TCP_LISTEN
-				continue
-			}
-			_, hexPort, _ := strings.Cut(fs[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 var (
@@ -170,39 +96,39 @@ func pingpongCase(t *testing.T, mode string, server, client side, host string, p
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	args := append([]string{"-p", strconv.Itoa(port), "-g", "1", "-c", "-n", strconv.Itoa(iters)}, flags...)
-	srv := start(t, "server "+server.String(), command(t, ctx, mode, server, args, ""))
-	waitListen(t, srv, port, 30*time.Second)
-	cli := start(t, "client "+client.String(), command(t, ctx, mode, client, args, host))
-	cerr, serr := cli.wait(), srv.wait()
+	srv := rigtest.Start(t, "server "+server.String(), command(t, ctx, mode, server, args, ""))
+	rigtest.WaitTCPListen(t, srv, port, 30*time.Second)
+	cli := rigtest.Start(t, "client "+client.String(), command(t, ctx, mode, client, args, host))
+	cerr, serr := cli.Wait(), srv.Wait()
 	if cerr != nil || serr != nil {
-		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.output(), cli.output())
+		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.Output(), cli.Output())
 	}
 	figures := map[string]string{}
-	for _, p := range []*proc{srv, cli} {
-		out := p.stdout.String()
+	for _, p := range []*rigtest.Proc{srv, cli} {
+		out := p.Stdout.String()
 		b, it := bytesLine.FindStringSubmatch(out), itersLine.FindStringSubmatch(out)
 		if b == nil || it == nil {
-			t.Fatalf("%s printed no summary lines\n%s", p.name, p.output())
+			t.Fatalf("%s printed no summary lines\n%s", p.Name, p.Output())
 		}
 		if want := strconv.Itoa(size * iters * 2); b[1] != want {
-			t.Errorf("%s: %s bytes, want %s", p.name, b[1], want)
+			t.Errorf("%s: %s bytes, want %s", p.Name, b[1], want)
 		}
 		if it[1] != strconv.Itoa(iters) {
-			t.Errorf("%s: %s iters, want %d", p.name, it[1], iters)
+			t.Errorf("%s: %s iters, want %d", p.Name, it[1], iters)
 		}
 		if strings.Contains(out, "invalid data") {
-			t.Errorf("%s: payload check failed\n%s", p.name, p.output())
+			t.Errorf("%s: payload check failed\n%s", p.Name, p.Output())
 		}
-		figures[p.name] = it[3]
+		figures[p.Name] = it[3]
 	}
-	sl, sr := addresses(srv.stdout.String())
-	cl, cr := addresses(cli.stdout.String())
+	sl, sr := addresses(srv.Stdout.String())
+	cl, cr := addresses(cli.Stdout.String())
 	if len(sl) != qps || len(cl) != qps || strings.Join(sl, "|") != strings.Join(cr, "|") || strings.Join(cl, "|") != strings.Join(sr, "|") {
 		t.Errorf("address lines disagree (want %d each):\nserver local  %q\nclient remote %q\nclient local  %q\nserver remote %q",
 			qps, sl, cr, cl, sr)
 	}
 	t.Logf("%s usec/iter: server %s %s, client %s %s; server's first local line: %s",
-		mode, server, figures[srv.name], client, figures[cli.name], first(sl))
+		mode, server, figures[srv.Name], client, figures[cli.Name], first(sl))
 }
 
 func first(s []string) string {
@@ -308,14 +234,14 @@ func TestPayloadMismatchRig(t *testing.T) {
 	defer cancel()
 	port := nextPort()
 	common := []string{"-p", strconv.Itoa(port), "-g", "1", "-n", "10"}
-	srv := start(t, "server", command(t, ctx, "rc", side{true, "rxe0"}, append(common, "-c"), ""))
-	waitListen(t, srv, port, 30*time.Second)
-	cli := start(t, "client", command(t, ctx, "rc", side{false, "rxe0"}, common, "127.0.0.1"))
-	if err := cli.wait(); err != nil {
-		t.Fatalf("client: %v\n%s", err, cli.output())
+	srv := rigtest.Start(t, "server", command(t, ctx, "rc", side{true, "rxe0"}, append(common, "-c"), ""))
+	rigtest.WaitTCPListen(t, srv, port, 30*time.Second)
+	cli := rigtest.Start(t, "client", command(t, ctx, "rc", side{false, "rxe0"}, common, "127.0.0.1"))
+	if err := cli.Wait(); err != nil {
+		t.Fatalf("client: %v\n%s", err, cli.Output())
 	}
-	err := srv.wait()
-	if err == nil || !strings.Contains(srv.stdout.String(), "invalid data in page 0") {
-		t.Errorf("server exit %v, want status 1 and \"invalid data in page 0\"\n%s", err, srv.output())
+	err := srv.Wait()
+	if err == nil || !strings.Contains(srv.Stdout.String(), "invalid data in page 0") {
+		t.Errorf("server exit %v, want status 1 and \"invalid data in page 0\"\n%s", err, srv.Output())
 	}
 }

@@ -1,0 +1,98 @@
+package rigtest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Proc is a started process whose output is collected: a tool run beside
+// goverbs in a rig test (rdma-core's, perftest's, or the test binary
+// re-executed as a program).
+type Proc struct {
+	Name           string
+	Cmd            *exec.Cmd
+	Stdout, Stderr bytes.Buffer // read them after Done
+	done           chan struct{}
+	err            error
+}
+
+// Start starts cmd, collecting its output, or fails t.
+func Start(t testing.TB, name string, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	p := &Proc{Name: name, Cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = &p.Stdout, &p.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p
+}
+
+// Done is closed when the process has ended.
+func (p *Proc) Done() <-chan struct{} { return p.done }
+
+// Err is how the process ended (cmd.Wait's error), once Done is closed.
+func (p *Proc) Err() error {
+	<-p.done
+	return p.err
+}
+
+// Wait waits for the process to end (a command made with
+// exec.CommandContext is killed when its context ends) and returns Err.
+func (p *Proc) Wait() error { return p.Err() }
+
+// Output is the command line and everything the process printed, for a
+// failure message.
+func (p *Proc) Output() string {
+	return fmt.Sprintf("---- %s: %s\n%s---- stderr:\n%s", p.Name, strings.Join(p.Cmd.Args, " "), p.Stdout.String(), p.Stderr.String())
+}
+
+// WaitTCPListen waits until a TCP socket listens on port (read from
+// /proc/net/tcp and tcp6: connecting to find out would be a server's one
+// accepted client), or fails t when the server p ends first or timeout
+// passes.
+func WaitTCPListen(t testing.TB, p *Proc, port int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if TCPListening(port) {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the server ended before listening: %v\n%s", p.err, p.Output())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	t.Fatalf("nothing listens on TCP port %d after %v\n%s", port, timeout, p.Output())
+}
+
+// TCPListening reports whether a TCP socket (IPv4 or IPv6) listens on port.
+func TCPListening(port int) bool {
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "0A" { // TCP_LISTEN
+				continue
+			}
+			_, hexPort, _ := strings.Cut(fs[1], ":")
+			if p, err := strconv.ParseUint(hexPort, 16, 16); err == nil && int(p) == port {
+				return true
+			}
+		}
+	}
+	return false
+}
