@@ -45,7 +45,7 @@ type Context struct {
 	async *os.File // async event fd, non-blocking, on the runtime poller
 
 	numCompVectors int
-	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe)
+	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe, siw)
 	coreSupport    uint64
 
 	transports sync.Map // verb name → abi.Transport of its last call
@@ -86,7 +86,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
 	f.SetPolicy(abi.Policy(o.Transport))
-	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE}
+	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE || d.Driver == DriverSIW}
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()

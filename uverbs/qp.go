@@ -228,7 +228,7 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 // PostSend posts send work requests; see provider.QP for the contract:
 // every request is validated before any is posted.
 //
-// Where the provider's doorbell is a command that names the QP (rxe), each
+// Where the provider's doorbell is a command that names the QP (rxe, siw), each
 // call holds a reference that Close waits for, so no doorbell reaches the
 // kernel after the QP is destroyed (its handle may name another QP by then).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {

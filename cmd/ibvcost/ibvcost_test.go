@@ -224,7 +224,7 @@ var recorderWant = map[string][2]float64{
 	"alloc_pd": {1, 1}, "dealloc_pd": {1, 1},
 	"reg_mr_4KiB": {1, 1}, "dereg_mr_4KiB": {1, 1}, "reg_mr_64KiB": {1, 1}, "dereg_mr_64KiB": {1, 1},
 	"reg_mr_1MiB": {1, 1}, "dereg_mr_1MiB": {1, 1},
-	"create_cq": {2, 1}, "destroy_cq": {2, 1}, "create_qp": {3, 1}, "destroy_qp": {3, 1},
+	"create_cq": {2, 2}, "destroy_cq": {2, 2}, "create_qp": {3, 3}, "destroy_qp": {3, 3},
 	"modify_qp_init": {1, 1}, "modify_qp_rtr": {1, 1}, "modify_qp_rts": {1, -1}, "modify_qp_err": {1, 1}, "modify_qp_reset": {1, 1},
 	"create_ah": {1, -1}, "destroy_ah": {1, -1},
 	"post_recv": {0, 0}, "poll_cq_empty": {0, 0}, "poll_cq": {0, 0},

@@ -33,6 +33,14 @@ type StressOptions struct {
 	// mlx5 model holds its end of each completion channel until the
 	// modelled device closes; the kernel holds none).
 	KeptFDsPerRound int
+	// Connect, if set, connects each loopback pair (a dialing, b
+	// accepting) instead of MODIFY_QP (iWARP: through rdma_cm); the
+	// returned func closes the connection at the end of the round.
+	Connect func(t *testing.T, a, b *uverbs.QP) func()
+	// Refusal, if set, is a PostSend error that counts as a refusal like
+	// ErrClosed: siw refuses a QP that rdma_cm moved to ERR when its peer
+	// went away (EINVAL).
+	Refusal error
 }
 
 // wrID packs a QP index and a sequence number.
@@ -111,6 +119,10 @@ func stressRound(t *testing.T, dev uverbs.Device, o StressOptions, round int, po
 		}
 	}
 	for i := 0; i+1 < len(qps); i += 2 {
+		if o.Connect != nil {
+			defer o.Connect(t, qps[i], qps[i+1])()
+			continue
+		}
 		rts(t, qps[i], qps[i+1].QPN(), o.AH)
 		rts(t, qps[i+1], qps[i].QPN(), o.AH)
 	}
@@ -159,7 +171,7 @@ func stressRound(t *testing.T, dev uverbs.Device, o StressOptions, round int, po
 					outstanding[i].Add(-1)
 				}
 				if err != nil {
-					if errors.Is(err, uverbs.ErrClosed) {
+					if errors.Is(err, uverbs.ErrClosed) || o.Refusal != nil && errors.Is(err, o.Refusal) {
 						refused.Add(1)
 					} else {
 						fail("PostSend on QP %d: %v", i, err)

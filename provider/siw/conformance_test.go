@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/lifetest"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/test/conformance"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 var (
@@ -81,4 +83,53 @@ func TestConformance(t *testing.T) {
 		t.Fatalf("siw0 has driver %v", d.Driver)
 	}
 	conformance.Run(t, d, siwOptions())
+}
+
+var stressRounds = flag.Int("siw.stress.rounds", 20, "teardown rounds in TestStressRig")
+
+// cmPair connects a and b through rdma_cm and returns the closer.
+func cmPair(t *testing.T, a, b *uverbs.QP) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &rdmacm.Config{})
+	if err != nil {
+		t.Fatal("Listen:", err)
+	}
+	defer l.Close()
+	done := make(chan *rdmacm.Conn, 1)
+	go func() {
+		r, err := l.Accept(ctx)
+		if err != nil {
+			done <- nil
+			return
+		}
+		c, _ := r.AcceptQP(ctx, nil, b)
+		done <- c
+	}()
+	ca, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()), &rdmacm.Config{QP: a})
+	cb := <-done
+	if err != nil || cb == nil {
+		if ca != nil {
+			ca.Close()
+		}
+		if cb != nil {
+			cb.Close()
+		}
+		t.Fatal("connect:", err)
+	}
+	return func() { ca.Close(); cb.Close() }
+}
+
+// TestStressRig: 16 RC QPs on siw0 in pairs connected by rdma_cm over 4
+// CQs, posters and waiters on every queue, torn down at random moments.
+func TestStressRig(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "siw0")
+	d, err := uverbs.DeviceByName("siw0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lifetest.Stress(t, d, lifetest.StressOptions{QPs: 16, CQs: 4, Rounds: *stressRounds, MaxDelay: 50 * time.Millisecond,
+		Connect: cmPair, Refusal: unix.EINVAL})
 }
