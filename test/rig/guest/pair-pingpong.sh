@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The two-machine pingpong interop (pair.sh --pingpong), run in both guests
 # after pair-net.sh: goverbs' cmd/pingpong and rdma-core's ibv_rc_pingpong
 # over rxe1, RC, -g 1 -c -n $PAIR_ITERS, every pairing in both roles and
