@@ -48,7 +48,7 @@ read -ra ks <<<"$kernels"
 if [ -n "$pingpong" ]; then
   [ $# = 0 ] || usage
   gos+=(./cmd/pingpong)
-  set -- 'sh /rig/pair-pingpong.sh' 'sh /rig/pair-pingpong.sh'
+  set -- 'bash /rig/pair-pingpong.sh' 'bash /rig/pair-pingpong.sh'
 fi
 [ $# = 2 ] || usage
 t_all=$(now)
