@@ -45,6 +45,9 @@ type Context struct {
 	async *os.File // async event fd, non-blocking, on the runtime poller
 
 	numCompVectors int
+	// skipCapChecks lets a test send a command its capability check would
+	// refuse, to see the kernel's own answer.
+	skipCapChecks bool
 	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe)
 	coreSupport    uint64
 
