@@ -48,8 +48,8 @@ type Context struct {
 	// skipCapChecks lets a test send a command its capability check would
 	// refuse, to see the kernel's own answer.
 	skipCapChecks bool
-	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe)
-	coreSupport    uint64
+	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe)
+	coreSupport   uint64
 
 	transports sync.Map // verb name → abi.Transport of its last call
 	nextTag    atomic.Uint64
