@@ -45,8 +45,11 @@ type Context struct {
 	async *os.File // async event fd, non-blocking, on the runtime poller
 
 	numCompVectors int
-	postNamesQP    bool // the provider's send doorbell is a command naming the QP (rxe, siw)
-	coreSupport    uint64
+	// skipCapChecks lets a test send a command its capability check would
+	// refuse, to see the kernel's own answer.
+	skipCapChecks bool
+	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe, siw)
+	coreSupport   uint64
 
 	transports sync.Map // verb name → abi.Transport of its last call
 	nextTag    atomic.Uint64

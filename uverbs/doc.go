@@ -16,7 +16,12 @@
 // (connect: RESET → INIT → RTR → RTS in one call; ConnectPair on one host),
 // QP.PostSend and PostRecv with MR.SGE naming a region's bytes (post), and
 // CQ.Poll or CQ.Wait (wait). The examples show each, and docs/DESIGN.md
-// walks a CreateQP and a PostSend through the layers.
+// walks a CreateQP and a PostSend through the layers. libibverbs' extended
+// verbs have Go shapes of their own: QP.StartWR's WRBatch is the ibv_wr_*
+// posting API (one doorbell per batch), CQ.StartPoll's CQPoll the extended
+// CQ's start/next/end poll and ibv_wc_read_* (CQOptions.Timestamps for
+// completion timestamps); docs/VERBS.md maps every libibverbs verb to
+// goverbs' name.
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the

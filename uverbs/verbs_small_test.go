@@ -59,3 +59,31 @@ func TestModerateCQRig(t *testing.T) {
 	}
 	t.Logf("%d syscalls (QUERY_DEVICE_EX, then MODIFY_CQ)", c.Syscalls()-before)
 }
+
+// TestCQTimestampsRig: rxe reports no completion clock, so CreateCQ with
+// timestamps is refused with ErrNotSupported before any command; sent
+// anyway, the CREATE_CQ with IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION is
+// refused by rxe_create_cq itself (EOPNOTSUPP for any attr->flags), and
+// the context goes on working.
+func TestCQTimestampsRig(t *testing.T) {
+	rigtest.Require(t)
+	c := openRig(t, "rxe0", PolicyAuto)
+	if _, err := c.CreateCQ(16, CQOptions{Timestamps: true}); !errors.Is(err, ErrNotSupported) {
+		t.Errorf("CreateCQ with timestamps on rxe: %v, want ErrNotSupported", err)
+	}
+	c.skipCapChecks = true
+	cq, err := c.CreateCQ(16, CQOptions{Timestamps: true})
+	if err == nil {
+		cq.Close()
+		t.Fatal("rxe's kernel created a CQ with the timestamp flag")
+	}
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("CREATE_CQ with the timestamp flag on rxe: %v, want the kernel's EOPNOTSUPP", err)
+	}
+	c.skipCapChecks = false
+	cq, err = c.CreateCQ(16, CQOptions{})
+	if err != nil {
+		t.Fatalf("CreateCQ after the refusal: %v", err)
+	}
+	cq.Close()
+}
