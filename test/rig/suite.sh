@@ -90,7 +90,7 @@ digest() {
 }
 
 # ---- one boot per kernel ----
-T=${RIG_TEST_TIMEOUT:-600}
+T=${RIG_TEST_TIMEOUT:-1200}
 # Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)
 # with a goroutine dump, so console silence past T + 60 s means the guest hung.
 tmo=${RIG_TIMEOUT:-$((120 + ${#names[@]} * (T + 40)))}
