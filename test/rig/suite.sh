@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-6.1 6.12}; tools=()
+kernels=${KERNELS:-6.1 6.12 newest}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
