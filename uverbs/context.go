@@ -311,6 +311,6 @@ func (k kernelOps) CopyOnFork() bool { return copyOnFork() }
 
 // QueryGID makes kernelOps a provider.GIDQuerier.
 func (k kernelOps) QueryGID(port, index int) ([16]byte, error) {
-	e, err := k.c.QueryGID(port, index)
+	e, err := k.c.queryGID(port, index)
 	return e.GID, err
 }

@@ -116,6 +116,12 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
 	sp := c.begin("QueryGID")
 	defer func() { sp.end(err) }()
+	return c.queryGID(port, index)
+}
+
+// queryGID is QueryGID without its cost span: a provider's query inside
+// another verb (rxe's CreateAH) counts as that verb's.
+func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	const verb = "QueryGID"
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
 		return GIDEntry{}, argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)

@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-6.1 6.12}; tools=()
+kernels=${KERNELS:-6.1 6.12 newest}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
@@ -117,7 +117,7 @@ digest() {
 }
 
 # ---- one boot per kernel ----
-T=${RIG_TEST_TIMEOUT:-600}
+T=${RIG_TEST_TIMEOUT:-1200}
 # Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)
 # with a goroutine dump, so console silence past T + 60 s means the guest hung.
 RIG_STALL=${RIG_STALL:-$((T + 60))}

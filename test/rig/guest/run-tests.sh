@@ -5,10 +5,10 @@
 # host to count, and exits non-zero if any failed.
 # Settings from the host (/rig/env):
 #   RIG_RUN            -test.run filter (default: all tests)
-#   RIG_TEST_TIMEOUT   seconds per binary (default 600): -test.timeout makes Go
+#   RIG_TEST_TIMEOUT   seconds per binary (default 1200): -test.timeout makes Go
 #                      dump its goroutines; a SIGKILL 30 s later ends anything else
 #   RIG_TEST_ARGS      more flags for every binary (e.g. -test.count=3)
-T=${RIG_TEST_TIMEOUT:-600}
+T=${RIG_TEST_TIMEOUT:-1200}
 failed=0
 for d in /rig/tests/*/; do
   [ -d "$d" ] || continue
