@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # suite.sh: run the module's rig tests on every rig kernel, one boot per kernel.
-#   test/rig/suite.sh [--kernels "5.10 6.1 6.12 newest"] [--tools PKGS]...
+#   test/rig/suite.sh [--kernels "5.10 6.1 6.12 newest 6.12-arm64"] [--tools PKGS]...
 # Rig tests are the packages whose tests import internal/rigtest. Each is built
 # on the host as a static test binary (CGO_ENABLED=0 go test -c), next to a
 # copy of its testdata/, and run in the guest from that directory with -test.v.
@@ -16,7 +16,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-6.1 6.12 newest}; tools=()
+kernels=${KERNELS:-6.1 6.12 6.12-arm64}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
