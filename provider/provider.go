@@ -108,6 +108,24 @@ type Setup[Created, Obj any] interface {
 	Abort()
 }
 
+// SetupFunc is a Setup whose driver data needs no cleanup when the kernel
+// refuses the command: In and Out are the request and response buffers,
+// Done builds the object from the kernel's answer and the response bytes.
+// The software providers (rxe, siw) create everything this way.
+type SetupFunc[Created, Obj any] struct {
+	In, Out []byte
+	Done    func(c Created, out []byte) (Obj, error)
+}
+
+// Udata returns In and Out.
+func (s *SetupFunc[C, O]) Udata() (in, out []byte) { return s.In, s.Out }
+
+// Complete calls Done with the response buffer.
+func (s *SetupFunc[C, O]) Complete(c C) (O, error) { return s.Done(c, s.Out) }
+
+// Abort does nothing: there is nothing to free.
+func (s *SetupFunc[C, O]) Abort() {}
+
 // Context is a provider's per-context state.
 type Context interface {
 	// Udata returns the driver data for a verb without provider state

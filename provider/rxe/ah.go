@@ -26,9 +26,9 @@ import (
 //     destination MAC of a local destination address from the interface
 //     that holds it, and zero otherwise (the IP stack resolves neighbours).
 func (c *Context) CreateAH(a provider.AHAttr) (provider.Setup[provider.AHCreated, provider.AH], error) {
-	return &setup[provider.AHCreated, provider.AH]{
-		out: make([]byte, len(abi.Bytes(new(abi.RxeCreateAhResp)))),
-		complete: func(_ provider.AHCreated, out []byte) (provider.AH, error) {
+	return &provider.SetupFunc[provider.AHCreated, provider.AH]{
+		Out: make([]byte, len(abi.Bytes(new(abi.RxeCreateAhResp)))),
+		Done: func(_ provider.AHCreated, out []byte) (provider.AH, error) {
 			var resp abi.RxeCreateAhResp
 			copy(abi.Bytes(&resp), out)
 			av := buildAV(a)

@@ -27,9 +27,9 @@ const (
 // CreateCQ prepares a CQ: the driver response is struct rxe_create_cq_resp,
 // the mmap info of the queue the kernel allocates.
 func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
-	return &setup[provider.CQCreated, provider.CQ]{
-		out: make([]byte, binary.Size(abi.RxeCreateCqResp{})),
-		complete: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
+	return &provider.SetupFunc[provider.CQCreated, provider.CQ]{
+		Out: make([]byte, binary.Size(abi.RxeCreateCqResp{})),
+		Done: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
 			var resp abi.RxeCreateCqResp
 			copy(abi.Bytes(&resp), out)
 			q, err := mapQueue(c.f, "completion", resp.Mi, wcSize)
@@ -171,9 +171,9 @@ func (cq *CQ) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 	if cqe <= 0 {
 		return nil, fmt.Errorf("rxe: resize CQ to %d entries: %w", cqe, errInvalid)
 	}
-	return &setup[uint32, struct{}]{
-		out: make([]byte, binary.Size(abi.RxeResizeCqResp{})),
-		complete: func(_ uint32, out []byte) (struct{}, error) {
+	return &provider.SetupFunc[uint32, struct{}]{
+		Out: make([]byte, binary.Size(abi.RxeResizeCqResp{})),
+		Done: func(_ uint32, out []byte) (struct{}, error) {
 			var resp abi.RxeResizeCqResp
 			copy(abi.Bytes(&resp), out)
 			cq.mu.Lock()

@@ -44,14 +44,3 @@ func (c *Context) Udata(v provider.Verb) (in, out []byte) {
 
 // Close releases nothing: every queue mapping belongs to its object.
 func (c *Context) Close() error { return nil }
-
-// setup is the common shape of a two-phase creation: driver data buffers,
-// then complete or abort.
-type setup[C, O any] struct {
-	in, out  []byte
-	complete func(c C, out []byte) (O, error)
-}
-
-func (s *setup[C, O]) Udata() (in, out []byte) { return s.in, s.out }
-func (s *setup[C, O]) Complete(c C) (O, error) { return s.complete(c, s.out) }
-func (s *setup[C, O]) Abort()                  {}

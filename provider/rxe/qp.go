@@ -22,9 +22,9 @@ func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	default:
 		return nil, fmt.Errorf("rxe: QP type %v: %w", a.Type, provider.ErrNotSupported)
 	}
-	return &setup[provider.QPCreated, provider.QP]{
-		out: make([]byte, len(abi.Bytes(new(abi.RxeCreateQpResp)))),
-		complete: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
+	return &provider.SetupFunc[provider.QPCreated, provider.QP]{
+		Out: make([]byte, len(abi.Bytes(new(abi.RxeCreateQpResp)))),
+		Done: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
 			var resp abi.RxeCreateQpResp
 			copy(abi.Bytes(&resp), out)
 			return c.newQP(a, cr, resp)

@@ -8,9 +8,9 @@ import (
 // CreateSRQ prepares an SRQ: no driver input; the answer is struct
 // rxe_create_srq_resp {mmap info, srq_num}.
 func (c *Context) CreateSRQ(a provider.SRQAttr) (provider.Setup[provider.SRQCreated, provider.SRQ], error) {
-	return &setup[provider.SRQCreated, provider.SRQ]{
-		out: make([]byte, len(abi.Bytes(new(abi.RxeCreateSrqResp)))),
-		complete: func(cr provider.SRQCreated, out []byte) (provider.SRQ, error) {
+	return &provider.SetupFunc[provider.SRQCreated, provider.SRQ]{
+		Out: make([]byte, len(abi.Bytes(new(abi.RxeCreateSrqResp)))),
+		Done: func(cr provider.SRQCreated, out []byte) (provider.SRQ, error) {
 			var resp abi.RxeCreateSrqResp
 			copy(abi.Bytes(&resp), out)
 			q, err := mapQueue(c.f, "shared receive", resp.Mi, recvWQESize+sgeSize)

@@ -15,9 +15,9 @@ import (
 // siw_uresp_create_cq {cq_id, num_cqe, cq_key}; the mapping holds num_cqe
 // siw_cqe entries followed by struct siw_cq_ctrl, the notification word.
 func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
-	return &setup[provider.CQCreated, provider.CQ]{
-		out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateCq)))),
-		complete: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
+	return &provider.SetupFunc[provider.CQCreated, provider.CQ]{
+		Out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateCq)))),
+		Done: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
 			var resp abi.SiwUrespCreateCq
 			copy(abi.Bytes(&resp), out)
 			r, err := mapRing(c.f, "completion queue", resp.CqKey, resp.NumCqe, cqeSize, ctrlSize)

@@ -18,9 +18,9 @@ func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	if a.Type != provider.QPTypeRC {
 		return nil, fmt.Errorf("siw: QP type %v: iWARP carries RC only: %w", a.Type, provider.ErrNotSupported)
 	}
-	return &setup[provider.QPCreated, provider.QP]{
-		out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateQp)))),
-		complete: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
+	return &provider.SetupFunc[provider.QPCreated, provider.QP]{
+		Out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateQp)))),
+		Done: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
 			var resp abi.SiwUrespCreateQp
 			copy(abi.Bytes(&resp), out)
 			return c.newQP(a, cr, resp)

@@ -47,22 +47,11 @@ func (c *Context) Close() error { return nil }
 
 // CreateAH: iWARP has no address handles; the kernel refuses the command.
 func (c *Context) CreateAH(provider.AHAttr) (provider.Setup[provider.AHCreated, provider.AH], error) {
-	return &setup[provider.AHCreated, provider.AH]{
-		complete: func(provider.AHCreated, []byte) (provider.AH, error) { return ah{}, nil },
+	return &provider.SetupFunc[provider.AHCreated, provider.AH]{
+		Done: func(provider.AHCreated, []byte) (provider.AH, error) { return ah{}, nil },
 	}, nil
 }
 
 type ah struct{}
 
 func (ah) Close() error { return nil }
-
-// setup is a two-phase creation: driver data buffers, then complete or
-// abort.
-type setup[C, O any] struct {
-	in, out  []byte
-	complete func(c C, out []byte) (O, error)
-}
-
-func (s *setup[C, O]) Udata() (in, out []byte) { return s.in, s.out }
-func (s *setup[C, O]) Complete(c C) (O, error) { return s.complete(c, s.out) }
-func (s *setup[C, O]) Abort()                  {}

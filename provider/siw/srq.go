@@ -8,9 +8,9 @@ import (
 // CreateSRQ prepares an SRQ: no driver input; the answer is struct
 // siw_uresp_create_srq {num_rqe, srq_key}, a ring of siw_rqe entries.
 func (c *Context) CreateSRQ(a provider.SRQAttr) (provider.Setup[provider.SRQCreated, provider.SRQ], error) {
-	return &setup[provider.SRQCreated, provider.SRQ]{
-		out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateSrq)))),
-		complete: func(cr provider.SRQCreated, out []byte) (provider.SRQ, error) {
+	return &provider.SetupFunc[provider.SRQCreated, provider.SRQ]{
+		Out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateSrq)))),
+		Done: func(cr provider.SRQCreated, out []byte) (provider.SRQ, error) {
 			var resp abi.SiwUrespCreateSrq
 			copy(abi.Bytes(&resp), out)
 			r, err := mapRing(c.f, "shared receive queue", resp.SrqKey, resp.NumRqe, rqeSize, 0)
