@@ -1,0 +1,218 @@
+package rsocket
+
+import (
+	"net"
+	"os"
+	"syscall"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+// fail puts the connection in the error state. mu held.
+func (c *Conn) fail(err error) {
+	if c.state&stError == 0 {
+		c.err = err
+	}
+	c.state = stError
+	c.broadcast()
+}
+
+// broadcast wakes the goroutines waiting for the state to move. mu held.
+func (c *Conn) broadcast() {
+	if c.progWait {
+		close(c.prog)
+		c.prog = make(chan struct{})
+		c.progWait = false
+	}
+}
+
+// process applies completions (rs_poll_cq). mu held.
+func (c *Conn) process(wcs []uverbs.WorkCompletion) {
+	reposts := 0
+	for i := range wcs {
+		wc := &wcs[i]
+		if wc.ID&wrRecv != 0 {
+			if wc.Status != uverbs.WCSuccess {
+				continue
+			}
+			reposts++
+			var msg uint32
+			if wc.Flags&uverbs.WCWithImm != 0 {
+				msg = wc.Imm
+			} else {
+				idx := int(uint32(wc.ID))
+				msg = c.peerOrder().Uint32(c.mem.Bytes()[c.msgInOff+idx*msgSize:])
+			}
+			switch msgOp(msg) {
+			case opSGL:
+				c.sseqComp = uint16(msgData(msg))
+			case opIOMapSGL, opWrite:
+			case opCtrl:
+				switch msgData(msg) {
+				case ctrlDisconnect:
+					c.state = stDisconnected
+				case ctrlShutdown:
+					if c.state&stWritable != 0 {
+						c.state &^= stReadable
+					} else {
+						c.state = stDisconnected
+					}
+				}
+			case opData:
+				c.rmsg[c.rmsgTail] = msgData(msg)
+				if c.rmsgTail++; c.rmsgTail == len(c.rmsg) {
+					c.rmsgTail = 0
+				}
+			}
+			continue
+		}
+		msg := uint32(wc.ID)
+		switch msgOp(msg) {
+		case opSGL:
+			c.ctrlMax++
+		case opCtrl:
+			c.ctrlMax++
+			if msgData(msg) == ctrlDisconnect {
+				c.state = stDisconnected
+			}
+		case opIOMapSGL:
+			c.sqeAvail++
+		default:
+			c.sqeAvail++
+			c.sbufAvail += int(msgData(msg))
+		}
+		if wc.Status != uverbs.WCSuccess && c.state&stConnected != 0 {
+			c.fail(wcError{wc.Status})
+		}
+	}
+	if c.state&stConnected != 0 {
+		for ; reposts > 0; reposts-- {
+			if err := c.postRecv(); err != nil {
+				c.fail(err)
+				break
+			}
+		}
+	}
+	if len(wcs) > 0 {
+		c.broadcast()
+	}
+}
+
+// wcError is a failed send completion: the connection broke. A flushed
+// request means the QP went to the error state under it (the CM saw the
+// peer disconnect, or the peer died): ECONNRESET; exhausted retries mean
+// the peer stopped answering: ETIMEDOUT; anything else is EIO.
+type wcError struct{ status uverbs.WCStatus }
+
+func (e wcError) Error() string {
+	return e.Unwrap().Error() + " (work completion: " + e.status.String() + ")"
+}
+
+func (e wcError) Unwrap() error {
+	switch e.status {
+	case uverbs.WCWRFlushErr:
+		return syscall.ECONNRESET
+	case uverbs.WCRetryExcErr, uverbs.WCRNRRetryExcErr:
+		return syscall.ETIMEDOUT
+	}
+	return syscall.EIO
+}
+
+func (e wcError) Timeout() bool   { return false }
+func (e wcError) Temporary() bool { return false }
+
+// pollLocked polls the CQ if no goroutine is waiting on it. mu held.
+func (c *Conn) pollLocked() {
+	select {
+	case <-c.tok:
+	default:
+		return
+	}
+	c.pollHeld()
+	c.tok <- struct{}{}
+}
+
+// pollHeld polls the CQ empty and then looks at the CM: completions
+// already there (data, a DISCONNECT) come before a CM disconnect. mu and
+// the token held.
+func (c *Conn) pollHeld() {
+	for {
+		n, err := c.cq.Poll(c.wc[:])
+		if n > 0 {
+			c.process(c.wc[:n])
+		}
+		if err != nil {
+			c.brokenLocked(err)
+		}
+		if n < len(c.wc) || err != nil {
+			break
+		}
+	}
+	c.checkCM()
+}
+
+// checkCM notices a CM disconnect without a DISCONNECT message: the peer
+// died or destroyed its ID. mu held.
+func (c *Conn) checkCM() {
+	if c.state&stConnected == 0 {
+		return
+	}
+	select {
+	case <-c.rc.Done():
+		c.brokenLocked(syscall.ECONNRESET)
+	default:
+	}
+}
+
+func (c *Conn) brokenLocked(err error) {
+	if c.state&stConnected != 0 {
+		c.fail(err)
+	}
+}
+
+// errTimeout is the error of a call whose deadline passed.
+var errTimeout = os.ErrDeadlineExceeded
+
+// wait waits until cond holds, the deadline passes or the connection
+// closes. mu is held on entry and on return. While no other goroutine
+// waits on the CQ this one parks in CQ.Wait (on the runtime poller);
+// otherwise it waits for that one to report progress.
+func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
+	for {
+		c.pollLocked()
+		if cond(c) {
+			return nil
+		}
+		if c.closing {
+			return net.ErrClosed
+		}
+		if dl.expired() {
+			return errTimeout
+		}
+		c.progWait = true
+		prog := c.prog
+		c.mu.Unlock()
+		select {
+		case <-c.tok:
+			c.mu.Lock()
+			c.pollHeld()
+			ok := cond(c) || c.closing
+			c.mu.Unlock()
+			if !ok {
+				n, err := c.cq.Wait(dl, c.wc[:])
+				c.mu.Lock()
+				c.process(c.wc[:n])
+				if err != nil && dl.Err() == nil {
+					c.brokenLocked(err)
+				}
+				c.updateCredits()
+				c.mu.Unlock()
+			}
+			c.tok <- struct{}{}
+		case <-prog:
+		case <-dl.done():
+		case <-c.rc.Done():
+		}
+		c.mu.Lock()
+	}
+}
