@@ -50,7 +50,7 @@ func (d *Device) step() bool {
 // serviceArmRegister notices a new value in a UAR's CQ arm register:
 // (arm word)<<32 | cqn, big-endian.
 func (d *Device) serviceArmRegister(p *uarPage) bool {
-	v := be.Uint64(p.reg(uarCQArm))
+	v := loadBE64(p.reg(uarCQArm))
 	if v == p.lastArm {
 		return false
 	}
@@ -77,16 +77,16 @@ func (d *Device) serviceArmRegister(p *uarPage) bool {
 // record and on the UAR, is the one the device takes (it saw both writes;
 // the first asked for nothing the second does not).
 func (d *Device) serviceArmRecord(c *mcq) bool {
-	w := be.Uint32(c.db[dbRecArm:])
+	w := loadBE32(c.db[dbRecArm:])
 	if w == c.lastArm {
 		return false
 	}
 	deadline := time.Now().Add(d.o.DoorbellWait)
 	for {
-		if v := be.Uint64(c.uar.reg(uarCQArm)); v == uint64(w)<<32|uint64(c.cqn) {
+		if v := loadBE64(c.uar.reg(uarCQArm)); v == uint64(w)<<32|uint64(c.cqn) {
 			break
 		}
-		if now := be.Uint32(c.db[dbRecArm:]); now != w {
+		if now := loadBE32(c.db[dbRecArm:]); now != w {
 			w = now // superseded: wait for the newer word's UAR write
 			deadline = time.Now().Add(d.o.DoorbellWait)
 			continue
@@ -95,7 +95,7 @@ func (d *Device) serviceArmRecord(c *mcq) bool {
 			c.lastArm = w
 			d.stats.MissedArms++
 			d.violation("CQ %d: arm word %#x in the doorbell record without the UAR write (the UAR holds %#x)",
-				c.cqn, w, be.Uint64(c.uar.reg(uarCQArm)))
+				c.cqn, w, loadBE64(c.uar.reg(uarCQArm)))
 			return true
 		}
 		runtime.Gosched()
@@ -172,7 +172,7 @@ func clockTicks() uint64 {
 // for it.
 func (d *Device) writeCQE(c *mcq, e *[cqe64]byte) {
 	n := uint32(1) << c.log
-	ci := be.Uint32(c.db[dbRecSetCI:]) & 0xffffff
+	ci := loadBE32(c.db[dbRecSetCI:]) & 0xffffff
 	if (c.pi-ci)&0xffffff >= n {
 		if !c.overflow {
 			d.violation("CQ %d overrun: %d CQEs unconsumed in a CQ of %d", c.cqn, (c.pi-ci)&0xffffff, n)

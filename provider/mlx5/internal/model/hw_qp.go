@@ -11,7 +11,7 @@ func (d *Device) learnRQ(q *mqp) bool {
 	if q.rqCnt == 0 {
 		return false
 	}
-	cnt := be.Uint32(q.db[dbRecRecv:]) & 0xffff
+	cnt := loadBE32(q.db[dbRecRecv:]) & 0xffff
 	delta := (cnt - q.rqPI) & 0xffff
 	if delta == 0 {
 		return false
@@ -28,13 +28,13 @@ func (d *Device) learnRQ(q *mqp) bool {
 func (d *Device) learn(q *mqp) {
 	d.learnRQ(q)
 	if q.sqCnt > 0 {
-		cnt := be.Uint32(q.db[dbRecSend:]) & 0xffff
+		cnt := loadBE32(q.db[dbRecSend:]) & 0xffff
 		q.sqPI += (cnt - q.sqPI) & 0xffff
 	}
 }
 
 func (d *Device) learnSRQ(s *msrq) bool {
-	cnt := be.Uint32(s.db[dbRecRecv:]) & 0xffff
+	cnt := loadBE32(s.db[dbRecRecv:]) & 0xffff
 	delta := (cnt - s.pi) & 0xffff
 	if delta == 0 {
 		return false
@@ -66,7 +66,7 @@ func (d *Device) serviceQP(q *mqp) bool {
 	if q.sqCnt == 0 {
 		return busy
 	}
-	if cnt := be.Uint32(q.db[dbRecSend:]) & 0xffff; cnt != q.sqPI&0xffff {
+	if cnt := loadBE32(q.db[dbRecSend:]) & 0xffff; cnt != q.sqPI&0xffff {
 		d.sendDoorbell(q)
 		busy = true
 	}
@@ -109,7 +109,7 @@ func (d *Device) sendDoorbell(q *mqp) {
 	deadline := time.Now().Add(d.o.DoorbellWait)
 	reported := map[uint32]bool{}
 	for {
-		cnt := be.Uint32(q.db[dbRecSend:]) & 0xffff
+		cnt := loadBE32(q.db[dbRecSend:]) & 0xffff
 		pi := q.sqPI + (cnt-q.sqPI)&0xffff
 		pos, last := q.sqPI, q.sqPI
 		for pos != pi {

@@ -54,7 +54,7 @@ func (u *ufile) createCQ(userHandle uint64, cqe uint32, chFD int, din, dout []by
 			break
 		}
 	}
-	q.lastArm = be.Uint32(q.db[dbRecArm:])
+	q.lastArm = loadBE32(q.db[dbRecArm:])
 	q.cqn = d.nextCQN
 	d.nextCQN++
 	q.handle = ctx.add(q)
@@ -116,7 +116,7 @@ func (u *ufile) cmdResizeCQ(in, out, din, dout []byte) error {
 	if dr.CqeSize != 64 && dr.CqeSize != 128 || dr.BufAddr == 0 {
 		return unix.EINVAL
 	}
-	ci := be.Uint32(q.db[dbRecSetCI:]) & 0xffffff
+	ci := loadBE32(q.db[dbRecSetCI:]) & 0xffffff
 	if pending := (q.pi - ci) & 0xffffff; pending >= n || pending >= 1<<q.log {
 		return unix.EINVAL // the CQEs waiting would not fit, or no room for the RESIZE CQE
 	}
