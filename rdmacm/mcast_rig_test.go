@@ -35,6 +35,13 @@ const mcAttempts = 5
 // rxeCounter reads one of rxe0's port counters.
 func rxeCounter(t *testing.T, name string) uint64 {
 	t.Helper()
+	// The core caches a device's hw_counters for their lifespan
+	// (RDMA_HW_STATS_DEFAULT_LIFESPAN, 10 ms; drivers/infiniband/core/
+	// sysfs.c update_hw_stats): a read within it of the last one returns
+	// the old values. 6.1's rxe sends inside the post, so ten sends can
+	// complete within 10 ms of the read before them (seen: "10 send
+	// completions but rxe0 transmitted 0 packets").
+	time.Sleep(50 * time.Millisecond)
 	b, err := os.ReadFile("/sys/class/infiniband/rxe0/ports/1/hw_counters/" + name)
 	if err != nil {
 		t.Fatal(err)

@@ -41,59 +41,14 @@ func testWRBatch(t *testing.T, e *env) {
 	}
 	rk, lk := b.buf.mr.RKey(), a.buf.mr.LKey()
 	sig := uverbs.SendSignaled
-	wb := a.qp.StartWR()
-	wb.RDMAWrite(1, sig, rk, b.buf.addr(16384)).SetSGEList([]uverbs.SGE{a.buf.sge(0, 100), a.buf.sge(200, 50)})
-	wb.Send(2, sig).SetSGE(lk, a.buf.addr(0), 64)
-	wb.SendWithImm(3, sig, 0xfeedf00d).SetInlineData(uint64(src.Addr()), 48)
-	wb.RDMAWriteWithImm(4, sig, rk, b.buf.addr(20480), 0x5a5a).SetSGE(lk, a.buf.addr(300), 32)
-	wb.RDMARead(5, sig, rk, b.buf.addr(32768)).SetSGE(lk, a.buf.addr(8192), 64)
-	wb.AtomicFetchAdd(6, sig, rk, b.buf.addr(40960), 5).SetSGE(lk, a.buf.addr(12288), 8)
-	wb.AtomicCmpSwp(7, sig, rk, b.buf.addr(40968), 7, 9).SetSGE(lk, a.buf.addr(12296), 8)
-	if wb.Len() != 7 {
-		t.Fatalf("the batch holds %d requests, want 7", wb.Len())
-	}
-	src.Bytes()[0] ^= 0xff // inline data is copied at Complete: this change travels
-	want := append([]byte(nil), src.Bytes()[:48]...)
-	before := syscalls()
-	if err := wb.Complete(); err != nil {
-		t.Fatalf("Complete: %v", err)
-	}
-	if d := syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
-		t.Errorf("Complete of 7 requests made %d syscalls, want %d", d, e.o.DoorbellsPerPostSend)
-	}
-	sends := e.wait(t, a.cq, 7)
-	for i, op := range []uverbs.WCOpcode{uverbs.WCRDMAWrite, uverbs.WCSend, uverbs.WCSend, uverbs.WCRDMAWrite,
-		uverbs.WCRDMARead, uverbs.WCFetchAdd, uverbs.WCCompSwap} {
-		expect(t, sends[i], uint64(i+1), uverbs.WCSuccess, op)
-	}
-	recvs := e.wait(t, b.cq, 3)
-	expect(t, recvs[0], 0xB0, uverbs.WCSuccess, uverbs.WCRecv)
-	expect(t, recvs[1], 0xB1, uverbs.WCSuccess, uverbs.WCRecv)
-	expect(t, recvs[2], 0xB2, uverbs.WCSuccess, uverbs.WCRecvRDMAWithImm)
-	if recvs[0].ByteLen != 64 || recvs[1].ByteLen != 48 || recvs[1].Flags&uverbs.WCWithImm == 0 || recvs[1].Imm != 0xfeedf00d ||
-		recvs[2].ByteLen != 32 || recvs[2].Imm != 0x5a5a {
-		t.Errorf("receive completions %s", fmtWCs(recvs))
-	}
-	bb, ab := b.buf.bytes(), a.buf.bytes()
-	switch {
-	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
-		t.Error("the SGE-list write did not land as two pieces back to back")
-	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
-		t.Error("the send's bytes differ")
-	case !bytes.Equal(bb[8192:8192+48], want):
-		t.Error("the inline send's bytes differ from the source at Complete")
-	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
-		t.Error("the write with immediate's bytes differ")
-	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
-		t.Error("the read's bytes differ")
-	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
-		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
-	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
-		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
+	if e.o.IWARP {
+		wrBatchIWARP(t, e, a, b, src, syscalls)
+	} else {
+		wrBatchAll(t, e, a, b, src, syscalls)
 	}
 
 	// Aborted, refused by the builder, over-full: nothing is posted.
-	wb = a.qp.StartWR()
+	wb := a.qp.StartWR()
 	wb.Send(10, sig).SetSGE(lk, a.buf.addr(0), 8)
 	wb.Abort()
 	if err := wb.Complete(); err == nil {
@@ -142,6 +97,10 @@ func testWRBatch(t *testing.T, e *env) {
 // request left without an address is refused with nothing posted, and an
 // RDMA opcode, which UD does not have, likewise.
 func testWRBatchUD(t *testing.T, e *env) {
+	if e.o.IWARP {
+		transportRefuses(t, e, uverbs.QPTypeUD)
+		return
+	}
 	const qkey = 0x11111111
 	cfg := qpConfig{typ: uverbs.QPTypeUD}
 	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
@@ -198,6 +157,10 @@ func testWRBatchUD(t *testing.T, e *env) {
 // answer arrives, and the address names the sender's GID and the
 // receiver's own GID index (or, LID-routed, the sender's LID).
 func testAHFromWC(t *testing.T, e *env) {
+	if e.o.IWARP {
+		transportRefuses(t, e, uverbs.QPTypeUD)
+		return
+	}
 	const qkey = 0x22222222
 	cfg := qpConfig{typ: uverbs.QPTypeUD}
 	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
@@ -252,5 +215,114 @@ func testAHFromWC(t *testing.T, e *env) {
 	grh[6], grh[24] = 17, 0xff
 	if _, err := e.b.ctx.InitAHFromWC(int(e.o.Port), &bad, grh); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("a GRH to a multicast GID: %v, want EINVAL", err)
+	}
+}
+
+// wrBatchAll posts one batch of every RC opcode with every way of giving
+// data and checks what lands (testWRBatch on IB and RoCE).
+func wrBatchAll(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func() uint64) {
+	rk, lk := b.buf.mr.RKey(), a.buf.mr.LKey()
+	sig := uverbs.SendSignaled
+	wb := a.qp.StartWR()
+	wb.RDMAWrite(1, sig, rk, b.buf.addr(16384)).SetSGEList([]uverbs.SGE{a.buf.sge(0, 100), a.buf.sge(200, 50)})
+	wb.Send(2, sig).SetSGE(lk, a.buf.addr(0), 64)
+	wb.SendWithImm(3, sig, 0xfeedf00d).SetInlineData(uint64(src.Addr()), 48)
+	wb.RDMAWriteWithImm(4, sig, rk, b.buf.addr(20480), 0x5a5a).SetSGE(lk, a.buf.addr(300), 32)
+	wb.RDMARead(5, sig, rk, b.buf.addr(32768)).SetSGE(lk, a.buf.addr(8192), 64)
+	wb.AtomicFetchAdd(6, sig, rk, b.buf.addr(40960), 5).SetSGE(lk, a.buf.addr(12288), 8)
+	wb.AtomicCmpSwp(7, sig, rk, b.buf.addr(40968), 7, 9).SetSGE(lk, a.buf.addr(12296), 8)
+	if wb.Len() != 7 {
+		t.Fatalf("the batch holds %d requests, want 7", wb.Len())
+	}
+	src.Bytes()[0] ^= 0xff // inline data is copied at Complete: this change travels
+	want := append([]byte(nil), src.Bytes()[:48]...)
+	before := syscalls()
+	if err := wb.Complete(); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if d := syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
+		t.Errorf("Complete of 7 requests made %d syscalls, want %d", d, e.o.DoorbellsPerPostSend)
+	}
+	sends := e.wait(t, a.cq, 7)
+	for i, op := range []uverbs.WCOpcode{uverbs.WCRDMAWrite, uverbs.WCSend, uverbs.WCSend, uverbs.WCRDMAWrite,
+		uverbs.WCRDMARead, uverbs.WCFetchAdd, uverbs.WCCompSwap} {
+		expect(t, sends[i], uint64(i+1), uverbs.WCSuccess, op)
+	}
+	recvs := e.wait(t, b.cq, 3)
+	expect(t, recvs[0], 0xB0, uverbs.WCSuccess, uverbs.WCRecv)
+	expect(t, recvs[1], 0xB1, uverbs.WCSuccess, uverbs.WCRecv)
+	expect(t, recvs[2], 0xB2, uverbs.WCSuccess, uverbs.WCRecvRDMAWithImm)
+	if recvs[0].ByteLen != 64 || recvs[1].ByteLen != 48 || recvs[1].Flags&uverbs.WCWithImm == 0 || recvs[1].Imm != 0xfeedf00d ||
+		recvs[2].ByteLen != 32 || recvs[2].Imm != 0x5a5a {
+		t.Errorf("receive completions %s", fmtWCs(recvs))
+	}
+	bb, ab := b.buf.bytes(), a.buf.bytes()
+	switch {
+	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
+		t.Error("the SGE-list write did not land as two pieces back to back")
+	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
+		t.Error("the send's bytes differ")
+	case !bytes.Equal(bb[8192:8192+48], want):
+		t.Error("the inline send's bytes differ from the source at Complete")
+	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
+		t.Error("the write with immediate's bytes differ")
+	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
+		t.Error("the read's bytes differ")
+	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
+		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
+	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
+		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
+	}
+
+}
+
+// wrBatchIWARP is wrBatchAll with the opcodes iWARP has: no immediate
+// data (RFC 5040) and no atomics on siw. A batch holding a request the
+// transport lacks is refused whole, with nothing posted.
+func wrBatchIWARP(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func() uint64) {
+	rk, lk := b.buf.mr.RKey(), a.buf.mr.LKey()
+	sig := uverbs.SendSignaled
+	wb := a.qp.StartWR()
+	wb.Send(1, sig).SetSGE(lk, a.buf.addr(0), 64)
+	wb.SendWithImm(2, sig, 0xfeedf00d).SetSGE(lk, a.buf.addr(0), 8)
+	if err := wb.Complete(); !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("a batch with a send with immediate data on iWARP: %v, want ErrNotSupported", err)
+	}
+	quiet(t, a.cq, 20*time.Millisecond)
+
+	wb = a.qp.StartWR()
+	wb.RDMAWrite(1, sig, rk, b.buf.addr(16384)).SetSGEList([]uverbs.SGE{a.buf.sge(0, 100), a.buf.sge(200, 50)})
+	wb.Send(2, sig).SetSGE(lk, a.buf.addr(0), 64)
+	wb.Send(3, sig).SetInlineData(uint64(src.Addr()), 48)
+	wb.RDMARead(4, sig, rk, b.buf.addr(32768)).SetSGE(lk, a.buf.addr(8192), 64)
+	src.Bytes()[0] ^= 0xff // inline data is copied at Complete: this change travels
+	want := append([]byte(nil), src.Bytes()[:48]...)
+	before := syscalls()
+	if err := wb.Complete(); err != nil {
+		t.Fatalf("Complete: %v", err)
+	}
+	if d := syscalls() - before; d > uint64(e.o.DoorbellsPerPostSend) {
+		t.Errorf("Complete of 4 requests made %d syscalls, want at most %d", d, e.o.DoorbellsPerPostSend)
+	}
+	sends := e.wait(t, a.cq, 4)
+	for i, op := range []uverbs.WCOpcode{uverbs.WCRDMAWrite, uverbs.WCSend, uverbs.WCSend, uverbs.WCRDMARead} {
+		expect(t, sends[i], uint64(i+1), uverbs.WCSuccess, op)
+	}
+	recvs := e.wait(t, b.cq, 2)
+	expect(t, recvs[0], 0xB0, uverbs.WCSuccess, uverbs.WCRecv)
+	expect(t, recvs[1], 0xB1, uverbs.WCSuccess, uverbs.WCRecv)
+	if recvs[0].ByteLen != 64 || recvs[1].ByteLen != 48 {
+		t.Errorf("receive completions %s", fmtWCs(recvs))
+	}
+	bb, ab := b.buf.bytes(), a.buf.bytes()
+	switch {
+	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
+		t.Error("the SGE-list write did not land as two pieces back to back")
+	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
+		t.Error("the send's bytes differ")
+	case !bytes.Equal(bb[8192:8192+48], want):
+		t.Error("the inline send's bytes differ from the source at Complete")
+	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
+		t.Error("the read's bytes differ")
 	}
 }
