@@ -256,24 +256,34 @@ func wrBatchAll(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func
 		recvs[2].ByteLen != 32 || recvs[2].Imm != 0x5a5a {
 		t.Errorf("receive completions %s", fmtWCs(recvs))
 	}
+	batchLanded(t, a, b, want)
+	bb, ab := b.buf.bytes(), a.buf.bytes()
+	switch {
+	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
+		t.Error("the write with immediate's bytes differ")
+	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
+		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
+	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
+		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
+	}
+}
+
+// batchLanded checks the bytes a batch's SGE-list write (two pieces to
+// 16384), send (to the receive at 4096), inline send (inline, to the
+// receive at 8192) and read (from 32768 to 8192) moved.
+func batchLanded(t *testing.T, a, b *end, inline []byte) {
+	t.Helper()
 	bb, ab := b.buf.bytes(), a.buf.bytes()
 	switch {
 	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
 		t.Error("the SGE-list write did not land as two pieces back to back")
 	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
 		t.Error("the send's bytes differ")
-	case !bytes.Equal(bb[8192:8192+48], want):
+	case !bytes.Equal(bb[8192:8192+48], inline):
 		t.Error("the inline send's bytes differ from the source at Complete")
-	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
-		t.Error("the write with immediate's bytes differ")
 	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
 		t.Error("the read's bytes differ")
-	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
-		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
-	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
-		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
 	}
-
 }
 
 // wrBatchIWARP is wrBatchAll with the opcodes iWARP has: no immediate
@@ -314,15 +324,5 @@ func wrBatchIWARP(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls fu
 	if recvs[0].ByteLen != 64 || recvs[1].ByteLen != 48 {
 		t.Errorf("receive completions %s", fmtWCs(recvs))
 	}
-	bb, ab := b.buf.bytes(), a.buf.bytes()
-	switch {
-	case !bytes.Equal(bb[16384:16484], ab[:100]) || !bytes.Equal(bb[16484:16534], ab[200:250]):
-		t.Error("the SGE-list write did not land as two pieces back to back")
-	case !bytes.Equal(bb[4096:4096+64], ab[:64]):
-		t.Error("the send's bytes differ")
-	case !bytes.Equal(bb[8192:8192+48], want):
-		t.Error("the inline send's bytes differ from the source at Complete")
-	case !bytes.Equal(ab[8192:8192+64], bb[32768:32768+64]):
-		t.Error("the read's bytes differ")
-	}
+	batchLanded(t, a, b, want)
 }
