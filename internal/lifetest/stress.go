@@ -37,10 +37,21 @@ type StressOptions struct {
 	// accepting) instead of MODIFY_QP (iWARP: through rdma_cm); the
 	// returned func closes the connection at the end of the round.
 	Connect func(t *testing.T, a, b *uverbs.QP) func()
-	// Refusal, if set, is a PostSend error that counts as a refusal like
-	// ErrClosed: siw refuses a QP that rdma_cm moved to ERR when its peer
-	// went away (EINVAL).
-	Refusal error
+	// Refusals are PostSend errors that count as a refusal like
+	// ErrClosed: on siw a QP whose peer went away is refused by the
+	// provider once rdma_cm moved it to ERR (EINVAL), or by the kernel's
+	// doorbell before that (ENOTCONN).
+	Refusals []error
+}
+
+// refused reports whether err is one of o.Refusals.
+func (o *StressOptions) refused(err error) bool {
+	for _, r := range o.Refusals {
+		if errors.Is(err, r) {
+			return true
+		}
+	}
+	return false
 }
 
 // wrID packs a QP index and a sequence number.
@@ -171,7 +182,7 @@ func stressRound(t *testing.T, dev uverbs.Device, o StressOptions, round int, po
 					outstanding[i].Add(-1)
 				}
 				if err != nil {
-					if errors.Is(err, uverbs.ErrClosed) || o.Refusal != nil && errors.Is(err, o.Refusal) {
+					if errors.Is(err, uverbs.ErrClosed) || o.refused(err) {
 						refused.Add(1)
 					} else {
 						fail("PostSend on QP %d: %v", i, err)

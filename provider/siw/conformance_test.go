@@ -131,5 +131,5 @@ func TestStressRig(t *testing.T) {
 		t.Fatal(err)
 	}
 	lifetest.Stress(t, d, lifetest.StressOptions{QPs: 16, CQs: 4, Rounds: *stressRounds, MaxDelay: 50 * time.Millisecond,
-		Connect: cmPair, Refusal: unix.EINVAL})
+		Connect: cmPair, Refusals: []error{unix.EINVAL, unix.ENOTCONN}})
 }
