@@ -21,7 +21,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer l.Close()
+	accepted, served := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(served)
 		r, err := l.Accept(ctx)
 		if err != nil {
 			log.Fatal(err)
@@ -31,6 +33,7 @@ func Example() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		close(accepted)
 		<-c.Done() // until the client disconnects
 		c.Close()
 	}()
@@ -40,5 +43,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	fmt.Printf("accepted: %q on %s, QP %v\n", c.PeerData[:5], c.ID.Device().Name, c.QP.State())
+	<-accepted // the server's side is established too: closing now cancels nothing of its
 	c.Close()
+	<-served
 }
