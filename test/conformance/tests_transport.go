@@ -65,14 +65,16 @@ func transportRefuses(t *testing.T, e *env, typ uverbs.QPType) {
 	t.Logf("CreateQP(%v) refused on iWARP: %v", typ, err)
 }
 
-func testUD(t *testing.T, e *env) {
+// udPair makes two UD QPs with qkey, one per side, and an AH from a to b;
+// on iWARP, which has no UD, it checks the refusal and reports false.
+func (e *env) udPair(t *testing.T, qkey uint32) (a, b *end, ah *uverbs.AH, ok bool) {
+	t.Helper()
 	if e.o.IWARP {
 		transportRefuses(t, e, uverbs.QPTypeUD)
-		return
+		return nil, nil, nil, false
 	}
-	const qkey = 0x11111111
 	cfg := qpConfig{typ: uverbs.QPTypeUD}
-	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
+	a, b = e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
 	e.connectUD(t, a.qp, qkey)
 	e.connectUD(t, b.qp, qkey)
 	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
@@ -80,6 +82,15 @@ func testUD(t *testing.T, e *env) {
 		t.Fatalf("CreateAH: %v", err)
 	}
 	t.Cleanup(func() { ah.Close() })
+	return a, b, ah, true
+}
+
+func testUD(t *testing.T, e *env) {
+	const qkey = 0x11111111
+	a, b, ah, ok := e.udPair(t, qkey)
+	if !ok {
+		return
+	}
 	const grh = 40 // a UD receive buffer starts with room for the GRH
 	fill(a.buf.bytes()[:100], 7)
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB9, SGL: []uverbs.SGE{b.buf.sge(0, grh+256)}})

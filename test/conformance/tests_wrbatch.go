@@ -97,20 +97,11 @@ func testWRBatch(t *testing.T, e *env) {
 // request left without an address is refused with nothing posted, and an
 // RDMA opcode, which UD does not have, likewise.
 func testWRBatchUD(t *testing.T, e *env) {
-	if e.o.IWARP {
-		transportRefuses(t, e, uverbs.QPTypeUD)
+	const qkey = 0x11111111
+	a, b, ah, ok := e.udPair(t, qkey)
+	if !ok {
 		return
 	}
-	const qkey = 0x11111111
-	cfg := qpConfig{typ: uverbs.QPTypeUD}
-	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
-	e.connectUD(t, a.qp, qkey)
-	e.connectUD(t, b.qp, qkey)
-	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
-	if err != nil {
-		t.Fatalf("CreateAH: %v", err)
-	}
-	t.Cleanup(func() { ah.Close() })
 	const grh = 40
 	fill(a.buf.bytes()[:200], 12)
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xB1, SGL: []uverbs.SGE{b.buf.sge(0, grh+256)}},
@@ -157,20 +148,11 @@ func testWRBatchUD(t *testing.T, e *env) {
 // answer arrives, and the address names the sender's GID and the
 // receiver's own GID index (or, LID-routed, the sender's LID).
 func testAHFromWC(t *testing.T, e *env) {
-	if e.o.IWARP {
-		transportRefuses(t, e, uverbs.QPTypeUD)
+	const qkey = 0x22222222
+	a, b, ah, ok := e.udPair(t, qkey)
+	if !ok {
 		return
 	}
-	const qkey = 0x22222222
-	cfg := qpConfig{typ: uverbs.QPTypeUD}
-	a, b := e.newEnd(t, e.a, cfg), e.newEnd(t, e.b, cfg)
-	e.connectUD(t, a.qp, qkey)
-	e.connectUD(t, b.qp, qkey)
-	ah, err := e.a.pd.CreateAH(e.av(e.a, e.b))
-	if err != nil {
-		t.Fatalf("CreateAH: %v", err)
-	}
-	t.Cleanup(func() { ah.Close() })
 	postRecv(t, b.qp, uverbs.RecvWR{ID: 1, SGL: []uverbs.SGE{b.buf.sge(0, uverbs.GRHLen+64)}})
 	postRecv(t, a.qp, uverbs.RecvWR{ID: 2, SGL: []uverbs.SGE{a.buf.sge(8192, uverbs.GRHLen+64)}})
 	fill(a.buf.bytes()[:32], 13)
