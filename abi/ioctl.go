@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Sizes of the ioctl framing (rdma/rdma_user_ioctl_cmds.h: struct
@@ -59,17 +60,59 @@ type ioctlAttr struct {
 // the builder owns, so no pointer to a caller's (possibly stack) memory is
 // ever handed to the kernel. The first error (too many attributes, a length
 // over 65535) sticks and is returned by File.Ioctl before any syscall.
+//
+// Builders are recycled: NewIoctl takes one from a pool and Release gives
+// it back, so a verb that releases its builder encodes its command without
+// allocating. Outputs added with PtrOutLen and read with Output keep the
+// caller's memory out of the builder entirely (PtrOut's dst is remembered
+// by the builder, which makes the compiler move dst to the heap).
 type Ioctl struct {
 	object, method uint16
-	attrs          []ioctlAttr
-	arena          []byte
-	buf            []byte // header + attrs of the last call, as the kernel left them
+	attrs          []ioctlAttr // cap maxIoctlAttrs, reused
+	arena          []byte      // reused; grown by reserve
+	buf            []byte      // header + attrs, reused; as the kernel left them after a call
+	called         bool        // buf holds the kernel's answer to this call
 	err            error
 }
 
-// NewIoctl starts a call of method on object (UVERBS_OBJECT_*, UVERBS_METHOD_*).
+// ioctlBufSize holds the header and the most attributes one call may have.
+const ioctlBufSize = ioctlHdrSize + maxIoctlAttrs*ioctlAttrSize
+
+// maxPooledArena: a builder whose arena grew past this (a large GID table
+// query) is left to the garbage collector instead of pinning it in the pool.
+const maxPooledArena = 16 << 10
+
+var ioctlPool = sync.Pool{New: func() any {
+	return &Ioctl{
+		attrs: make([]ioctlAttr, 0, maxIoctlAttrs),
+		arena: kernelBuf(512)[:0],
+		buf:   kernelBuf(ioctlBufSize),
+	}
+}}
+
+// NewIoctl starts a call of method on object (UVERBS_OBJECT_*,
+// UVERBS_METHOD_*). Call Release when done reading its results.
 func NewIoctl(object, method uint16) *Ioctl {
-	return &Ioctl{object: object, method: method, attrs: make([]ioctlAttr, 0, 8)}
+	b := ioctlPool.Get().(*Ioctl)
+	b.object, b.method = object, method
+	return b
+}
+
+// Release returns b to the pool. Neither b nor any slice Output returned
+// may be used afterwards. Not calling it is safe: the garbage collector
+// then frees the builder.
+func (b *Ioctl) Release() {
+	for i := range b.attrs {
+		b.attrs[i] = ioctlAttr{} // drop dst: the pool must not keep a caller's memory
+	}
+	b.attrs = b.attrs[:0]
+	b.called, b.err = false, nil
+	if cap(b.arena) > maxPooledArena {
+		return
+	}
+	clear(b.arena)
+	b.arena = b.arena[:0]
+	ioctlPool.Put(b)
 }
 
 // Object and Method identify the call.
@@ -138,11 +181,32 @@ func (b *Ioctl) PtrIn(id uint16, p []byte) Attr {
 // PtrOut adds an output attribute (UVERBS_ATTR_PTR_OUT). After the call, if
 // the kernel marked it valid, its bytes are copied into dst.
 func (b *Ioctl) PtrOut(id uint16, dst []byte) Attr {
-	if !b.checkLen(id, len(dst)) {
+	a := b.PtrOutLen(id, len(dst))
+	if a >= 0 {
+		b.attrs[a].dst = dst
+	}
+	return a
+}
+
+// PtrOutLen adds an output attribute of n bytes (UVERBS_ATTR_PTR_OUT) that
+// stays in the builder: read it with Output after the call.
+func (b *Ioctl) PtrOutLen(id uint16, n int) Attr {
+	if !b.checkLen(id, n) {
 		return -1
 	}
-	off := b.reserve(len(dst))
-	return b.add(ioctlAttr{id: id, len: uint16(len(dst)), kind: attrOut, off: off, dst: dst})
+	off := b.reserve(n)
+	return b.add(ioctlAttr{id: id, len: uint16(n), kind: attrOut, off: off})
+}
+
+// Output is the kernel's answer in output attribute a, or nil if the
+// kernel did not write it (Valid). The slice aliases the builder: copy
+// what you keep before Release.
+func (b *Ioctl) Output(a Attr) []byte {
+	if !b.Valid(a) || b.attrs[a].kind != attrOut {
+		return nil
+	}
+	x := b.attrs[a]
+	return b.arena[x.off : x.off+int(x.len)]
 }
 
 // Uint32In adds a 4-byte input (PTR_IN of a u32, sent inline).
@@ -195,7 +259,7 @@ func (b *Ioctl) Optional(a Attr) {
 // Result is the data word the kernel left in attribute a: the new handle or
 // file descriptor of a NewObject attribute.
 func (b *Ioctl) Result(a Attr) uint64 {
-	if a < 0 || b.buf == nil {
+	if a < 0 || int(a) >= len(b.attrs) || !b.called {
 		return 0
 	}
 	o := ioctlHdrSize + int(a)*ioctlAttrSize
@@ -204,7 +268,7 @@ func (b *Ioctl) Result(a Attr) uint64 {
 
 // Valid reports whether the kernel wrote output attribute a.
 func (b *Ioctl) Valid(a Attr) bool {
-	if a < 0 || b.buf == nil {
+	if a < 0 || int(a) >= len(b.attrs) || !b.called {
 		return false
 	}
 	o := ioctlHdrSize + int(a)*ioctlAttrSize
@@ -214,7 +278,8 @@ func (b *Ioctl) Valid(a Attr) bool {
 // encode lays out the header and attributes for the kernel.
 func (b *Ioctl) encode(driverID uint32) []byte {
 	n := len(b.attrs)
-	buf := kernelBuf(ioctlHdrSize + n*ioctlAttrSize)
+	buf := b.buf[:ioctlHdrSize+n*ioctlAttrSize]
+	clear(buf)
 	ne := binary.NativeEndian
 	ne.PutUint16(buf[0:], uint16(len(buf)))
 	ne.PutUint16(buf[2:], b.object)
@@ -253,7 +318,7 @@ func (f *File) Ioctl(b *Ioctl) error {
 	}
 	err := f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
 	f.release()
-	b.buf = buf
+	b.called = true
 	if err != nil {
 		if f.noteIoctlError(b.object, b.method, err) {
 			return fmt.Errorf("%w: %w", ErrNoIoctl, err)
@@ -261,7 +326,7 @@ func (f *File) Ioctl(b *Ioctl) error {
 		return err
 	}
 	for i, a := range b.attrs {
-		if a.kind == attrOut && b.Valid(Attr(i)) {
+		if a.kind == attrOut && a.dst != nil && b.Valid(Attr(i)) {
 			copy(a.dst, b.arena[a.off:a.off+int(a.len)])
 		}
 	}

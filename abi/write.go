@@ -3,6 +3,7 @@ package abi
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 )
 
 // Command is one write-style uverbs command (IB_USER_VERBS_CMD_* or
@@ -33,14 +34,7 @@ func (c *Command) Extended() bool { return c.Num&cmdFlagExtended != 0 }
 // ioctl says so, and returns the transport that carried the command.
 func (f *File) Invoke(c *Command) (Transport, error) {
 	if f.ioctlAllowed(objectDevice, methodInvokeWrite) {
-		b := NewIoctl(objectDevice, methodInvokeWrite)
-		b.PtrIn(attrWriteCoreIn, c.In)
-		if len(c.Out) > 0 {
-			b.PtrOut(attrWriteCoreOut, c.Out)
-		}
-		b.Uint64In(attrWriteCmd, uint64(c.Num))
-		b.UHW(c.DriverIn, c.DriverOut)
-		err := f.Ioctl(b)
+		err := f.invokeIoctl(c)
 		if !IsNoIoctl(err) {
 			return TransportIoctl, err
 		}
@@ -51,16 +45,44 @@ func (f *File) Invoke(c *Command) (Transport, error) {
 	return TransportWrite, f.write(c)
 }
 
+// invokeIoctl tunnels c through DEVICE/INVOKE_WRITE. The outputs stay in
+// the pooled builder and are copied out here, so c's buffers never escape
+// and the call allocates nothing.
+func (f *File) invokeIoctl(c *Command) error {
+	b := NewIoctl(objectDevice, methodInvokeWrite)
+	defer b.Release()
+	b.PtrIn(attrWriteCoreIn, c.In)
+	out, driverOut := Attr(-1), Attr(-1)
+	if len(c.Out) > 0 {
+		out = b.PtrOutLen(attrWriteCoreOut, len(c.Out))
+	}
+	b.Uint64In(attrWriteCmd, uint64(c.Num))
+	if len(c.DriverIn) > 0 {
+		b.PtrIn(attrUHWIn, c.DriverIn)
+	}
+	if len(c.DriverOut) > 0 {
+		driverOut = b.PtrOutLen(attrUHWOut, len(c.DriverOut))
+	}
+	if err := f.Ioctl(b); err != nil {
+		return err
+	}
+	copy(c.Out, b.Output(out))
+	copy(c.DriverOut, b.Output(driverOut))
+	return nil
+}
+
 // write frames c for write() (ib_uverbs_write in the kernel's uverbs_main.c).
 func (f *File) write(c *Command) error {
 	ne := binary.NativeEndian
-	resp := kernelBuf(len(c.Out) + len(c.DriverOut))
+	scratch := getWriteScratch()
+	defer putWriteScratch(scratch)
+	resp := scratch.take(len(c.Out) + len(c.DriverOut))
 	var buf []byte
 	if c.Extended() {
 		if len(c.In)%8 != 0 || len(c.Out)%8 != 0 || len(c.DriverIn)%8 != 0 || len(c.DriverOut)%8 != 0 {
 			return fmt.Errorf("abi: extended command %#x: lengths must be multiples of 8", c.Num)
 		}
-		buf = kernelBuf(legacyCmdHdrSize + extendedCmdHdrSize + len(c.In) + len(c.DriverIn))
+		buf = scratch.take(legacyCmdHdrSize + extendedCmdHdrSize + len(c.In) + len(c.DriverIn))
 		ne.PutUint32(buf[0:], c.Num)
 		ne.PutUint16(buf[4:], uint16(len(c.In)/8))
 		ne.PutUint16(buf[6:], uint16(len(c.Out)/8))
@@ -77,7 +99,7 @@ func (f *File) write(c *Command) error {
 		if n%4 != 0 || len(resp)%4 != 0 {
 			return fmt.Errorf("abi: command %d: lengths must be multiples of 4", c.Num)
 		}
-		buf = kernelBuf(n)
+		buf = scratch.take(n)
 		ne.PutUint32(buf[0:], c.Num)
 		ne.PutUint16(buf[4:], uint16(n/4))
 		ne.PutUint16(buf[6:], uint16(len(resp)/4))
@@ -93,4 +115,36 @@ func (f *File) write(c *Command) error {
 	copy(c.Out, resp)
 	copy(c.DriverOut, resp[len(c.Out):])
 	return nil
+}
+
+// writeScratch is the memory of one write() command: the framed request
+// and the response the kernel writes through its pointer. Pooled, so a
+// command allocates nothing; kernelBuf memory, so the addresses stay put.
+type writeScratch struct{ mem, free []byte }
+
+const writeScratchSize = 2048 // every core command and its driver data fit
+
+var writeScratchPool = sync.Pool{New: func() any { return &writeScratch{mem: kernelBuf(writeScratchSize)} }}
+
+func getWriteScratch() *writeScratch {
+	s := writeScratchPool.Get().(*writeScratch)
+	s.free = s.mem
+	return s
+}
+
+func putWriteScratch(s *writeScratch) {
+	clear(s.mem[:len(s.mem)-len(s.free)])
+	writeScratchPool.Put(s)
+}
+
+// take returns n zeroed bytes, 8-byte aligned, from the scratch memory, or
+// fresh heap bytes if it is used up.
+func (s *writeScratch) take(n int) []byte {
+	n8 := (n + 7) &^ 7
+	if n8 > len(s.free) {
+		return kernelBuf(n)
+	}
+	p := s.free[:n:n]
+	s.free = s.free[n8:]
+	return p
 }

@@ -63,11 +63,12 @@ type Context struct {
 
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
-	watch        *os.File      // inotify on the device node's directory
-	lost         atomic.Bool   // the device node was deleted
-	lostOnce     sync.Once     // closes lostCh
-	lostCh       chan struct{} // closed when the device is lost
-	fatalSent    atomic.Bool   // NextAsyncEvent returned EventDeviceFatal
+	watch        *os.File                 // inotify on the device node's directory
+	lost         atomic.Bool              // the device node was deleted
+	lostOnce     sync.Once                // closes lostCh
+	lostCh       chan struct{}            // closed when the device is lost
+	fatalSent    atomic.Bool              // NextAsyncEvent returned EventDeviceFatal
+	fw           atomic.Pointer[fwString] // QueryDevice's last FWVersion
 	netdevMu     sync.Mutex
 	netdevs      netdevNames // interface index → name, for GID entries
 	closed       atomic.Bool
@@ -178,6 +179,7 @@ func (c *Context) ioctlOr(verb string, b *abi.Ioctl, via abi.Transport, fallback
 // separately), or by write, which also returns the async fd.
 func (c *Context) getContext(driverIn, driverOut []byte) error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
+	defer b.Release()
 	var vectors [4]byte
 	var support [8]byte
 	b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, vectors[:])
@@ -206,6 +208,7 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 // ioctl form of GET_CONTEXT does not.
 func (c *Context) allocAsyncFD() error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
+	defer b.Release()
 	h := b.NewObject(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	if _, err := c.ioctl("Open", b, nil); err != nil {
 		return err

@@ -99,6 +99,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	}
 	var handle, got uint32
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
+	defer b.Release()
 	h := b.NewObject(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(cqe))
 	b.Uint64In(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, tag)
@@ -109,8 +110,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	if flags != 0 {
 		b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_FLAGS, flags)
 	}
-	var respCQE [4]byte
-	b.PtrOut(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, respCQE[:])
+	respCQE := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, 4)
 	b.UHW(in, out)
 	tr, err := c.ioctl("CreateCQ", b, func() error {
 		if flags != 0 {
@@ -140,7 +140,10 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		return nil, err
 	}
 	if tr == abi.TransportIoctl {
-		handle, got = uint32(b.Result(h)), ne.Uint32(respCQE[:])
+		handle = uint32(b.Result(h))
+		if v := b.Output(respCQE); len(v) == 4 {
+			got = ne.Uint32(v)
+		}
 	}
 	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1)}
 	cq.cqe.Store(int64(got))

@@ -165,9 +165,11 @@ func (l *lifetime) closed() <-chan struct{} {
 // is success, so Close after Context.Close returns nil.
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
 	b := abi.NewIoctl(object, method)
+	defer b.Release()
 	b.Handle(0, handle)
+	out := abi.Attr(-1)
 	if len(resp) > 0 {
-		b.PtrOut(respAttr, resp)
+		out = b.PtrOutLen(respAttr, len(resp))
 	}
 	if c.teardown.Load() {
 		// Context.Close destroys what is left before it frees the
@@ -176,14 +178,19 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 		if abi.IsNoIoctl(err) {
 			_, err = c.file.Invoke(write)
 			copy(resp, write.Out)
+		} else {
+			copy(resp, b.Output(out))
 		}
 		return err
 	}
-	_, err := c.ioctl(verb, b, func() error {
+	tr, err := c.ioctl(verb, b, func() error {
 		err := c.fallback(verb, write)
 		copy(resp, write.Out)
 		return err
 	})
+	if tr == abi.TransportIoctl {
+		copy(resp, b.Output(out))
+	}
 	if err != nil && errors.Is(err, ErrClosed) && c.closed.Load() {
 		return nil
 	}

@@ -80,6 +80,7 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	buf := make([]byte, maxGIDEntries*gidEntrySize)
 	var num [8]byte
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE)
+	defer b.Release()
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, gidEntrySize)
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
 	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_TABLE_RESP_ENTRIES, buf)
@@ -126,12 +127,12 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
 		return GIDEntry{}, argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
-	var out [gidEntrySize]byte
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY)
+	defer b.Release()
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
-	b.PtrOut(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:])
+	out := b.PtrOutLen(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, gidEntrySize)
 	var e GIDEntry
 	tr, err := c.ioctlOr(verb, b, abi.TransportNone, func() (err error) {
 		e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
@@ -140,7 +141,11 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	if err != nil || tr != abi.TransportIoctl {
 		return e, err
 	}
-	return decodeGIDEntry(out[:], c.netdevName), nil
+	entry := b.Output(out)
+	if len(entry) != gidEntrySize {
+		return GIDEntry{}, opError(verb, c.dev.Name, abi.TransportIoctl, errors.New("kernel did not write the GID entry"))
+	}
+	return decodeGIDEntry(entry, c.netdevName), nil
 }
 
 // netdevName names interface idx from the context's cache, seeded with

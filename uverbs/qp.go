@@ -91,6 +91,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	var handle uint32
 
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	defer b.Release()
 	h := b.NewObject(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
 	b.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
 	b.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
@@ -104,8 +105,8 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	if init.SignalAll {
 		b.Uint32In(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
 	}
-	b.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, abi.Bytes(&capOut))
-	b.PtrOut(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, qpn[:])
+	capA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, len(abi.Bytes(&capOut)))
+	qpnA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, len(qpn))
 	b.UHW(in, out)
 	tr, err := c.ioctl("CreateQP", b, func() error {
 		req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.RecvCQ.handle,
@@ -133,6 +134,8 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	}
 	if tr == abi.TransportIoctl {
 		handle = uint32(b.Result(h))
+		copy(abi.Bytes(&capOut), b.Output(capA))
+		copy(qpn[:], b.Output(qpnA))
 	}
 	init.Cap = QPCap{MaxSendWR: capOut.MaxSendWr, MaxRecvWR: capOut.MaxRecvWr, MaxSendSGE: capOut.MaxSendSge, MaxRecvSGE: capOut.MaxRecvSge, MaxInlineData: capOut.MaxInlineData}
 	qp := &QP{pd: pd, handle: handle, qpn: ne.Uint32(qpn[:]), init: init, tag: tag}

@@ -161,7 +161,7 @@ func (c *Context) deviceAttr(r *abi.IbUverbsExQueryDeviceResp, n int) DeviceAttr
 		MaxSRQ: b.MaxSrq, MaxSRQWR: b.MaxSrqWr, MaxSRQSGE: b.MaxSrqSge,
 		MaxPKeys: b.MaxPkeys, LocalCAAckDelay: b.LocalCaAckDelay, PhysPortCnt: b.PhysPortCnt,
 	}
-	a.FWVersion = formatFWVersion(c.dev.Driver, b.FwVer, c.dev.FWVersion)
+	a.FWVersion = c.fwVersion(b.FwVer)
 	if n == 0 {
 		return a
 	}
@@ -209,6 +209,23 @@ func (c *Context) deviceAttr(r *abi.IbUverbsExQueryDeviceResp, n int) DeviceAttr
 		a.XRCODPCaps = ODPTransportCap(r.XrcOdpCaps)
 	}
 	return a
+}
+
+// fwVersion is formatFWVersion, remembered: the firmware word does not
+// change while the context is open, and QueryDevice then allocates only
+// what its answer holds.
+func (c *Context) fwVersion(raw uint64) string {
+	if v := c.fw.Load(); v != nil && v.raw == raw {
+		return v.s
+	}
+	v := &fwString{raw, formatFWVersion(c.dev.Driver, raw, c.dev.FWVersion)}
+	c.fw.Store(v)
+	return v.s
+}
+
+type fwString struct {
+	raw uint64
+	s   string
 }
 
 // formatFWVersion renders the raw fw_ver word the way the device's
@@ -281,8 +298,9 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 	var ex abi.IbUverbsQueryPortRespEx
 	out := abi.Bytes(&ex)
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT)
+	defer b.Release()
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port)) // CONST_IN: always 8 bytes inline
-	b.PtrOut(abi.UVERBS_ATTR_QUERY_PORT_RESP, out)
+	resp := b.PtrOutLen(abi.UVERBS_ATTR_QUERY_PORT_RESP, len(out))
 	tr, err := c.ioctl("QueryPort", b, func() error {
 		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp)}
@@ -290,6 +308,9 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 	})
 	if err != nil {
 		return PortAttr{}, err
+	}
+	if tr == abi.TransportIoctl {
+		copy(out, b.Output(resp))
 	}
 	r := &ex.LegacyResp
 	a := PortAttr{

@@ -91,6 +91,7 @@ func (c *context) newBfreg(p *uarPage, k int, index uint32) *bfreg {
 
 func (c *context) allocUAR(typ uint32) (*uarPage, error) {
 	b := abi.NewIoctl(abi.MLX5_IB_OBJECT_UAR, abi.MLX5_IB_METHOD_UAR_OBJ_ALLOC)
+	defer b.Release()
 	h := b.NewObject(abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_HANDLE)
 	b.Uint64In(abi.MLX5_IB_ATTR_UAR_OBJ_ALLOC_TYPE, uint64(typ))
 	var off [8]byte

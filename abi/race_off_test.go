@@ -1,0 +1,5 @@
+//go:build !race
+
+package abi
+
+const raceBuild = false
