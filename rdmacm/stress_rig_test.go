@@ -193,10 +193,13 @@ func TestRigPeerDies(t *testing.T) {
 
 // TestRigManyConnections sets up and tears down N connections at once, one
 // goroutine each, on one channel per side (cmtime's shape), and checks
-// nothing leaks. N is RDMACM_TEST_CONNS (default 1000).
+// nothing leaks. N is RDMACM_TEST_CONNS: 200 by default, which keeps the
+// suite's run of five kernels within its budget (1,000, the scale,
+// took 35-60 s a kernel under TCG, and minutes on a loaded host);
+// RDMACM_TEST_CONNS=1000 for the full scale.
 func TestRigManyConnections(t *testing.T) {
 	rigtest.Require(t)
-	n := 1000
+	n := 200
 	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
