@@ -202,6 +202,11 @@ func (id *ID) Migrate(to *EventChannel) error {
 		}
 		return err
 	}
+	// The old channel forwards what its reader may still hold, but its
+	// Close no longer stops the ID.
+	if id.uid != 0 {
+		from.adopt(id.uid, moved{id}) //nolint:errcheck // a closed channel delivers nothing more
+	}
 	id.mu.Lock()
 	id.ch = to
 	id.formerChs = append(id.formerChs, from)
@@ -214,3 +219,11 @@ func (id *ID) Migrate(to *EventChannel) error {
 	}
 	return nil
 }
+
+// moved is a migrated ID as the channel it left sees it: events still
+// reach it, the channel's stop does not.
+type moved struct{ id *ID }
+
+func (m moved) deliver(ev Event) { m.id.deliver(ev) }
+func (m moved) udEvents() bool   { return m.id.udEvents() }
+func (m moved) stop(error)       {}
