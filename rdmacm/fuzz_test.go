@@ -316,6 +316,10 @@ func FuzzParseSockaddrIB(f *testing.F) {
 		if err != nil {
 			return
 		}
+		// What decodes encodes back to the same bytes.
+		if out := make([]byte, sizeofSockaddrIB); putSockaddrIB(out, a) != sizeofSockaddrIB || string(out) != string(b[:sizeofSockaddrIB]) {
+			t.Fatalf("%x → %+v → %x", b[:sizeofSockaddrIB], a, out)
+		}
 		if binary.BigEndian.Uint64(b[24:]) != a.SID || binary.BigEndian.Uint16(b[2:]) != a.PKey || string(b[8:24]) != string(a.GID[:]) {
 			t.Fatalf("%x → %+v", b[:sizeofSockaddrIB], a)
 		}

@@ -1,6 +1,7 @@
 package rdmacm
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -227,3 +228,62 @@ type moved struct{ id *ID }
 func (m moved) deliver(ev Event) { m.id.deliver(ev) }
 func (m moved) udEvents() bool   { return m.id.udEvents() }
 func (m moved) stop(error)       {}
+
+// AF_IB service IDs of the IP port spaces (RDMA_IB_IP_PS_* in
+// <rdma/rdma_user_cm.h>): the space in bits 16-31, the port below.
+const (
+	IBServiceIDTCP  = 0x0000000001060000 // RDMA_IB_IP_PS_TCP
+	IBServiceIDUDP  = 0x0000000001110000 // RDMA_IB_IP_PS_UDP
+	IBServiceIDIB   = 0x00000000013F0000 // RDMA_IB_IP_PS_IB
+	IBServiceIDMask = 0xFFFFFFFFFFFF0000 // RDMA_IB_IP_PS_MASK
+)
+
+// putSockaddrIB encodes a as a struct sockaddr_ib into b and returns its
+// size.
+func putSockaddrIB(b []byte, a IBAddr) int {
+	clear(b[:sizeofSockaddrIB])
+	be := binary.BigEndian
+	binary.NativeEndian.PutUint16(b, unix.AF_IB)
+	be.PutUint16(b[2:], a.PKey)
+	be.PutUint32(b[4:], a.FlowInfo)
+	copy(b[8:24], a.GID[:])
+	be.PutUint64(b[24:], a.SID)
+	be.PutUint64(b[32:], a.SIDMask)
+	binary.NativeEndian.PutUint64(b[40:], a.ScopeID)
+	return sizeofSockaddrIB
+}
+
+// BindIB binds the ID to an AF_IB address (BIND with a struct
+// sockaddr_ib): a GID (zero: any device), a P_Key and a service ID whose
+// bits outside SIDMask the kernel fills with a port it picks (QueryGID
+// shows it). The kernel takes AF_IB binds whatever its devices are
+// (librdmacm probes AF_IB support so); only InfiniBand ports resolve AF_IB
+// destinations.
+func (id *ID) BindIB(a IBAddr) error {
+	var req abi.RdmaUcmBind
+	req.Id = id.kid
+	req.AddrSize = uint16(putSockaddrIB(abi.Bytes(&req.Addr), a))
+	return id.ch.write("BindIB", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+}
+
+// ResolveAddrIB resolves an AF_IB destination (RESOLVE_ADDR with struct
+// sockaddr_ib, then ADDR_RESOLVED), from src if its GID or service ID is
+// set: the kernel looks for an InfiniBand port with dst's P_Key that holds
+// dst's GID or one of its subnet. RoCE and iWARP ports take no AF_IB
+// destinations: the kernel answers ENODEV there.
+func (id *ID) ResolveAddrIB(ctx context.Context, src, dst IBAddr) error {
+	var req abi.RdmaUcmResolveAddr
+	req.Id = id.kid
+	req.TimeoutMs = timeoutMS(ctx)
+	if src != (IBAddr{}) {
+		req.SrcSize = uint16(putSockaddrIB(abi.Bytes(&req.SrcAddr), src))
+	}
+	req.DstSize = uint16(putSockaddrIB(abi.Bytes(&req.DstAddr), dst))
+	if err := id.ch.write("ResolveAddrIB", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	if _, err := id.wait(ctx, "ResolveAddrIB", false, EventAddrResolved); err != nil {
+		return err
+	}
+	return id.bindDevice("ResolveAddrIB")
+}

@@ -2,12 +2,14 @@ package rdmacm_test
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/rdmacm"
+	"golang.org/x/sys/unix"
 )
 
 // TestRigQueryPath checks the path record and the AF_IB addresses the
@@ -241,4 +243,47 @@ func TestRigMigrate(t *testing.T) {
 	if err := server.ID.Migrate(ch1); err == nil {
 		t.Error("Migrate of a connection's ID succeeded")
 	}
+}
+
+// TestRigAFIB binds an ID to an AF_IB wildcard address in the TCP space
+// (librdmacm's probe of AF_IB support): the kernel picks a port into the
+// service ID, as QUERY GID shows; resolving an AF_IB destination (rxe0's
+// own GID) finds no InfiniBand port among the rig's RoCE and iWARP devices:
+// ENODEV.
+func TestRigAFIB(t *testing.T) {
+	rigtest.Require(t)
+	ctx := rigCtx(t, 60*time.Second)
+	ch, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	id, err := ch.CreateID(rdmacm.PSIB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer id.Close()
+	if err := id.BindIB(rdmacm.IBAddr{SID: rdmacm.IBServiceIDTCP, SIDMask: rdmacm.IBServiceIDMask}); err != nil {
+		t.Fatalf("AF_IB wildcard bind: %v", err)
+	}
+	src, _, err := id.QueryGID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bound: %+v", src)
+	if src.SID&rdmacm.IBServiceIDMask != rdmacm.IBServiceIDTCP || src.SID&0xffff == 0 || src.SIDMask != ^uint64(0) || src.GID != [16]byte{} {
+		t.Errorf("AF_IB bind: service ID %#x mask %#x GID %x; want the TCP space with a port, mask all ones, no GID", src.SID, src.SIDMask, src.GID)
+	}
+
+	id2, err := ch.CreateID(rdmacm.PSIB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer id2.Close()
+	dst := rdmacm.IBAddr{PKey: 0xffff, GID: addrRXE0.As16(), SID: rdmacm.IBServiceIDTCP | 7999, SIDMask: ^uint64(0)}
+	err = id2.ResolveAddrIB(ctx, rdmacm.IBAddr{}, dst)
+	if !errors.Is(err, unix.ENODEV) {
+		t.Fatalf("ResolveAddrIB to rxe0's GID: %v, want ENODEV (no InfiniBand port)", err)
+	}
+	t.Logf("AF_IB destination on RoCE: %v", err)
 }
