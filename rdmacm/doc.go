@@ -28,7 +28,7 @@
 // InitQPAttr/ModifyQP, options (SetTOS, SetReuseAddr, SetAFOnly,
 // SetAckTimeout), Disconnect, Close; QueryPath (the path records the CM
 // resolved) and QueryGID (the ends as AF_IB addresses); BindIB and
-// ResolveAddrIB (AF_IB addressing: InfiniBand ports only); Migrate (move
+// ResolveAddrIB (AF_IB addressing: InfiniBand and RoCE ports); Migrate (move
 // an ID, a connection request's before Accept too, to another channel).
 //
 // # Events and concurrency

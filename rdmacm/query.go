@@ -257,8 +257,7 @@ func putSockaddrIB(b []byte, a IBAddr) int {
 // sockaddr_ib): a GID (zero: any device), a P_Key and a service ID whose
 // bits outside SIDMask the kernel fills with a port it picks (QueryGID
 // shows it). The kernel takes AF_IB binds whatever its devices are
-// (librdmacm probes AF_IB support so); only InfiniBand ports resolve AF_IB
-// destinations.
+// (librdmacm probes AF_IB support so).
 func (id *ID) BindIB(a IBAddr) error {
 	var req abi.RdmaUcmBind
 	req.Id = id.kid
@@ -268,9 +267,9 @@ func (id *ID) BindIB(a IBAddr) error {
 
 // ResolveAddrIB resolves an AF_IB destination (RESOLVE_ADDR with struct
 // sockaddr_ib, then ADDR_RESOLVED), from src if its GID or service ID is
-// set: the kernel looks for an InfiniBand port with dst's P_Key that holds
-// dst's GID or one of its subnet. RoCE and iWARP ports take no AF_IB
-// destinations: the kernel answers ENODEV there.
+// set: the kernel takes the first port with the AF_IB capability
+// (InfiniBand and RoCE, not iWARP) and dst's P_Key that holds dst's GID,
+// or a GID of its subnet prefix; ENODEV if none.
 func (id *ID) ResolveAddrIB(ctx context.Context, src, dst IBAddr) error {
 	var req abi.RdmaUcmResolveAddr
 	req.Id = id.kid

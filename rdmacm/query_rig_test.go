@@ -2,14 +2,12 @@ package rdmacm_test
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/rdmacm"
-	"golang.org/x/sys/unix"
 )
 
 // TestRigQueryPath checks the path record and the AF_IB addresses the
@@ -247,9 +245,8 @@ func TestRigMigrate(t *testing.T) {
 
 // TestRigAFIB binds an ID to an AF_IB wildcard address in the TCP space
 // (librdmacm's probe of AF_IB support): the kernel picks a port into the
-// service ID, as QUERY GID shows. Resolving an AF_IB destination (rxe0's
-// own GID): 6.1 finds no InfiniBand port among the rig's RoCE and iWARP
-// devices (ENODEV), 7.3 resolves it on rxe0; either must be consistent.
+// service ID, as QUERY GID shows. An AF_IB destination (rxe0's own GID)
+// resolves on a RoCE port (RoCE ports have the AF_IB capability).
 func TestRigAFIB(t *testing.T) {
 	rigtest.Require(t)
 	ctx := rigCtx(t, 60*time.Second)
@@ -281,22 +278,27 @@ func TestRigAFIB(t *testing.T) {
 	}
 	defer id2.Close()
 	dst := rdmacm.IBAddr{PKey: 0xffff, GID: addrRXE0.As16(), SID: rdmacm.IBServiceIDTCP | 7999, SIDMask: ^uint64(0)}
-	err = id2.ResolveAddrIB(ctx, rdmacm.IBAddr{}, dst)
-	switch {
-	case errors.Is(err, unix.ENODEV):
-		// 6.1: cma_resolve_ib_dev looks at InfiniBand ports only.
-		t.Logf("AF_IB destination on RoCE: %v (%s takes none)", err, rigtest.Kernel())
-	case err == nil:
-		// Newer kernels (7.3) resolve it on the RoCE port holding the GID.
-		_, got, err := id2.QueryGID()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if id2.Device().Name != "rxe0" || got.GID != dst.GID {
-			t.Errorf("AF_IB destination resolved on %s to %x, want rxe0 and %x", id2.Device().Name, got.GID, dst.GID)
-		}
-		t.Logf("AF_IB destination on RoCE: resolved on %s (%s), destination %+v", id2.Device().Name, rigtest.Kernel(), got)
-	default:
-		t.Fatalf("ResolveAddrIB to rxe0's GID: %v, want the address resolved on rxe0 or ENODEV (no InfiniBand port)", err)
+	if err := id2.ResolveAddrIB(ctx, rdmacm.IBAddr{}, dst); err != nil {
+		t.Fatalf("ResolveAddrIB to rxe0's GID: %v", err)
 	}
+	// The kernel (cma_resolve_ib_dev) takes the first port, in its device
+	// order, holding the GID or one of its subnet prefix (the first 8
+	// bytes: zero for every IPv4-mapped GID, so any rxe device may win).
+	_, got, err := id2.QueryGID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gids, err := id2.Context().QueryGIDTable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := false
+	for _, g := range gids {
+		prefix = prefix || g.Port == id2.Port() && [8]byte(g.GID[:8]) == [8]byte(dst.GID[:8])
+	}
+	if !prefix || got.GID != dst.GID || got.PKey != dst.PKey {
+		t.Errorf("AF_IB destination resolved on %s port %d (a GID of its subnet prefix: %v) to %+v, want GID %x P_Key %#x",
+			id2.Device().Name, id2.Port(), prefix, got, dst.GID, dst.PKey)
+	}
+	t.Logf("AF_IB destination on RoCE: resolved on %s (%s), destination %+v", id2.Device().Name, rigtest.Kernel(), got)
 }
