@@ -33,12 +33,11 @@ type EventChannel struct {
 	file *os.File
 	rc   syscall.RawConn
 
-	mu      sync.Mutex
-	sinks   map[uint64]sink // by uid
-	nextUID uint64
-	devs    map[uint64]*device // by node GUID
-	err     error              // why the reader stopped (ErrClosed after Close)
-	done    chan struct{}      // closed when the reader stops
+	mu    sync.Mutex
+	sinks map[uint64]sink    // by uid
+	devs  map[uint64]*device // by node GUID
+	err   error              // why the reader stopped (ErrClosed after Close)
+	done  chan struct{}      // closed when the reader stops
 
 	refs      int // owners of a channel Dial or Listen opened
 	closeOnce sync.Once
@@ -221,6 +220,10 @@ func (ch *EventChannel) stop(err error) {
 	close(ch.done)
 }
 
+// lastUID numbers the sinks of every channel: a uid names one sink in
+// the whole program, so that an ID migrated to another channel keeps it.
+var lastUID atomic.Uint64
+
 // register gives s a new uid.
 func (ch *EventChannel) register(s sink) (uint64, error) {
 	ch.mu.Lock()
@@ -228,9 +231,21 @@ func (ch *EventChannel) register(s sink) (uint64, error) {
 	if ch.err != nil {
 		return 0, ch.err
 	}
-	ch.nextUID++
-	ch.sinks[ch.nextUID] = s
-	return ch.nextUID, nil
+	uid := lastUID.Add(1)
+	ch.sinks[uid] = s
+	return uid, nil
+}
+
+// adopt makes s, registered on another channel under uid, reachable on ch
+// too (Migrate).
+func (ch *EventChannel) adopt(uid uint64, s sink) error {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.err != nil {
+		return ch.err
+	}
+	ch.sinks[uid] = s
+	return nil
 }
 
 func (ch *EventChannel) unregister(uid uint64) {

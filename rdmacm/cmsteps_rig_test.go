@@ -1,6 +1,7 @@
 package rdmacm_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"os"
@@ -15,10 +16,44 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
+// cmtimeFailed fails t if a cmtime client's output reports a failed
+// connection: cmtime prints the event ("event: RDMA_CM_EVENT_REJECTED,
+// error: 28") and still exits 0 with figures that include it.
+func cmtimeFailed(t *testing.T, out []byte) {
+	t.Helper()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "RDMA_CM_EVENT_") || strings.HasPrefix(l, "failure") {
+			t.Fatalf("cmtime's own connection failed (%s):\n%s", strings.TrimSpace(l), out)
+		}
+	}
+}
+
+// cmtimeServer starts rdma-core's cmtime server on port of rxe0's address
+// and returns its address with a connection to it that the caller keeps
+// open (closes at the end) while it uses the server.
+//
+// cmtime 44's server (the rig's) passes one global ibv_qp_init_attr to
+// rdma_create_qp for every request, and librdmacm writes the CQs it
+// created back into it: every later request's QP is created on the first
+// connection's CQs. Once that first connection is torn down, each
+// rdma_create_qp fails (ENOENT: the CQ handles are gone) and the server
+// rejects every request, its own client's too, with IB CM reason 28
+// (consumer defined, rdma_reject's). Holding the first connection keeps
+// the server usable.
+func cmtimeServer(t *testing.T, ctx context.Context, port int) (netip.AddrPort, *rdmacm.Conn) {
+	t.Helper()
+	tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", strconv.Itoa(port))
+	dst := netip.AddrPortFrom(addrRXE0, uint16(port))
+	pin := dialRetry(t, ctx, dst, &rdmacm.Config{PollOnly: true, Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	t.Cleanup(func() { pin.Close() })
+	return dst, pin
+}
+
 // cmtimeSteps reads cmtime's "us / conn" column: each step's time per
 // connection in microseconds.
 func cmtimeSteps(t *testing.T, out []byte) map[string]float64 {
 	t.Helper()
+	cmtimeFailed(t, out)
 	steps := map[string]float64{}
 	for _, l := range strings.Split(string(out), "\n") {
 		name, rest, ok := strings.Cut(l, ":")
@@ -55,11 +90,12 @@ func medianF(v []float64) float64 {
 
 // TestRigCMSteps times connection set-up step by step, goverbs beside
 // rdma-core's cmtime -c 1 in the same boot against the same server
-// (cmtime's): resolve addr (to ADDR_RESOLVED), resolve route (to
-// ROUTE_RESOLVED), connect (CONNECT to ESTABLISHED), disconnect
-// (DISCONNECT to DISCONNECTED), each the median of reps runs, and
-// goverbs' accept (to ESTABLISHED; cmtime's server times nothing). Like
-// TestRigCmtime it is a comparison, run when GOVERBS_COMPARE is set.
+// (cmtime's): create id, resolve addr (to ADDR_RESOLVED), resolve route
+// (to ROUTE_RESOLVED), destroy (of that resolved id), connect (CONNECT to
+// ESTABLISHED), disconnect (DISCONNECT to DISCONNECTED), each the median
+// of reps runs, and goverbs' accept (to ESTABLISHED; cmtime's server
+// times nothing). Like TestRigCmtime it is a comparison, run when
+// GOVERBS_COMPARE is set.
 func TestRigCMSteps(t *testing.T) {
 	rigtest.Require(t)
 	if os.Getenv("GOVERBS_COMPARE") == "" {
@@ -67,9 +103,7 @@ func TestRigCMSteps(t *testing.T) {
 	}
 	const reps = 20
 	ctx := rigCtx(t, 600*time.Second)
-	tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", "7490")
-	time.Sleep(2 * time.Second)
-	dst := netip.AddrPortFrom(addrRXE0, 7490)
+	dst, _ := cmtimeServer(t, ctx, 7490)
 	ch, err := rdmacm.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +114,7 @@ func TestRigCMSteps(t *testing.T) {
 	gov := map[string][]float64{}
 	ref := map[string][]float64{}
 	for i := 0; i < reps; i++ {
+		tc := time.Now()
 		id, err := ch.CreateID(rdmacm.PSTCP)
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +128,11 @@ func TestRigCMSteps(t *testing.T) {
 			t.Fatal(err)
 		}
 		t2 := time.Now()
-		id.Close()
+		if err := id.Close(); err != nil {
+			t.Fatal(err)
+		}
+		gov["destroy"] = append(gov["destroy"], us(time.Since(t2)))
+		gov["create id"] = append(gov["create id"], us(t0.Sub(tc)))
 		gov["resolve addr"] = append(gov["resolve addr"], us(t1.Sub(t0)))
 		gov["resolve route"] = append(gov["resolve route"], us(t2.Sub(t1)))
 
@@ -101,13 +140,6 @@ func TestRigCMSteps(t *testing.T) {
 		c := cfg
 		c.Prepare = func(*rdmacm.Conn) error { prepared = time.Now(); return nil }
 		conn, err := rdmacm.Dial(ctx, dst, &c)
-		for try := 1; err != nil && try < 10; try++ {
-			// Seen on 6.1: cmtime's server refused the first connection
-			// (reason 28, its accept failed) right after it started.
-			t.Logf("Dial %d: %v", try, err)
-			time.Sleep(200 * time.Millisecond)
-			conn, err = rdmacm.Dial(ctx, dst, &c)
-		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -167,7 +199,7 @@ func TestRigCMSteps(t *testing.T) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "median of %d, µs (one boot, %s; timings under TCG on a shared host are noise):\n", reps, rigtest.Kernel())
 	fmt.Fprintf(&b, "%-14s %12s %12s %8s\n", "step", "goverbs", "cmtime", "ratio")
-	for _, s := range []string{"resolve addr", "resolve route", "connect", "disconnect", "accept"} {
+	for _, s := range []string{"create id", "resolve addr", "resolve route", "connect", "accept", "disconnect", "destroy"} {
 		g := medianF(gov[s])
 		if r, ok := ref[s]; ok {
 			fmt.Fprintf(&b, "%-14s %12.1f %12.1f %7.2f×\n", s, g, medianF(r), g/medianF(r))

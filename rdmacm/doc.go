@@ -26,7 +26,10 @@
 // The lower-level ID (rdma_cm_id) is there for programs that drive the
 // steps themselves: CreateID, Bind, ResolveAddr, ResolveRoute, Listen,
 // InitQPAttr/ModifyQP, options (SetTOS, SetReuseAddr, SetAFOnly,
-// SetAckTimeout), Disconnect, Close.
+// SetAckTimeout), Disconnect, Close; QueryPath (the path records the CM
+// resolved) and QueryGID (the ends as AF_IB addresses); BindIB and
+// ResolveAddrIB (AF_IB addressing: InfiniBand and RoCE ports); Migrate (move
+// an ID, a connection request's before Accept too, to another channel).
 //
 // # Events and concurrency
 //

@@ -51,6 +51,8 @@ type ID struct {
 	dev  *device
 	port uint8
 	qp   *uverbs.QP // the QP the CM moves (iWARP, and for Disconnect)
+
+	formerChs []*EventChannel // channels the ID was migrated from (they keep its uid until Close)
 }
 
 // CreateID creates an ID on the channel for port space ps (RDMA_PS_TCP
@@ -470,6 +472,9 @@ func (id *ID) Close() error {
 			r.ID.Close()
 		}
 		id.ch.unregister(id.uid)
+		for _, ch := range id.formerChs {
+			ch.unregister(id.uid)
+		}
 		req := abi.RdmaUcmDestroyId{Id: id.kid}
 		resp := make([]byte, 4)
 		req.Response = addrOf(resp)

@@ -181,7 +181,7 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 		return failConn(opError("Accept", err))
 	}
 	id.uid = uid
-	if r.ownCh {
+	if r.ownCh && ch == r.listener.ch { // not if Migrate moved the ID
 		conn.ownCh = true
 		ch.acquire()
 	}

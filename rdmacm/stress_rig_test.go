@@ -193,10 +193,13 @@ func TestRigPeerDies(t *testing.T) {
 
 // TestRigManyConnections sets up and tears down N connections at once, one
 // goroutine each, on one channel per side (cmtime's shape), and checks
-// nothing leaks. N is RDMACM_TEST_CONNS (default 1000).
+// nothing leaks. N is RDMACM_TEST_CONNS: 200 by default, which keeps the
+// suite's run of five kernels within its budget (1,000, the scale,
+// took 35-60 s a kernel under TCG, and minutes on a loaded host);
+// RDMACM_TEST_CONNS=1000 for the full scale.
 func TestRigManyConnections(t *testing.T) {
 	rigtest.Require(t)
-	n := 1000
+	n := 200
 	if s := os.Getenv("RDMACM_TEST_CONNS"); s != "" {
 		n, _ = strconv.Atoi(s)
 	}
@@ -307,6 +310,7 @@ func TestRigManyConnections(t *testing.T) {
 // connect) and tear-down (disconnect, destroy).
 func cmtimeTotals(t *testing.T, out []byte) (setup, teardown float64) {
 	t.Helper()
+	cmtimeFailed(t, out)
 	for _, l := range strings.Split(string(out), "\n") {
 		name, rest, ok := strings.Cut(l, ":")
 		if !ok {
@@ -361,13 +365,12 @@ func TestRigCmtime(t *testing.T) {
 		n, _ = strconv.Atoi(s)
 	}
 	ctx := rigCtx(t, 900*time.Second)
-	// A cmtime server per phase (one went away under load after a
-	// 1000-connection client, and every later connect was rejected).
+	// A cmtime server per phase, each holding a first connection of
+	// goverbs' open while it is used (see cmtimeServer: cmtime 44's server
+	// rejects everything once its first connection is gone).
 	server := func(port int) netip.AddrPort {
-		tool(t, ctx, "cmtime", "-b", addrRXE0.String(), "-p", strconv.Itoa(port))
-		time.Sleep(2 * time.Second) // under load 500 ms was not enough to listen
-
-		return netip.AddrPortFrom(addrRXE0, uint16(port))
+		dst, _ := cmtimeServer(t, ctx, port)
+		return dst
 	}
 	server(7480)
 	// rdma-core's cmtime waits forever for a connection that failed (seen
@@ -432,7 +435,10 @@ func TestRigCmtime(t *testing.T) {
 	coldCfg.Channel = nil
 	for i := 0; i < reps; i++ {
 		start := time.Now()
-		c := dialRetry(t, ctx, dst, cfg) // retries only while nobody listens
+		c, err := rdmacm.Dial(ctx, dst, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
 		gov = append(gov, time.Since(start))
 		c.Close()
 		start = time.Now()

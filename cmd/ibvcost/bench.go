@@ -137,18 +137,9 @@ func (p *phase) do(name string, ctx *uverbs.Context, f func() error) error {
 // found nothing is not a poll that found one). While counting, f gets the
 // Recorder, for calls that create the context themselves.
 func (p *phase) call(name string, ctx *uverbs.Context, per int, f func(rec *uverbs.Recorder) (bool, error)) error {
-	rs := p.b.rows[name]
-	if rs == nil {
-		panic("ibvcost: no row " + name)
-	}
+	rs := p.b.start(name)
 	if rs.err != nil {
 		return rs.err
-	}
-	if !rs.started {
-		rs.started = true
-		if p.b.verbose != nil {
-			fmt.Fprintf(p.b.verbose, "ibvcost: %s\n", name)
-		}
 	}
 	if p.warm {
 		if _, err := f(nil); err != nil {
@@ -205,6 +196,44 @@ func (p *phase) call(name string, ctx *uverbs.Context, per int, f func(rec *uver
 	}
 	rs.rec.add(rec, per)
 	return nil
+}
+
+// sample records d, timed by the caller, as one call of row name: the
+// timing pass keeps it, counting and warm-up measure nothing (rows timed
+// so have no counts).
+func (p *phase) sample(name string, d time.Duration) error {
+	rs := p.b.start(name)
+	if rs.err != nil {
+		return rs.err
+	}
+	if !p.warm && !p.counting {
+		rs.samples = append(rs.samples, max(0, d-p.b.floor))
+	}
+	return nil
+}
+
+// fail records err as row name's failure and returns it.
+func (p *phase) fail(name string, err error) error {
+	rs := p.b.start(name)
+	if rs.err == nil {
+		rs.err = err
+	}
+	return err
+}
+
+// start returns row name's state, saying so with -v the first time.
+func (b *bench) start(name string) *rowState {
+	rs := b.rows[name]
+	if rs == nil {
+		panic("ibvcost: no row " + name)
+	}
+	if !rs.started {
+		rs.started = true
+		if b.verbose != nil {
+			fmt.Fprintf(b.verbose, "ibvcost: %s\n", name)
+		}
+	}
+	return rs
 }
 
 func (a *recAcc) add(rec *uverbs.Recorder, per int) {

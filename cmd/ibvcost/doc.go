@@ -75,6 +75,19 @@
 // fast_path. After the rows, the Recorder's own cost
 // is measured on PollCQ and PostSend, recording off and on.
 //
+// Then the connection manager (package rdmacm; verbs_cost.c times
+// librdmacm's calls), on the IPv4 address of the device's netdev, a dialer
+// and a listener of the same program on event channels opened beforehand,
+// RC QPs of one WR and SGE each way; timed only (no syscall counts: the
+// work spans goroutines):
+//
+//	cm_create_id, cm_destroy_id   CreateID; Close of an id with its route resolved
+//	cm_resolve_addr               ResolveAddr to ADDR_RESOLVED
+//	cm_resolve_route              ResolveRoute to ROUTE_RESOLVED
+//	cm_connect                    Dial from its QP in INIT to ESTABLISHED (QP in RTS)
+//	cm_accept                     the listener's accept from its QP in INIT to ESTABLISHED
+//	cm_disconnect                 Disconnect to the DISCONNECTED event
+//
 // From the medians, ibvcost derives ratios in units of a 64-byte RDMA WRITE
 // (msg_rate's mean time per message) and of a ping-pong round trip: RC
 // connection set-up (create CQ and QP, three transitions), reg MR 1 MiB and

@@ -183,6 +183,9 @@ func (b *bench) pass(dev uverbs.Device, n, bigN int, maxMR int64, gid int, overh
 		b.rep.FastPath = why
 		b.skipRest("fast", "no fast path (see fast_path)")
 	}
+	if err := w.cmRows(); err != nil {
+		b.skipRest("cm", "not reached: "+err.Error())
+	}
 	return nil
 }
 

@@ -116,7 +116,7 @@ func specs() []spec {
 		spec{"pingpong_send_64B", "fast", "QP.PostSend+CQ.Poll", 64},
 		spec{"msg_rate_write_64B", "fast", "QP.PostSend+CQ.Poll", 64},
 	)
-	return s
+	return append(s, cmSpecs()...)
 }
 
 // workload runs the rows on one device.

@@ -16,7 +16,7 @@
  * clock_gettime(CLOCK_MONOTONIC) reads minus the median cost of an empty
  * pair. Medians and p99s are nearest-rank, as in ibvcost.
  *
- * Build: gcc -O2 -Wall -o verbs_cost verbs_cost.c -libverbs */
+ * Build: gcc -O2 -Wall -o verbs_cost verbs_cost.c -libverbs -lrdmacm -lm */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -29,6 +29,7 @@
 #include <linux/if_packet.h>
 #include <math.h>
 #include <net/if.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -173,6 +174,13 @@ static void specs(void)
 	add_row("poll_cq", "fast", "ibv_poll_cq", 0);
 	add_row("pingpong_send_64B", "fast", "ibv_post_send+ibv_poll_cq", 64);
 	add_row("msg_rate_write_64B", "fast", "ibv_post_send+ibv_poll_cq", 64);
+	add_row("cm_create_id", "cm", "rdma_create_id", 0);
+	add_row("cm_resolve_addr", "cm", "rdma_resolve_addr", 0);
+	add_row("cm_resolve_route", "cm", "rdma_resolve_route", 0);
+	add_row("cm_destroy_id", "cm", "rdma_destroy_id", 0);
+	add_row("cm_connect", "cm", "rdma_connect", 0);
+	add_row("cm_accept", "cm", "rdma_accept", 0);
+	add_row("cm_disconnect", "cm", "rdma_disconnect", 0);
 }
 
 static void skip(const char *name, const char *why)
@@ -1088,6 +1096,197 @@ static void fast(void)
 	close_end(&B);
 }
 
+/* ---- the connection manager's rows (cmd/ibvcost/cm.go) ---- */
+
+/*
+ * On the IPv4 address of the device's netdev (sysfs names it), a dialer on
+ * this thread and a listener served by a thread of its own, each on an
+ * event channel opened beforehand; RC QPs of one WR and SGE each way,
+ * created by rdma_create_qp. Timed only (the counting pass skips them,
+ * as ibvcost does, whose work spans goroutines).
+ */
+static int cm_netdev_addr(struct sockaddr_in *sin)
+{
+	char path[256], nd[IFNAMSIZ + 2] = "";
+	snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/gid_attrs/ndevs/0", ibv_get_device_name(dev), PORT);
+	FILE *f = fopen(path, "r");
+	if (f) {
+		if (!fgets(nd, sizeof nd, f))
+			nd[0] = 0;
+		fclose(f);
+	}
+	nd[strcspn(nd, "\n")] = 0;
+	if (!nd[0])
+		return cm_addr(sin); /* siw: the netdev whose MAC is GID 0 */
+	struct ifaddrs *ifs, *i;
+	if (getifaddrs(&ifs))
+		return errno;
+	int e = EADDRNOTAVAIL;
+	for (i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && !strcmp(i->ifa_name, nd)) {
+			*sin = *(struct sockaddr_in *)i->ifa_addr;
+			e = 0;
+			break;
+		}
+	freeifaddrs(ifs);
+	return e;
+}
+
+static struct rdma_event_channel *cms_ch; /* the listener's */
+static struct rdma_cm_id *cms_listen;
+static long long cms_accept_ns;
+static int cms_err;
+
+static int cm_wait(struct rdma_event_channel *ch, enum rdma_cm_event_type want, struct rdma_cm_id **id)
+{
+	struct rdma_cm_event *ev;
+	if (rdma_get_cm_event(ch, &ev))
+		return errno;
+	int e = ev->event == want ? 0 : ev->status < 0 ? -ev->status : EPROTO;
+	if (id)
+		*id = ev->id;
+	rdma_ack_cm_event(ev);
+	return e;
+}
+
+static struct ibv_qp_init_attr cm_qp_attr(void)
+{
+	struct ibv_qp_init_attr a = { .qp_type = IBV_QPT_RC,
+				      .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1 } };
+	return a;
+}
+
+/* cm_server accepts one connection, times the accept, and tears it down
+ * once the dialer disconnects. */
+static void *cm_server(void *arg)
+{
+	struct rdma_cm_id *id = NULL;
+	int e = cm_wait(cms_ch, RDMA_CM_EVENT_CONNECT_REQUEST, &id);
+	if (!e) {
+		struct ibv_qp_init_attr a = cm_qp_attr();
+		if (rdma_create_qp(id, NULL, &a)) {
+			e = errno;
+			rdma_reject(id, NULL, 0);
+			rdma_destroy_id(id);
+			id = NULL;
+		}
+	}
+	if (!e) {
+		struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+					     .rnr_retry_count = 7 };
+		long long t0 = now();
+		if (rdma_accept(id, &p))
+			e = errno;
+		else
+			e = cm_wait(cms_ch, RDMA_CM_EVENT_ESTABLISHED, NULL);
+		cms_accept_ns = now() - t0;
+	}
+	if (!e)
+		e = cm_wait(cms_ch, RDMA_CM_EVENT_DISCONNECTED, NULL);
+	if (id) {
+		rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+	}
+	cms_err = e;
+	return NULL;
+}
+
+static void add_sample(struct row *r, long long d)
+{
+	struct meas m = { .r = r, .mode = TIMED };
+	m.t0 = now() - d; /* m_end takes the clock again: d, plus a clock read */
+	m_end(&m, 0, "", 1, 1);
+}
+
+static void cm_rows(void)
+{
+	if (count_pass)
+		return;
+	struct sockaddr_in sin;
+	struct rdma_event_channel *ch = NULL;
+	const char *what = "address";
+	int e = cm_netdev_addr(&sin);
+	if (!e) {
+		what = "listen";
+		sin.sin_port = 0;
+		if (!(ch = rdma_create_event_channel()) || !(cms_ch = rdma_create_event_channel()) ||
+		    rdma_create_id(cms_ch, &cms_listen, NULL, RDMA_PS_TCP) ||
+		    rdma_bind_addr(cms_listen, (struct sockaddr *)&sin) || rdma_listen(cms_listen, 0))
+			e = errno ? errno : EIO;
+		sin.sin_port = rdma_get_src_port(cms_listen);
+	}
+	CYCLE(n_calls) {
+		if (e)
+			break;
+		struct rdma_cm_id *id = NULL;
+		if ((e = MEASURE("cm_create_id", counting, "rdma_create_id", rdma_create_id(ch, &id, NULL, RDMA_PS_TCP) ? errno : 0)))
+			break;
+		e = MEASURE("cm_resolve_addr", counting, "rdma_resolve_addr",
+			    rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 5000) ? errno : cm_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL));
+		if (!e)
+			e = MEASURE("cm_resolve_route", counting, "rdma_resolve_route",
+				    rdma_resolve_route(id, 5000) ? errno : cm_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL));
+		if (e) {
+			rdma_destroy_id(id);
+			break;
+		}
+		if ((e = MEASURE("cm_destroy_id", counting, "rdma_destroy_id", rdma_destroy_id(id) ? errno : 0)))
+			break;
+
+		/* A connection: resolved, its QP created, untimed. */
+		what = "a connection's set-up";
+		id = NULL;
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP)) {
+			e = errno;
+			break;
+		}
+		if (rdma_resolve_addr(id, NULL, (struct sockaddr *)&sin, 5000))
+			e = errno;
+		else if (!(e = cm_wait(ch, RDMA_CM_EVENT_ADDR_RESOLVED, NULL))) {
+			if (rdma_resolve_route(id, 5000))
+				e = errno;
+			else if (!(e = cm_wait(ch, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL))) {
+				struct ibv_qp_init_attr a = cm_qp_attr();
+				if (rdma_create_qp(id, NULL, &a))
+					e = errno;
+			}
+		}
+		pthread_t srv;
+		if (!e && (e = pthread_create(&srv, NULL, cm_server, NULL)) == 0) {
+			struct rdma_conn_param p = { .responder_resources = 1, .initiator_depth = 1, .retry_count = 7,
+						     .rnr_retry_count = 7 };
+			e = MEASURE("cm_connect", counting, "rdma_connect",
+				    rdma_connect(id, &p) ? errno : cm_wait(ch, RDMA_CM_EVENT_ESTABLISHED, NULL));
+			if (!e)
+				e = MEASURE("cm_disconnect", counting, "rdma_disconnect",
+					    rdma_disconnect(id) ? errno : cm_wait(ch, RDMA_CM_EVENT_DISCONNECTED, NULL));
+			if (e)
+				rdma_disconnect(id); /* lets the server go */
+			pthread_join(srv, NULL);
+			if (!e && cms_err)
+				e = cms_err, what = "rdma_accept";
+			if (!e && counting == TIMED)
+				add_sample(row("cm_accept"), cms_accept_ns);
+		}
+		if (id->qp)
+			rdma_destroy_qp(id);
+		rdma_destroy_id(id);
+		if (e)
+			break;
+	}
+	if (e)
+		for (int i = 0; i < nrows; i++)
+			if (!strcmp(rows[i].path, "cm") && !rows[i].ns && !rows[i].failed && !rows[i].skipped[0])
+				snprintf(rows[i].skipped, sizeof rows[i].skipped, "%s: %s", what, strerror(e));
+	if (cms_listen)
+		rdma_destroy_id(cms_listen);
+	if (cms_ch)
+		rdma_destroy_event_channel(cms_ch);
+	if (ch)
+		rdma_destroy_event_channel(ch);
+	cms_listen = NULL, cms_ch = NULL;
+}
+
 static void run_pass(void)
 {
 	fast_path[0] = 0;
@@ -1095,6 +1294,7 @@ static void run_pass(void)
 	fast();
 	if (fast_path[0])
 		skip_rest("fast", "no fast path (see fast_path)");
+	cm_rows();
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	pd = NULL;
