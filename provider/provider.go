@@ -83,6 +83,16 @@ type DeviceLoser interface {
 	DeviceLost()
 }
 
+// MWTracker is implemented by a provider Context that must know its memory
+// windows to post their binds: a BIND_MW request names its window by rkey
+// only, and mlx5 encodes a type 1 and a type 2 bind differently. uverbs
+// calls MWAllocated after a successful ALLOC_MW and MWFreed after
+// DEALLOC_MW.
+type MWTracker interface {
+	MWAllocated(rkey uint32, type2 bool)
+	MWFreed(rkey uint32)
+}
+
 // Verb names a command whose driver data has no provider state.
 type Verb uint8
 
