@@ -32,7 +32,10 @@ func (d *Device) local(q *mqp, lkey uint32, addr uint64, n uint32, write bool) (
 // which must grant access both in the MR and in its own access flags.
 func (d *Device) remote(q *mqp, rkey uint32, addr uint64, n uint32, access uint32) ([]byte, bool) {
 	m := d.mrs[rkey]
-	if m == nil || m.pd != q.pd || m.access&access == 0 || q.access&access == 0 {
+	if m == nil {
+		return d.remoteMW(q, rkey, addr, n, access)
+	}
+	if m.pd != q.pd || m.access&access == 0 || q.access&access == 0 {
 		return nil, false
 	}
 	if addr < m.iova || addr-m.iova+uint64(n) > m.length {

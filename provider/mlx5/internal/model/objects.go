@@ -270,6 +270,8 @@ func (u *ufile) release() {
 			o.pins.release()
 		case *mmr:
 			delete(d.mrs, o.key)
+		case *mmw:
+			delete(d.mws, o.key>>8)
 		}
 	}
 	if c.async != nil {
