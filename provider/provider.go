@@ -194,6 +194,17 @@ type TimestampPoller interface {
 	PollTimestamps(wc []WorkCompletion, ts []uint64) (int, error)
 }
 
+// PassPoller is implemented by a provider CQ that tells the device its
+// consumer index once per pass over the CQ rather than once per poll, as
+// libibverbs' mlx5 does for the extended CQ (the doorbell record is written
+// at ibv_end_poll). PollPass is Poll, and PollTimestamps when ts is not nil,
+// without that write; EndPass writes it. A pass that never ends leaves the
+// entries it read counted as used by the device.
+type PassPoller interface {
+	PollPass(wc []WorkCompletion, ts []uint64) (int, error)
+	EndPass()
+}
+
 // QPAttr is what a QP is asked for.
 type QPAttr struct {
 	Type      QPType
