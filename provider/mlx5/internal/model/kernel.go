@@ -184,6 +184,8 @@ func init() {
 		abi.IB_USER_VERBS_CMD_DESTROY_AH:          {size[abi.IbUverbsDestroyAh](), 0, (*ufile).cmdDestroyAH},
 		abi.IB_USER_VERBS_CMD_REG_MR:              {size[abi.IbUverbsRegMr](), size[abi.IbUverbsRegMrResp](), (*ufile).cmdRegMR},
 		abi.IB_USER_VERBS_CMD_DEREG_MR:            {size[abi.IbUverbsDeregMr](), 0, (*ufile).cmdDeregMR},
+		abi.IB_USER_VERBS_CMD_OPEN_XRCD:           {size[abi.IbUverbsOpenXrcd](), size[abi.IbUverbsOpenXrcdResp](), (*ufile).cmdOpenXRCD},
+		abi.IB_USER_VERBS_CMD_CLOSE_XRCD:          {size[abi.IbUverbsCloseXrcd](), 0, (*ufile).cmdCloseXRCD},
 		abi.IB_USER_VERBS_CMD_ALLOC_MW:            {size[abi.IbUverbsAllocMw](), size[abi.IbUverbsAllocMwResp](), (*ufile).cmdAllocMW},
 		abi.IB_USER_VERBS_CMD_DEALLOC_MW:          {size[abi.IbUverbsDeallocMw](), 0, (*ufile).cmdDeallocMW},
 		abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL: {size[abi.IbUverbsCreateCompChannel](), size[abi.IbUverbsCreateCompChannelResp](), (*ufile).cmdCreateCompChannel},

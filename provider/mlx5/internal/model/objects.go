@@ -272,6 +272,8 @@ func (u *ufile) release() {
 			delete(d.mrs, o.key)
 		case *mmw:
 			delete(d.mws, o.key>>8)
+		case *mxrcd:
+			d.dropXRCD(o.x)
 		}
 	}
 	if c.async != nil {

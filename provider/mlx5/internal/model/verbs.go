@@ -210,6 +210,8 @@ func (u *ufile) ioctl(c *call) error {
 		return u.deallocPD(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY}:
 		return u.deregMR(handleOf(c, 0))
+	case om{abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY}:
+		return u.closeXRCD(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY}:
 		return u.deallocMW(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY}:
@@ -400,12 +402,17 @@ func (d *Device) gidEntry(i int) abi.IbUverbsGidEntry {
 }
 
 // capFlags are the device capability flags mlx5_ib reports that the model
-// has: memory windows (type 1 and 2B) when the device has imaicl.
+// has: memory windows (type 1 and 2B) when the device has imaicl, XRC
+// when it has xrc.
 func (d *Device) capFlags() uint32 {
-	if d.o.NoMemWindows {
-		return 0
+	var f uint32
+	if !d.o.NoMemWindows {
+		f |= devCapMemWindow | devCapMemWindow2B
 	}
-	return devCapMemWindow | devCapMemWindow2B
+	if !d.o.NoXRC {
+		f |= devCapXRC
+	}
+	return f
 }
 
 func (d *Device) deviceAttr() abi.IbUverbsQueryDeviceResp {
