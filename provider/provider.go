@@ -93,6 +93,15 @@ type MWTracker interface {
 	MWFreed(rkey uint32)
 }
 
+// NullMRKeyer is implemented by a provider Context whose device has a null
+// memory region (ibv_alloc_null_mr): a local key that discards what is
+// written through it and reads as zeroes. mlx5 has one per device when the
+// kernel reports its dump-fill mkey. NullMRKey returns ErrNotSupported when
+// the device has none.
+type NullMRKeyer interface {
+	NullMRKey() (uint32, error)
+}
+
 // Verb names a command whose driver data has no provider state.
 type Verb uint8
 

@@ -43,7 +43,21 @@ func (t *mwTable) isType1(rkey uint32) bool {
 	return ok && !t2
 }
 
-var _ provider.MWTracker = (*context)(nil)
+var (
+	_ provider.MWTracker   = (*context)(nil)
+	_ provider.NullMRKeyer = (*context)(nil)
+)
+
+// NullMRKey is the device's dump-fill mkey, which the kernel reports in
+// the ucontext response (MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY)
+// when the device has one and the response is long enough; rdma-core's
+// mlx5_alloc_null_mr hands it out as the null MR's lkey.
+func (c *context) NullMRKey() (uint32, error) {
+	if c.resp.CompMask&abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY == 0 {
+		return 0, notSupported("the kernel reported no dump-fill mkey (no null MR on this device)")
+	}
+	return c.resp.DumpFillMkey, nil
+}
 
 // MWAllocated records a window the kernel allocated on the context.
 func (c *context) MWAllocated(rkey uint32, type2 bool) {

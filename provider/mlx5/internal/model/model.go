@@ -57,6 +57,9 @@ type Options struct {
 	// MaxCQEVersion is the highest CQE version the device offers (default
 	// 1; -1 means 0).
 	MaxCQEVersion int
+	// NoDumpFill models a device without the dump_fill_mkey capability:
+	// the ucontext response carries no null MR key.
+	NoDumpFill bool
 	// NoXRC models a device without the xrc capability: no XRC device
 	// flag, and OPEN_XRCD of a new domain answers EOPNOTSUPP.
 	NoXRC bool

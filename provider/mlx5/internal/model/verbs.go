@@ -307,6 +307,12 @@ func (u *ufile) newContext(din, dout []byte) error {
 	if o.NoBlueFlame {
 		resp.BfRegSize = 0
 	}
+	// The dump-fill mkey (the null MR's key) when the device has one and
+	// the response reaches the field (mlx5_ib_alloc_ucontext).
+	if !o.NoDumpFill && len(dout) >= size[abi.Mlx5IbAllocUcontextResp]() {
+		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY
+		resp.DumpFillMkey = dumpFillMkey
+	}
 	resp.ResponseLength = uint32(min(len(dout), size[abi.Mlx5IbAllocUcontextResp]()))
 	copy(dout, abi.Bytes(&resp))
 	u.ctx = c
