@@ -1,8 +1,11 @@
 package uverbs
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/mmap"
@@ -46,16 +49,34 @@ func TestODPRig(t *testing.T) {
 			sge := []SGE{{Addr: plain.Addr(), Length: 4096, LKey: plain.LKey()}}
 			t.Logf("%s ODP caps: general %v, RC %v", name, a.ODPCaps.General, a.ODPCaps.RC)
 			if a.ODPCaps.General&ODPSupport != 0 {
-				mr, err := pd.RegMR(r.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessOnDemand)
+				r2, err := mmap.Anonymous(1 << 16) // not touched before the device writes it
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r2.Close()
+				mr, err := pd.RegMR(r2.Bytes(), AccessLocalWrite|AccessRemoteWrite|AccessRemoteRead|AccessOnDemand)
 				if err != nil {
 					t.Fatalf("RegMR(OnDemand) on a device with ODP: %v", err)
 				}
 				defer mr.Close()
+				b2 := r2.Bytes()
+				clear(b2[len(b2)-8192 : len(b2)-4096]) // touched by the CPU first
+				// One packet (the path MTU is 1024): asserted. Four packets:
+				// on Debian's 7.3.4 only the first packet's payload lands
+				// and the WRITE completes successfully (an rxe ODP defect
+				// seen in the rig, session 4), so that is logged, not
+				// asserted.
+				if !odpWrite(t, c, pd, plain, r.Bytes()[:1024], mr, len(b2)-8192, b2[len(b2)-8192:len(b2)-8192+1024]) {
+					t.Errorf("a one-packet RDMA WRITE into the ODP MR did not land")
+				}
+				if !odpWrite(t, c, pd, plain, r.Bytes()[:4096], mr, len(b2)-4096, b2[len(b2)-4096:]) {
+					t.Logf("KERNEL DEFECT: a 4-packet RDMA WRITE into rxe's ODP MR completed successfully but did not land whole")
+				}
 				err = pd.AdviseMR(AdvicePrefetchWrite, AdviseFlush, []SGE{{Addr: mr.Addr(), Length: 1 << 16, LKey: mr.LKey()}})
 				switch {
 				case err == nil:
 					t.Logf("AdviseMR(PREFETCH_WRITE, FLUSH) of the ODP MR: done")
-				case errors.Is(err, unix.EOPNOTSUPP):
+				case errors.Is(err, ErrNotSupported):
 					t.Logf("AdviseMR: the kernel's driver has no advise_mr: %v", err)
 				default:
 					t.Errorf("AdviseMR of the ODP MR: %v", err)
@@ -88,4 +109,60 @@ func TestODPRig(t *testing.T) {
 			}
 		})
 	}
+}
+
+// odpWrite RDMA-writes s (in the plain MR src) into the ODP MR dst at
+// offset off, whose bytes are d, on a loopback RC pair, and reports
+// whether they landed (the completion must be a success).
+func odpWrite(t *testing.T, c *Context, pd *PD, src *MR, s []byte, dst *MR, off int, d []byte) bool {
+	t.Helper()
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	cq, err := c.CreateCQ(16, CQOptions{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	qcap := QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}
+	a, err := pd.CreateQP(QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: qcap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := pd.CreateQP(QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: qcap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	o := ConnectOptions{Access: AccessRemoteWrite | AccessRemoteRead}
+	if err := ConnectPair(a, b, 1, 1, o); err != nil {
+		t.Fatalf("ConnectPair: %v", err)
+	}
+	for i := range s {
+		s[i] = byte(i*7 + 1)
+	}
+	at := dst.Addr() + uint64(off)
+	if _, err := a.PostSend([]SendWR{{ID: 1, Opcode: WRRDMAWrite, Flags: SendSignaled, RemoteAddr: at, RKey: dst.RKey(),
+		SGL: []SGE{{Addr: src.Addr(), Length: uint32(len(s)), LKey: src.LKey()}}}}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	wc := make([]WorkCompletion, 1)
+	if n, err := cq.Wait(ctx, wc); n != 1 || err != nil || wc[0].Status != WCSuccess {
+		t.Fatalf("RDMA WRITE into the ODP MR: %d, %v, %+v", n, err, wc[0])
+	}
+	if !bytes.Equal(d, s) {
+		i := 0
+		for i < len(d) && d[i] == s[i] {
+			i++
+		}
+		t.Logf("the %d-byte write into the ODP MR at offset %d: the first %d bytes landed, then % x, want % x", len(s), off, i, d[i:min(i+8, len(d))], s[i:min(i+8, len(s))])
+		return false
+	}
+	t.Logf("the %d-byte RDMA WRITE into the ODP MR at offset %d: landed", len(s), off)
+	return true
 }
