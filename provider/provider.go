@@ -83,6 +83,25 @@ type DeviceLoser interface {
 	DeviceLost()
 }
 
+// MWTracker is implemented by a provider Context that must know its memory
+// windows to post their binds: a BIND_MW request names its window by rkey
+// only, and mlx5 encodes a type 1 and a type 2 bind differently. uverbs
+// calls MWAllocated after a successful ALLOC_MW and MWFreed after
+// DEALLOC_MW.
+type MWTracker interface {
+	MWAllocated(rkey uint32, type2 bool)
+	MWFreed(rkey uint32)
+}
+
+// NullMRKeyer is implemented by a provider Context whose device has a null
+// memory region (ibv_alloc_null_mr): a local key that discards what is
+// written through it and reads as zeroes. mlx5 has one per device when the
+// kernel reports its dump-fill mkey. NullMRKey returns ErrNotSupported when
+// the device has none.
+type NullMRKeyer interface {
+	NullMRKey() (uint32, error)
+}
+
 // Verb names a command whose driver data has no provider state.
 type Verb uint8
 
@@ -182,6 +201,17 @@ type TimestampPoller interface {
 	// timestamp (free-running clock ticks) in ts[i]; len(ts) >= len(wc).
 	// It allocates nothing and makes no syscall.
 	PollTimestamps(wc []WorkCompletion, ts []uint64) (int, error)
+}
+
+// PassPoller is implemented by a provider CQ that tells the device its
+// consumer index once per pass over the CQ rather than once per poll, as
+// libibverbs' mlx5 does for the extended CQ (the doorbell record is written
+// at ibv_end_poll). PollPass is Poll, and PollTimestamps when ts is not nil,
+// without that write; EndPass writes it. A pass that never ends leaves the
+// entries it read counted as used by the device.
+type PassPoller interface {
+	PollPass(wc []WorkCompletion, ts []uint64) (int, error)
+	EndPass()
 }
 
 // QPAttr is what a QP is asked for.

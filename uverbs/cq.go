@@ -51,6 +51,7 @@ type CQ struct {
 	lifetime
 
 	stamps provider.TimestampPoller // non-nil: created with CQOptions.Timestamps
+	passer provider.PassPoller      // non-nil: the provider tells the device its consumer index once per CQPoll pass
 	pass   CQPoll                   // StartPoll's cursor (one poller at a time)
 }
 
@@ -163,6 +164,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		}
 		cq.stamps = tp
 	}
+	cq.passer, _ = prov.(provider.PassPoller)
 	c.cqs.Store(tag, cq)
 	return cq, nil
 }

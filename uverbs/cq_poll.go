@@ -17,12 +17,18 @@ package uverbs
 // entry: no syscall), so a pass that stops early loses nothing: what it did
 // not reach stays in the CQ for the next pass or Poll. The accessors read
 // the completion Next returned, until the next call of Next.
+//
+// A provider that tells the device its consumer index (mlx5: the CQ's
+// doorbell record) does so once, at End, as libibverbs' mlx5 does at
+// ibv_end_poll: every pass must end, or the device counts the entries it
+// read as still in use.
 type CQPoll struct {
-	cq  *CQ
-	wc  [1]WorkCompletion
-	ts  [1]uint64
-	err error
-	n   int
+	cq     *CQ
+	wc     [1]WorkCompletion
+	ts     [1]uint64
+	err    error
+	n      int
+	polled bool // the provider's PollPass ran: EndPass is due
 }
 
 // StartPoll begins a pass over the CQ's completions (ibv_start_poll). It
@@ -42,9 +48,13 @@ func (p *CQPoll) Next() bool {
 	}
 	var n int
 	var err error
-	if p.cq.stamps != nil {
+	switch {
+	case p.cq.passer != nil:
+		n, err = p.cq.pollPass(p.wc[:], p.ts[:])
+		p.polled = true
+	case p.cq.stamps != nil:
 		n, err = p.cq.pollStamps(p.wc[:], p.ts[:])
-	} else {
+	default:
 		n, err = p.cq.Poll(p.wc[:])
 	}
 	if err != nil {
@@ -72,11 +82,33 @@ func (cq *CQ) pollStamps(wc []WorkCompletion, ts []uint64) (int, error) {
 	return n, err
 }
 
+// pollPass is Poll through the provider's PassPoller (timestamps into ts
+// on a CQ created with them).
+func (cq *CQ) pollPass(wc []WorkCompletion, ts []uint64) (int, error) {
+	if cq.gone.Load() {
+		return 0, errPollClosed
+	}
+	if cq.stamps == nil {
+		ts = nil
+	}
+	if cq.ctx.rec.Load() == nil {
+		return cq.passer.PollPass(wc, ts)
+	}
+	sp := cq.ctx.begin("PollCQ")
+	n, err := cq.passer.PollPass(wc, ts)
+	sp.end(err)
+	return n, err
+}
+
 // End ends the pass (ibv_end_poll) and returns the error that stopped it,
-// if any. The completions read are already consumed.
+// if any. The completions read are consumed: the provider tells the device
+// so here if it had not already.
 func (p *CQPoll) End() error {
 	err := p.err
-	p.cq = nil
+	if p.polled && p.cq != nil && !p.cq.gone.Load() {
+		p.cq.passer.EndPass()
+	}
+	p.cq, p.polled = nil, false
 	return err
 }
 

@@ -132,6 +132,11 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 		return nil, err
 	}
 	defer pd.done()
+	if access&AccessOnDemand != 0 {
+		if err := pd.ctx.odpSupported("RegMR"); err != nil {
+			return nil, err
+		}
+	}
 	req := abi.IbUverbsRegMr{Start: addr, Length: uint64(length), HcaVa: iova, PdHandle: pd.handle, AccessFlags: uint32(access)}
 	var resp abi.IbUverbsRegMrResp
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)

@@ -42,6 +42,9 @@ func (pd *PD) AllocMW(t MWType) (_ *MW, err error) {
 	if err := pd.ctx.invoke("AllocMW", &cmd); err != nil {
 		return nil, err
 	}
+	if tr, ok := pd.ctx.prov.(provider.MWTracker); ok {
+		tr.MWAllocated(resp.Rkey, t == MWType2)
+	}
 	return &MW{pd: pd, handle: resp.MwHandle, rkey: resp.Rkey, typ: t}, nil
 }
 
@@ -63,7 +66,13 @@ func (mw *MW) Close() error {
 		sp := mw.pd.ctx.begin("DeallocMW")
 		defer func() { sp.end(err) }()
 		req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
-		return mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
+		err = mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})
+		if err == nil {
+			if tr, ok := mw.pd.ctx.prov.(provider.MWTracker); ok {
+				tr.MWFreed(mw.rkey)
+			}
+		}
+		return err
 	})
 }

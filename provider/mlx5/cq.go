@@ -267,7 +267,7 @@ func (q *cq) Event() {
 // INVALID and its owner bit equals the pass bit of the consumer index; its
 // other fields are read only after a from-device barrier. The consumer index
 // goes to the doorbell record once per call.
-func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) { return q.poll(wc, nil) }
+func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) { return q.poll(wc, nil, true) }
 
 // errNoStamps is PollTimestamps' error on a CQ created without
 // timestamps (preallocated: the fast path allocates nothing).
@@ -280,11 +280,30 @@ func (q *cq) PollTimestamps(wc []provider.WorkCompletion, ts []uint64) (int, err
 	if !q.stamps {
 		return 0, errNoStamps
 	}
-	return q.poll(wc, ts[:len(wc)])
+	return q.poll(wc, ts[:len(wc)], true)
 }
 
 // poll is Poll, and PollTimestamps when ts is not nil.
-func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64) (int, error) {
+var _ provider.PassPoller = (*cq)(nil)
+
+// PollPass is Poll (PollTimestamps with ts) for a pass over the CQ
+// (uverbs.CQPoll): the consumer index reaches the doorbell record at
+// EndPass, as rdma-core's mlx5_end_poll writes it.
+func (q *cq) PollPass(wc []provider.WorkCompletion, ts []uint64) (int, error) {
+	return q.poll(wc, ts, false)
+}
+
+// EndPass writes the consumer index a pass reached to the doorbell record.
+func (q *cq) EndPass() {
+	q.mu.Lock()
+	if !q.closed && q.dead == nil && !q.ctx.lost.Load() {
+		doorbell.ToDevice()
+		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	}
+	q.mu.Unlock()
+}
+
+func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int, error) {
 	q.mu.Lock()
 	if q.closed || q.dead != nil || q.ctx.lost.Load() {
 		err := q.stopped()
@@ -318,7 +337,7 @@ func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64) (int, error) {
 		}
 		n++
 	}
-	if q.ci != start {
+	if publish && q.ci != start {
 		doorbell.ToDevice()
 		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
 	}

@@ -98,6 +98,9 @@ func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err 
 			wc.VendorErr = uint32(e[errCqeVendorErrSynd])
 			return true, nil
 		}
+		if e[cqeSopDropQpn] == opUMR {
+			return true, nil // BIND_MW or LOCAL_INV, as posted (rdma-core's wr_data)
+		}
 		var n uint32
 		wc.Opcode, n = reqOpcode(e[cqeSopDropQpn])
 		if n == ^uint32(0) {

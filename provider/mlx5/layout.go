@@ -51,6 +51,28 @@ const (
 	avRgid       = 32
 	avSize       = 48
 
+	// struct mlx5_wqe_umr_ctrl_seg (memory-window binds and invalidations)
+	umrFlags        = 0
+	umrKlmOctowords = 4
+	umrMkeyMask     = 8
+	umrCtrlSize     = 48
+
+	// struct mlx5_wqe_mkey_context_seg
+	mkeyFree        = 0
+	mkeyAccessFlags = 2
+	mkeyQpnMkey     = 4
+	mkeyStartAddr   = 16
+	mkeyLen         = 24
+	mkeyCtxSize     = 64
+
+	// struct mlx5_wqe_umr_klm_seg; rdma-core writes the one KLM of a bind
+	// in a 64-byte block (an octoword holds 4 KLMs: get_klm_octo(1) = 4),
+	// the rest zero.
+	klmByteCount = 0
+	klmMkey      = 4
+	klmAddress   = 8
+	klmBlockSize = 64
+
 	// struct mlx5_wqe_srq_next_seg
 	srqNextWqeIndex = 2
 	srqNextSize     = 16
@@ -84,10 +106,31 @@ const (
 	opRDMARead    = mlx5dv.MLX5_OPCODE_RDMA_READ
 	opAtomicCS    = mlx5dv.MLX5_OPCODE_ATOMIC_CS
 	opAtomicFA    = mlx5dv.MLX5_OPCODE_ATOMIC_FA
+	opUMR         = mlx5dv.MLX5_OPCODE_UMR
 
-	ctrlCQUpdate  = mlx5dv.MLX5_WQE_CTRL_CQ_UPDATE
-	ctrlSolicited = mlx5dv.MLX5_WQE_CTRL_SOLICITED
-	ctrlFence     = mlx5dv.MLX5_WQE_CTRL_FENCE
+	ctrlCQUpdate   = mlx5dv.MLX5_WQE_CTRL_CQ_UPDATE
+	ctrlSolicited  = mlx5dv.MLX5_WQE_CTRL_SOLICITED
+	ctrlFence      = mlx5dv.MLX5_WQE_CTRL_FENCE
+	ctrlSmallFence = mlx5dv.MLX5_WQE_CTRL_INITIATOR_SMALL_FENCE
+
+	umrFlagInline      = mlx5dv.MLX5_WQE_UMR_CTRL_FLAG_INLINE
+	umrFlagCheckFree   = mlx5dv.MLX5_WQE_UMR_CTRL_FLAG_CHECK_FREE
+	umrFlagTransOff    = mlx5dv.MLX5_WQE_UMR_CTRL_FLAG_TRNSLATION_OFFSET
+	umrFlagCheckQPN    = mlx5dv.MLX5_WQE_UMR_CTRL_FLAG_CHECK_QPN
+	umrMaskLen         = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_LEN
+	umrMaskStartAddr   = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_START_ADDR
+	umrMaskMkey        = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_MKEY
+	umrMaskQPN         = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_QPN
+	umrMaskLocalWrite  = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_LOCAL_WRITE
+	umrMaskRemoteRead  = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_READ
+	umrMaskRemoteWrite = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_REMOTE_WRITE
+	umrMaskAtomic      = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_ACCESS_ATOMIC
+	umrMaskFree        = mlx5dv.MLX5_WQE_UMR_CTRL_MKEY_MASK_FREE
+	mkeyCtxFree        = mlx5dv.MLX5_WQE_MKEY_CONTEXT_FREE
+	mkeyAccLocalWrite  = mlx5dv.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_LOCAL_WRITE
+	mkeyAccRemoteRead  = mlx5dv.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_READ
+	mkeyAccRemoteWrite = mlx5dv.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_REMOTE_WRITE
+	mkeyAccAtomic      = mlx5dv.MLX5_WQE_MKEY_CONTEXT_ACCESS_FLAGS_ATOMIC
 
 	inlineSeg     = mlx5dv.MLX5_INLINE_SEG
 	invalidLKey   = mlx5dv.MLX5_INVALID_LKEY

@@ -38,6 +38,17 @@ func TestCodecOffsets(t *testing.T) {
 		{"mlx5_wqe_av", "grh_gid_fl", avGrhGidFl, 4},
 		{"mlx5_wqe_av", "rgid", avRgid, 16},
 		{"mlx5_wqe_srq_next_seg", "next_wqe_index", srqNextWqeIndex, 2},
+		{"mlx5_wqe_umr_ctrl_seg", "flags", umrFlags, 1},
+		{"mlx5_wqe_umr_ctrl_seg", "klm_octowords", umrKlmOctowords, 2},
+		{"mlx5_wqe_umr_ctrl_seg", "mkey_mask", umrMkeyMask, 8},
+		{"mlx5_wqe_mkey_context_seg", "free", mkeyFree, 1},
+		{"mlx5_wqe_mkey_context_seg", "access_flags", mkeyAccessFlags, 1},
+		{"mlx5_wqe_mkey_context_seg", "qpn_mkey", mkeyQpnMkey, 4},
+		{"mlx5_wqe_mkey_context_seg", "start_addr", mkeyStartAddr, 8},
+		{"mlx5_wqe_mkey_context_seg", "len", mkeyLen, 8},
+		{"mlx5_wqe_umr_klm_seg", "byte_count", klmByteCount, 4},
+		{"mlx5_wqe_umr_klm_seg", "mkey", klmMkey, 4},
+		{"mlx5_wqe_umr_klm_seg", "address", klmAddress, 8},
 		{"mlx5_cqe64", "ml_path", cqeMlPath, 1},
 		{"mlx5_cqe64", "slid", cqeSlid, 2},
 		{"mlx5_cqe64", "flags_rqpn", cqeFlagsRqpn, 4},
@@ -70,6 +81,7 @@ func TestCodecOffsets(t *testing.T) {
 		{"mlx5_wqe_ctrl_seg", ctrlSize}, {"mlx5_wqe_raddr_seg", raddrSize}, {"mlx5_wqe_atomic_seg", atomicSize},
 		{"mlx5_wqe_data_seg", dataSize}, {"mlx5_wqe_av", avSize}, {"mlx5_wqe_datagram_seg", avSize},
 		{"mlx5_wqe_srq_next_seg", srqNextSize}, {"mlx5_cqe64", cqe64Size}, {"mlx5_err_cqe", cqe64Size},
+		{"mlx5_wqe_umr_ctrl_seg", umrCtrlSize}, {"mlx5_wqe_mkey_context_seg", mkeyCtxSize},
 	} {
 		if n, ok := mlx5dv.Sizeof(c.s); !ok || int(n) != c.size {
 			t.Errorf("sizeof(%s) = %d (found %v), codec uses %d", c.s, n, ok, c.size)

@@ -34,6 +34,10 @@ type sendQueue struct {
 
 	shape  sqShape
 	sigAll bool
+	// fmCache is the fence the next WQE carries: the initiator small
+	// fence after a UMR (a window bind or invalidation), so that what
+	// follows sees the window changed, as rdma-core's fm_cache.
+	fmCache uint8
 }
 
 // retire completes the WQE that starts at counter and every unsignaled one
@@ -166,6 +170,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		inl = (inlHdrSize + capc.MaxInlineData + segSize - 1) &^ (segSize - 1)
 	}
 	wqe := sendHeader(a.Type) + max(capc.MaxSendSGE*dataSize, inl)
+	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC {
+		wqe = max(wqe, umrWQEBytes) // a memory-window bind fits any RC or UC WQE
+	}
 	if wqe > limit {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send SGEs and %d bytes inline need %d-byte WQEs, the device takes %d",
 			capc.MaxSendSGE, capc.MaxInlineData, wqe, limit))
@@ -216,7 +223,7 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
 		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
 		shape: sqShape{caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: capc.MaxSendSGE, MaxInline: capc.MaxInlineData},
-			typ: a.Type, maxBBs: bbs},
+			typ: a.Type, maxBBs: bbs, mws: &c.mws},
 		sigAll: a.SignalAll}
 
 	s := &qpSetup{q: q}
@@ -333,7 +340,7 @@ func (q *qp) Modified(st provider.QPState) {
 		if !q.closed.Load() {
 			q.cleanCQs()
 		}
-		q.sq.head = 0
+		q.sq.head, q.sq.fmCache = 0, 0
 		q.sq.pub.Store(0)
 		q.sq.tail.Store(0)
 		q.rq.head = 0
@@ -397,11 +404,18 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 			p, _ = planSend(&sq.shape, wr)
 		}
 		signal := sq.sigAll || wr.Flags&provider.SendSignaled != 0
+		p.fence, sq.fmCache = sq.fmCache, 0
 		buildSend(sq.ring, head, q.qpn, wr, &p, signal)
 		idx := head & (sq.cnt - 1)
 		sq.wrid[idx] = wr.ID
 		sq.next[idx] = head + p.bbs
 		sq.op[idx], _ = reqOpcode(p.opcode)
+		if p.opcode == opUMR {
+			sq.op[idx], sq.fmCache = provider.WCBindMW, ctrlSmallFence
+			if wr.Opcode == provider.WRLocalInv {
+				sq.op[idx] = provider.WCLocalInv
+			}
+		}
 		last, lastBBs = head, p.bbs
 		head += p.bbs
 	}

@@ -43,7 +43,8 @@ func TestRefusedListTouchesNothing(t *testing.T) {
 	}{
 		{provider.SendWR{Opcode: provider.WRSend, SGL: make([]provider.SGE, 2)}, "work request 2 (SEND): invalid argument: 2 SGEs", unix.EINVAL},
 		{provider.SendWR{Opcode: provider.WRRDMARead, Flags: provider.SendInline}, "work request 2 (RDMA_READ)", unix.EINVAL},
-		{provider.SendWR{Opcode: provider.WRBindMW}, "work request 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRBindMW, Bind: provider.MWBind{Length: 1 << 32}}, "work request 2 (BIND_MW)", provider.ErrNotSupported},
+		{provider.SendWR{Opcode: provider.WRLocalInv}, "the WQE needs 128 bytes, the queue was sized for 64", unix.EINVAL},
 		{provider.SendWR{Opcode: provider.WRSend, Flags: 1 << 4}, "unknown send flags 0x10", unix.EINVAL},
 		{provider.SendWR{Opcode: 10}, "unknown opcode 10", unix.EINVAL},
 	} {

@@ -15,7 +15,8 @@ var be = binary.BigEndian
 type sqShape struct {
 	caps   provider.SendQueueCaps // as created: type, MaxSendSGE, MaxInlineData
 	typ    provider.QPType
-	maxBBs uint32 // the largest WQE the queue was sized for, in WQEBBs
+	maxBBs uint32   // the largest WQE the queue was sized for, in WQEBBs
+	mws    *mwTable // the context's memory windows (binds need their type)
 }
 
 // checkSend runs the common checks, then plans the WQE.
@@ -35,6 +36,10 @@ type sendPlan struct {
 	ds     uint32 // WQE size in 16-byte units
 	bbs    uint32 // WQE size in WQEBBs
 	ah     *ah    // UD destination
+	type1  bool   // BIND_MW of a type 1 window
+	// fence is the initiator small fence a WQE after a UMR carries
+	// (rdma-core's fm_cache), unless its own FENCE flag asks for more.
+	fence uint8
 }
 
 // invalid is an EINVAL with a reason.
@@ -48,9 +53,9 @@ func notSupported(format string, args ...any) error {
 }
 
 // planSend works out the WQE of wr, which provider.CheckSend accepted for
-// a queue of shape s, and refuses what only mlx5 cannot carry (LOCAL_INV and
-// BIND_MW, an address handle of another provider, a WQE larger than the
-// queue was sized for). It reads only the WR (not the memory its SGEs point
+// a queue of shape s, and refuses what only mlx5 cannot carry (a window
+// longer than 2 GiB, an address handle of another provider, a WQE larger
+// than the queue was sized for). It reads only the WR (not the memory its SGEs point
 // to) and allocates nothing unless it fails.
 func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	hdr := uint32(ctrlSize)
@@ -72,7 +77,7 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	case provider.WRAtomicFetchAndAdd:
 		p.opcode, hdr = opAtomicFA, hdr+raddrSize+atomicSize
 	case provider.WRLocalInv, provider.WRBindMW:
-		return p, notSupported("%s is not implemented by the mlx5 provider", wr.Opcode)
+		return planUMR(s, wr)
 	default:
 		return p, invalid("unknown opcode %d", uint8(wr.Opcode))
 	}
@@ -147,16 +152,24 @@ func buildSend(ring []byte, head, qpn uint32, wr *provider.SendWR, p *sendPlan, 
 	}
 	if wr.Flags&provider.SendFence != 0 {
 		fm |= ctrlFence
+	} else {
+		fm |= p.fence
 	}
 	ctrl[ctrlFmCeSe] = fm
 	var imm uint32
-	switch p.opcode {
-	case opSendImm, opRDMAWriteIm:
+	switch {
+	case p.opcode == opSendImm || p.opcode == opRDMAWriteIm:
 		imm = wr.Imm
-	case opSendInval:
+	case p.opcode == opSendInval || wr.Opcode == provider.WRLocalInv:
 		imm = wr.InvalidateRKey
+	case wr.Opcode == provider.WRBindMW:
+		imm = wr.Bind.MWRKey // the mkey the UMR rewrites
 	}
 	be.PutUint32(ctrl[ctrlImm:], imm)
+	if p.opcode == opUMR {
+		buildUMR(&w, qpn, wr, p)
+		return
+	}
 
 	if p.ah != nil {
 		// ctrl + AV fill the first WQEBB exactly: three whole segments.

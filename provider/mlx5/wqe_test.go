@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
@@ -89,6 +90,7 @@ func TestGoldenSendWQEs(t *testing.T) {
 		DGID: [16]byte{0xfe, 0x80, 15: 0x02}, FlowLabel: 0xabcde, SGIDIndex: 1, HopLimit: 64, TrafficClass: 5}, [6]byte{})}
 	sge := func(addr uint64, n, lkey uint32) provider.SGE { return provider.SGE{Addr: addr, Length: n, LKey: lkey} }
 	const ctrl, raddr, atomic, data, av, inl = "mlx5_wqe_ctrl_seg", "mlx5_wqe_raddr_seg", "mlx5_wqe_atomic_seg", "mlx5_wqe_data_seg", "mlx5_wqe_av", "mlx5_wqe_inl_data_seg"
+	const umr, mkey, klm = "mlx5_wqe_umr_ctrl_seg", "mlx5_wqe_mkey_context_seg", "mlx5_wqe_umr_klm_seg"
 	ctrlChecks := func(head uint32, op uint8, ds uint32, fm uint8, imm uint32) []check {
 		return []check{
 			{0, ctrl, "opmod_idx_opcode", uint64(head&0xffff)<<8 | uint64(op)},
@@ -160,6 +162,36 @@ func TestGoldenSendWQEs(t *testing.T) {
 		{"send_sgl_wrap", provider.QPTypeRC, 4, 7, provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendSignaled,
 			SGL: []provider.SGE{sge(0x1000, 1, 1), sge(0x2000, 2, 2), sge(0x3000, 3, 3), sge(0x4000, 4, 4), sge(0x5000, 5, 5), sge(0x6000, 6, 6)}}, false, 2,
 			cat(ctrlChecks(7, opSend, 7, ctrlCQUpdate, 0), dataChecks(16, 1, 1, 0x1000), dataChecks(64, 4, 4, 0x4000), dataChecks(96, 6, 6, 0x6000))},
+		// BIND_MW of a type 2 window (rdma-core's set_bind_wr): imm is the
+		// window's current key; UMR ctrl flags TRNSLATION_OFFSET|INLINE|
+		// CHECK_FREE (0x10|0x80|0x20), klm_octowords 4, mkey_mask
+		// FREE|MKEY|QPN|LEN|START_ADDR|the four access bits; mkey context:
+		// qpn<<8 | new key byte, remote write|read (0x20|0x10), start and
+		// length; then the KLM (length, the MR's lkey, address) in 64 bytes.
+		{"bind_mw_type2", provider.QPTypeRC, 4, 3, provider.SendWR{Opcode: provider.WRBindMW, Flags: provider.SendSignaled,
+			Bind: provider.MWBind{MWRKey: 0x1234ab, NewRKey: 0x1234ac, MRLKey: 0x5501, Addr: 0x7f0000002000, Length: 4096,
+				Access: uint32(abi.IB_UVERBS_ACCESS_REMOTE_WRITE | abi.IB_UVERBS_ACCESS_REMOTE_READ)}}, false, 3,
+			cat(ctrlChecks(3, opUMR, 12, ctrlCQUpdate, 0x1234ab),
+				[]check{{16, umr, "flags", 0xb0}, {16, umr, "klm_octowords", 4},
+					{16, umr, "mkey_mask", 1<<29 | 1<<13 | 1<<14 | 1<<0 | 1<<6 | 1<<18 | 1<<19 | 1<<20 | 1<<21},
+					{64, mkey, "free", 0}, {64, mkey, "access_flags", 0x30}, {64, mkey, "qpn_mkey", qpn<<8 | 0xac},
+					{64, mkey, "start_addr", 0x7f0000002000}, {64, mkey, "len", 4096},
+					{128, klm, "byte_count", 4096}, {128, klm, "mkey", 0x5501}, {128, klm, "address", 0x7f0000002000}})},
+		// A zero-based bind writes start_addr 0; the KLM keeps the address.
+		{"bind_mw_zero_based", provider.QPTypeUC, 8, 0, provider.SendWR{Opcode: provider.WRBindMW,
+			Bind: provider.MWBind{MWRKey: 0x99, NewRKey: 0x9a, MRLKey: 7, Addr: 0x3000, Length: 64,
+				Access: uint32(abi.IB_UVERBS_ACCESS_REMOTE_READ | abi.IB_UVERBS_ACCESS_REMOTE_ATOMIC | abi.IB_UVERBS_ACCESS_LOCAL_WRITE | abi.IB_UVERBS_ACCESS_ZERO_BASED)}}, false, 3,
+			cat(ctrlChecks(0, opUMR, 12, 0, 0x99),
+				[]check{{64, mkey, "access_flags", 0x10 | 0x40 | 0x08}, {64, mkey, "start_addr", 0}, {64, mkey, "len", 64},
+					{128, klm, "address", 0x3000}})},
+		// LOCAL_INV: a type 2 unbind to key byte 0: flags TRNSLATION_OFFSET|
+		// INLINE|CHECK_QPN (0x98), no KLM, mask FREE|MKEY|QPN, the mkey
+		// context free with QPN 0xffffff.
+		{"local_inv", provider.QPTypeRC, 8, 1, provider.SendWR{Opcode: provider.WRLocalInv, Flags: provider.SendSignaled,
+			InvalidateRKey: 0x4242}, false, 2,
+			cat(ctrlChecks(1, opUMR, 8, ctrlCQUpdate, 0x4242),
+				[]check{{16, umr, "flags", 0x98}, {16, umr, "klm_octowords", 0}, {16, umr, "mkey_mask", 1<<29 | 1<<13 | 1<<14},
+					{64, mkey, "free", 0x40}, {64, mkey, "qpn_mkey", 0xffffff00}, {64, mkey, "len", 0}})},
 		{"ud_send", provider.QPTypeUD, 8, 2, provider.SendWR{Opcode: provider.WRSendWithImm, Flags: provider.SendSignaled, Imm: 9,
 			SGL: []provider.SGE{sge(0xb000, 256, 0x31)}, UD: provider.UDDest{AH: testAH{grhAH}, RemoteQPN: 0x77, QKey: 0x11111111}}, false, 2,
 			cat(ctrlChecks(2, opSendImm, 5, ctrlCQUpdate, 9),
@@ -262,7 +294,13 @@ func TestSendValidation(t *testing.T) {
 		{"inline too long", rc, provider.SendWR{Opcode: provider.WRSend, Flags: provider.SendInline, SGL: []provider.SGE{{Length: 17}}}, unix.EINVAL},
 		{"unknown opcode", rc, provider.SendWR{Opcode: 42}, unix.EINVAL},
 		{"unknown flag", rc, provider.SendWR{Opcode: provider.WRSend, Flags: 1 << 9}, unix.EINVAL},
-		{"local inv", rc, provider.SendWR{Opcode: provider.WRLocalInv}, provider.ErrNotSupported},
+		{"local inv on a 64-byte queue", rc, provider.SendWR{Opcode: provider.WRLocalInv}, unix.EINVAL},
+		{"bind of 2 GiB + 1", testShape(provider.QPTypeRC, 2, 16, 3), provider.SendWR{Opcode: provider.WRBindMW,
+			Bind: provider.MWBind{Length: 1<<31 + 1}}, provider.ErrNotSupported},
+		{"bind with an SGL", testShape(provider.QPTypeRC, 2, 16, 3), provider.SendWR{Opcode: provider.WRBindMW, SGL: one}, unix.EINVAL},
+		{"bind with another index", testShape(provider.QPTypeRC, 2, 16, 3), provider.SendWR{Opcode: provider.WRBindMW,
+			Bind: provider.MWBind{MWRKey: 0x100, NewRKey: 0x201}}, unix.EINVAL},
+		{"local inv on UC", testShape(provider.QPTypeUC, 2, 16, 3), provider.SendWR{Opcode: provider.WRLocalInv}, unix.EINVAL},
 		{"read on UC", uc, provider.SendWR{Opcode: provider.WRRDMARead, SGL: one}, unix.EINVAL},
 		{"atomic on UC", uc, provider.SendWR{Opcode: provider.WRAtomicFetchAndAdd, SGL: one}, unix.EINVAL},
 		{"write on UD", ud, provider.SendWR{Opcode: provider.WRRDMAWrite, SGL: one}, unix.EINVAL},

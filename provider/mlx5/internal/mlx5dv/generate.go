@@ -11,4 +11,4 @@
 // It imports abi only.
 package mlx5dv
 
-//go:generate go run ../../../../abi/internal/abigen -pkg mlx5dv -include infiniband/mlx5dv.h -structs infiniband/mlx5dv.h=^mlx5_(wqe_(ctrl|raddr|atomic|data|inl_data|srq_next|datagram)_seg|wqe_av|cqe64|err_cqe)\b -consts infiniband/mlx5dv.h=^MLX5_(OPCODE|CQE|WQE_CTRL|INLINE_SEG|INVALID_LKEY|EXTENDED_UD_AV|SEND_WQE|CQ_DB|CQ_DOORBELL) -types zwqe.go -constfile zwqe_const.go -layout zwqe_layout.go -layouttest zwqe_layout_test.go -layoutimport github.com/goverbs/goverbs/abi
+//go:generate go run ../../../../abi/internal/abigen -pkg mlx5dv -include infiniband/mlx5dv.h -structs infiniband/mlx5dv.h=^mlx5_(wqe_(ctrl|raddr|atomic|data|inl_data|srq_next|datagram|umr_ctrl|umr_klm|mkey_context)_seg|wqe_av|cqe64|err_cqe)\b -consts infiniband/mlx5dv.h=^MLX5_(OPCODE|CQE|WQE_CTRL|WQE_UMR_CTRL|WQE_MKEY_CONTEXT|INLINE_SEG|INVALID_LKEY|EXTENDED_UD_AV|SEND_WQE|CQ_DB|CQ_DOORBELL) -types zwqe.go -constfile zwqe_const.go -layout zwqe_layout.go -layouttest zwqe_layout_test.go -layoutimport github.com/goverbs/goverbs/abi

@@ -117,8 +117,9 @@ func (s *Mlx5WqeCtrlSeg) SetDciStreamChannelId(v uint16) {
 
 // Mlx5WqeAv is struct mlx5_wqe_av from <infiniband/mlx5dv.h>: 48 bytes.
 type Mlx5WqeAv struct {
-	Key        [8]byte // union: qkey struct, dc_key __be64
-	DqpDct     uint32  // big-endian
+	_          [0]uint64 // C aligns this struct to 8 bytes
+	Key        [8]byte   // union: qkey struct, dc_key __be64
+	DqpDct     uint32    // big-endian
 	StatRateSl uint8
 	FlMlid     uint8
 	Rlid       uint16 // big-endian
@@ -175,4 +176,61 @@ type Mlx5WqeAtomicSeg struct {
 // Mlx5WqeInlDataSeg is struct mlx5_wqe_inl_data_seg from <infiniband/mlx5dv.h>: 4 bytes.
 type Mlx5WqeInlDataSeg struct {
 	ByteCount uint32
+}
+
+// Mlx5WqeUmrCtrlSeg is struct mlx5_wqe_umr_ctrl_seg from <infiniband/mlx5dv.h>: 48 bytes.
+type Mlx5WqeUmrCtrlSeg struct {
+	Flags        uint8
+	Rsvd0        [3]uint8
+	KlmOctowords uint16  // big-endian
+	_union       [2]byte // union: translation_offset __be16, bsf_octowords __be16
+	MkeyMask     uint64  // big-endian
+	Rsvd1        [32]uint8
+}
+
+// TranslationOffset returns translation_offset (__be16, big-endian as stored) from _union.
+func (s *Mlx5WqeUmrCtrlSeg) TranslationOffset() uint16 {
+	return binary.NativeEndian.Uint16(s._union[0:2])
+}
+
+// SetTranslationOffset stores v as translation_offset (__be16, big-endian as stored) in _union.
+func (s *Mlx5WqeUmrCtrlSeg) SetTranslationOffset(v uint16) {
+	binary.NativeEndian.PutUint16(s._union[0:2], v)
+}
+
+// BsfOctowords returns bsf_octowords (__be16, big-endian as stored) from _union.
+func (s *Mlx5WqeUmrCtrlSeg) BsfOctowords() uint16 { return binary.NativeEndian.Uint16(s._union[0:2]) }
+
+// SetBsfOctowords stores v as bsf_octowords (__be16, big-endian as stored) in _union.
+func (s *Mlx5WqeUmrCtrlSeg) SetBsfOctowords(v uint16) {
+	binary.NativeEndian.PutUint16(s._union[0:2], v)
+}
+
+// Mlx5WqeUmrKlmSeg is struct mlx5_wqe_umr_klm_seg from <infiniband/mlx5dv.h>: 16 bytes.
+type Mlx5WqeUmrKlmSeg struct {
+	ByteCount uint32 // big-endian
+	Mkey      uint32 // big-endian
+	Address   uint64 // big-endian
+}
+
+// Mlx5WqeMkeyContextSeg is struct mlx5_wqe_mkey_context_seg from <infiniband/mlx5dv.h>: 64 bytes.
+//
+// The flexible array member inseg (union mlx5_wqe_umr_inline_seg[], 16-byte elements) starts at offset 64;
+// it is not part of the Go type.
+type Mlx5WqeMkeyContextSeg struct {
+	Free                    uint8
+	Reserved1               uint8
+	AccessFlags             uint8
+	Sf                      uint8
+	QpnMkey                 uint32    // big-endian
+	Reserved2               uint32    // big-endian
+	FlagsPd                 uint32    // big-endian
+	StartAddr               uint64    // big-endian
+	Len                     uint64    // big-endian
+	BsfOctwordSize          uint32    // big-endian
+	Reserved3               [4]uint32 // big-endian
+	TranslationsOctwordSize uint32    // big-endian
+	Reserved4               [3]uint8
+	LogPageSize             uint8
+	Reserved                uint32 // big-endian
 }

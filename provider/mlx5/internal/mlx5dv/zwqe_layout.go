@@ -13,7 +13,7 @@ import "github.com/goverbs/goverbs/abi"
 // their order in the generated file.
 var StructLayouts = []abi.StructLayout{
 	{
-		CName: "mlx5_err_cqe", GoName: "Mlx5ErrCqe", Header: "infiniband/mlx5dv.h", Size: 64,
+		CName: "mlx5_err_cqe", GoName: "Mlx5ErrCqe", Header: "infiniband/mlx5dv.h", Size: 64, Align: 4,
 		Fields: []abi.FieldLayout{
 			{CName: "rsvd0", GoName: "Rsvd0", Offset: 0, Size: 32},
 			{CName: "srqn", GoName: "Srqn", Offset: 32, Size: 4},
@@ -27,7 +27,7 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_cqe64", GoName: "Mlx5Cqe64", Header: "infiniband/mlx5dv.h", Size: 64,
+		CName: "mlx5_cqe64", GoName: "Mlx5Cqe64", Header: "infiniband/mlx5dv.h", Size: 64, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "", GoName: "_union", Offset: 0, Size: 32},
 			{CName: "rsvd0", GoName: "", Offset: 0, Size: 2},
@@ -56,7 +56,7 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_srq_next_seg", GoName: "Mlx5WqeSrqNextSeg", Header: "infiniband/mlx5dv.h", Size: 16,
+		CName: "mlx5_wqe_srq_next_seg", GoName: "Mlx5WqeSrqNextSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 2,
 		Fields: []abi.FieldLayout{
 			{CName: "rsvd0", GoName: "Rsvd0", Offset: 0, Size: 2},
 			{CName: "next_wqe_index", GoName: "NextWqeIndex", Offset: 2, Size: 2},
@@ -65,7 +65,7 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_data_seg", GoName: "Mlx5WqeDataSeg", Header: "infiniband/mlx5dv.h", Size: 16,
+		CName: "mlx5_wqe_data_seg", GoName: "Mlx5WqeDataSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "byte_count", GoName: "ByteCount", Offset: 0, Size: 4},
 			{CName: "lkey", GoName: "Lkey", Offset: 4, Size: 4},
@@ -73,7 +73,7 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_ctrl_seg", GoName: "Mlx5WqeCtrlSeg", Header: "infiniband/mlx5dv.h", Size: 16,
+		CName: "mlx5_wqe_ctrl_seg", GoName: "Mlx5WqeCtrlSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 4,
 		Fields: []abi.FieldLayout{
 			{CName: "opmod_idx_opcode", GoName: "OpmodIdxOpcode", Offset: 0, Size: 4},
 			{CName: "qpn_ds", GoName: "QpnDs", Offset: 4, Size: 4},
@@ -84,7 +84,7 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_av", GoName: "Mlx5WqeAv", Header: "infiniband/mlx5dv.h", Size: 48,
+		CName: "mlx5_wqe_av", GoName: "Mlx5WqeAv", Header: "infiniband/mlx5dv.h", Size: 48, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "key", GoName: "Key", Offset: 0, Size: 8},
 			{CName: "key.qkey", GoName: "", Offset: 0, Size: 8},
@@ -104,20 +104,20 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_av.key.qkey", GoName: "Mlx5WqeAvKeyQkey", Header: "infiniband/mlx5dv.h", Size: 8,
+		CName: "mlx5_wqe_av.key.qkey", GoName: "Mlx5WqeAvKeyQkey", Header: "infiniband/mlx5dv.h", Size: 8, Align: 4,
 		Fields: []abi.FieldLayout{
 			{CName: "qkey", GoName: "Qkey", Offset: 0, Size: 4},
 			{CName: "reserved", GoName: "Reserved", Offset: 4, Size: 4},
 		},
 	},
 	{
-		CName: "mlx5_wqe_datagram_seg", GoName: "Mlx5WqeDatagramSeg", Header: "infiniband/mlx5dv.h", Size: 48,
+		CName: "mlx5_wqe_datagram_seg", GoName: "Mlx5WqeDatagramSeg", Header: "infiniband/mlx5dv.h", Size: 48, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "av", GoName: "Av", Offset: 0, Size: 48},
 		},
 	},
 	{
-		CName: "mlx5_wqe_raddr_seg", GoName: "Mlx5WqeRaddrSeg", Header: "infiniband/mlx5dv.h", Size: 16,
+		CName: "mlx5_wqe_raddr_seg", GoName: "Mlx5WqeRaddrSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "raddr", GoName: "Raddr", Offset: 0, Size: 8},
 			{CName: "rkey", GoName: "Rkey", Offset: 8, Size: 4},
@@ -125,16 +125,60 @@ var StructLayouts = []abi.StructLayout{
 		},
 	},
 	{
-		CName: "mlx5_wqe_atomic_seg", GoName: "Mlx5WqeAtomicSeg", Header: "infiniband/mlx5dv.h", Size: 16,
+		CName: "mlx5_wqe_atomic_seg", GoName: "Mlx5WqeAtomicSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 8,
 		Fields: []abi.FieldLayout{
 			{CName: "swap_add", GoName: "SwapAdd", Offset: 0, Size: 8},
 			{CName: "compare", GoName: "Compare", Offset: 8, Size: 8},
 		},
 	},
 	{
-		CName: "mlx5_wqe_inl_data_seg", GoName: "Mlx5WqeInlDataSeg", Header: "infiniband/mlx5dv.h", Size: 4,
+		CName: "mlx5_wqe_inl_data_seg", GoName: "Mlx5WqeInlDataSeg", Header: "infiniband/mlx5dv.h", Size: 4, Align: 4,
 		Fields: []abi.FieldLayout{
 			{CName: "byte_count", GoName: "ByteCount", Offset: 0, Size: 4},
+		},
+	},
+	{
+		CName: "mlx5_wqe_umr_ctrl_seg", GoName: "Mlx5WqeUmrCtrlSeg", Header: "infiniband/mlx5dv.h", Size: 48, Align: 8,
+		Fields: []abi.FieldLayout{
+			{CName: "flags", GoName: "Flags", Offset: 0, Size: 1},
+			{CName: "rsvd0", GoName: "Rsvd0", Offset: 1, Size: 3},
+			{CName: "klm_octowords", GoName: "KlmOctowords", Offset: 4, Size: 2},
+			{CName: "", GoName: "_union", Offset: 6, Size: 2},
+			{CName: "translation_offset", GoName: "", Offset: 6, Size: 2},
+			{CName: "bsf_octowords", GoName: "", Offset: 6, Size: 2},
+			{CName: "mkey_mask", GoName: "MkeyMask", Offset: 8, Size: 8},
+			{CName: "rsvd1", GoName: "Rsvd1", Offset: 16, Size: 32},
+		},
+	},
+	{
+		CName: "mlx5_wqe_umr_klm_seg", GoName: "Mlx5WqeUmrKlmSeg", Header: "infiniband/mlx5dv.h", Size: 16, Align: 8,
+		Fields: []abi.FieldLayout{
+			{CName: "byte_count", GoName: "ByteCount", Offset: 0, Size: 4},
+			{CName: "mkey", GoName: "Mkey", Offset: 4, Size: 4},
+			{CName: "address", GoName: "Address", Offset: 8, Size: 8},
+		},
+	},
+	{
+		CName: "mlx5_wqe_mkey_context_seg", GoName: "Mlx5WqeMkeyContextSeg", Header: "infiniband/mlx5dv.h", Size: 64, Align: 8,
+		Fields: []abi.FieldLayout{
+			{CName: "free", GoName: "Free", Offset: 0, Size: 1},
+			{CName: "reserved1", GoName: "Reserved1", Offset: 1, Size: 1},
+			{CName: "access_flags", GoName: "AccessFlags", Offset: 2, Size: 1},
+			{CName: "sf", GoName: "Sf", Offset: 3, Size: 1},
+			{CName: "qpn_mkey", GoName: "QpnMkey", Offset: 4, Size: 4},
+			{CName: "reserved2", GoName: "Reserved2", Offset: 8, Size: 4},
+			{CName: "flags_pd", GoName: "FlagsPd", Offset: 12, Size: 4},
+			{CName: "start_addr", GoName: "StartAddr", Offset: 16, Size: 8},
+			{CName: "len", GoName: "Len", Offset: 24, Size: 8},
+			{CName: "bsf_octword_size", GoName: "BsfOctwordSize", Offset: 32, Size: 4},
+			{CName: "reserved3", GoName: "Reserved3", Offset: 36, Size: 16},
+			{CName: "translations_octword_size", GoName: "TranslationsOctwordSize", Offset: 52, Size: 4},
+			{CName: "reserved4", GoName: "Reserved4", Offset: 56, Size: 3},
+			{CName: "log_page_size", GoName: "LogPageSize", Offset: 59, Size: 1},
+			{CName: "reserved", GoName: "Reserved", Offset: 60, Size: 4},
+		},
+		Tails: []abi.TailLayout{
+			{CName: "inseg", CType: "union mlx5_wqe_umr_inline_seg[]", Offset: 64, ElemSize: 16},
 		},
 	},
 }

@@ -10,6 +10,7 @@ import (
 // Async event types (enum ib_event_type).
 const (
 	evCQErr           = 0
+	evQPReqErr        = 2
 	evQPAccessErr     = 3
 	evDeviceFatal     = 8
 	evSRQLimitReached = 15

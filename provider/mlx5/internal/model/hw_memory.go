@@ -12,11 +12,20 @@ const (
 	accRemoteAtomic = abi.IB_UVERBS_ACCESS_REMOTE_ATOMIC
 )
 
+// dumpFillMkey is the device's dump-fill mkey (the null MR's lkey): an
+// index no MR or window gets (they count from 1).
+const dumpFillMkey = 0x00000b00
+
 // local resolves n bytes at I/O address addr of the MR with lkey, in the
 // QP's PD.
 func (d *Device) local(q *mqp, lkey uint32, addr uint64, n uint32, write bool) ([]byte, bool) {
 	if n == 0 {
 		return nil, true
+	}
+	if lkey == dumpFillMkey && !d.o.NoDumpFill {
+		// The null MR: writes are discarded, reads give zeroes, any
+		// address, any PD.
+		return make([]byte, n), true
 	}
 	m := d.mrs[lkey]
 	if m == nil || m.pd != q.pd || write && m.access&accLocalWrite == 0 {
@@ -32,7 +41,10 @@ func (d *Device) local(q *mqp, lkey uint32, addr uint64, n uint32, write bool) (
 // which must grant access both in the MR and in its own access flags.
 func (d *Device) remote(q *mqp, rkey uint32, addr uint64, n uint32, access uint32) ([]byte, bool) {
 	m := d.mrs[rkey]
-	if m == nil || m.pd != q.pd || m.access&access == 0 || q.access&access == 0 {
+	if m == nil {
+		return d.remoteMW(q, rkey, addr, n, access)
+	}
+	if m.pd != q.pd || m.access&access == 0 || q.access&access == 0 {
 		return nil, false
 	}
 	if addr < m.iova || addr-m.iova+uint64(n) > m.length {

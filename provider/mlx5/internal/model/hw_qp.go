@@ -212,6 +212,7 @@ type wqe struct {
 	inline  []byte
 	isInl   bool
 	sges    []sge
+	umr     umr // a UMR WQE's segments
 }
 
 func (w *wqe) signaled() bool  { return w.fm&fmCQUpdate != 0 }
@@ -240,10 +241,10 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 	case qptUD:
 		ok = w.opcode == opSend || w.opcode == opSendImm
 	case qptUC:
-		ok = w.opcode == opSend || w.opcode == opSendImm || w.opcode == opWrite || w.opcode == opWriteImm
+		ok = w.opcode == opSend || w.opcode == opSendImm || w.opcode == opWrite || w.opcode == opWriteImm || w.opcode == opUMR
 	case qptRC:
 		switch w.opcode {
-		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA:
+		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA, opUMR:
 		default:
 			ok = false
 		}
@@ -251,6 +252,12 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 	if !ok {
 		d.violation("QP %d (type %d): WQE at %d has opcode %#x", q.qpn, q.typ, pos, w.opcode)
 		return w, false
+	}
+	if w.opcode == opUMR {
+		if w.umr, ok = decodeUMR(b, size); !ok {
+			d.violation("QP %d: UMR WQE at %d of %d bytes is too short for its segments", q.qpn, pos, size)
+		}
+		return w, ok
 	}
 	if q.typ == qptUD {
 		if size < wSeg+wAVSize {

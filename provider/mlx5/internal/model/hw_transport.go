@@ -44,6 +44,9 @@ func (d *Device) responderError(p *mqp, ev uint32) {
 // execute carries out one WQE of q; its effects on the responder (data,
 // receive CQEs) happen here, synchronously.
 func (d *Device) execute(q *mqp, w *wqe) result {
+	if w.opcode == opUMR { // local: a memory window bind or invalidation
+		return result{syndrome: d.executeUMR(q, w)}
+	}
 	rc := q.typ == qptRC
 	var data []byte
 	switch w.opcode {
@@ -84,6 +87,13 @@ func (d *Device) execute(q *mqp, w *wqe) result {
 				return result{syndrome: synRemoteInvReq}
 			}
 			return result{syndrome: synRemoteOp}
+		}
+		if w.opcode == opSendInv && !pd.remoteInvalidate(p, w.imm) {
+			// Not a window of the responder's that it may invalidate: an
+			// invalid request (the receive completes in error).
+			pd.respErr(p, r, synLocalQPOp)
+			pd.responderError(p, evQPReqErr)
+			return result{syndrome: synRemoteInvReq}
 		}
 		op := uint8(cqeRespSend)
 		switch w.opcode {

@@ -57,6 +57,15 @@ type Options struct {
 	// MaxCQEVersion is the highest CQE version the device offers (default
 	// 1; -1 means 0).
 	MaxCQEVersion int
+	// NoDumpFill models a device without the dump_fill_mkey capability:
+	// the ucontext response carries no null MR key.
+	NoDumpFill bool
+	// NoXRC models a device without the xrc capability: no XRC device
+	// flag, and OPEN_XRCD of a new domain answers EOPNOTSUPP.
+	NoXRC bool
+	// NoMemWindows models a device without the imaicl capability: no
+	// MEM_WINDOW device flags, and ALLOC_MW answers EOPNOTSUPP.
+	NoMemWindows bool
 	// NoBlueFlame reports bf_reg_size 0.
 	NoBlueFlame bool
 	// NoWC refuses write-combining mappings of static UARs (EPERM).
@@ -117,9 +126,11 @@ type Device struct {
 
 	// Everything below is guarded by f.mu.
 	files      map[int]*ufile
-	qps        map[uint32]*mqp // by QPN
-	mrs        map[uint32]*mmr // by key
-	cqs        map[uint32]*mcq // by CQN
+	qps        map[uint32]*mqp          // by QPN
+	mrs        map[uint32]*mmr          // by key
+	mws        map[uint32]*mmw          // memory windows by key index (key>>8)
+	xrcds      map[[2]uint64]*xrcdomain // XRC domains tied to a file, by inode
+	cqs        map[uint32]*mcq          // by CQN
 	srqs       map[uint32]*msrq
 	channels   map[int]*channel // by the descriptor handed out
 	orphans    []*uarPage       // UAR pages of closed files, still mapped
@@ -164,7 +175,7 @@ func (f *Fabric) Add(o Options) (*Device, error) {
 		path:  fmt.Sprintf("/fake/goverbs-mlx5-model/%d/%s", fabricSeq.Add(1), o.Name),
 		lid:   uint16(n + 1),
 		guid:  0x0002c90300a0b000 + uint64(n+1),
-		files: map[int]*ufile{}, qps: map[uint32]*mqp{}, mrs: map[uint32]*mmr{}, cqs: map[uint32]*mcq{},
+		files: map[int]*ufile{}, qps: map[uint32]*mqp{}, mrs: map[uint32]*mmr{}, mws: map[uint32]*mmw{}, xrcds: map[[2]uint64]*xrcdomain{}, cqs: map[uint32]*mcq{},
 		srqs: map[uint32]*msrq{}, channels: map[int]*channel{},
 		nextFD: 1 << 20, nextQPN: 0x100 + uint32(n)<<16, nextKey: 1, nextCQN: 1, nextSRQN: 1, nextPageID: 1,
 		stop: make(chan struct{}), done: make(chan struct{}),

@@ -270,6 +270,10 @@ func (u *ufile) release() {
 			o.pins.release()
 		case *mmr:
 			delete(d.mrs, o.key)
+		case *mmw:
+			delete(d.mws, o.key>>8)
+		case *mxrcd:
+			d.dropXRCD(o.x)
 		}
 	}
 	if c.async != nil {

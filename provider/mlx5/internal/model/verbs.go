@@ -210,6 +210,10 @@ func (u *ufile) ioctl(c *call) error {
 		return u.deallocPD(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY}:
 		return u.deregMR(handleOf(c, 0))
+	case om{abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY}:
+		return u.closeXRCD(handleOf(c, 0))
+	case om{abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY}:
+		return u.deallocMW(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY}:
 		return u.destroyAH(handleOf(c, 0))
 	case om{abi.MLX5_IB_OBJECT_UAR, abi.MLX5_IB_METHOD_UAR_OBJ_ALLOC}:
@@ -302,6 +306,12 @@ func (u *ufile) newContext(din, dout []byte) error {
 	}
 	if o.NoBlueFlame {
 		resp.BfRegSize = 0
+	}
+	// The dump-fill mkey (the null MR's key) when the device has one and
+	// the response reaches the field (mlx5_ib_alloc_ucontext).
+	if !o.NoDumpFill && len(dout) >= size[abi.Mlx5IbAllocUcontextResp]() {
+		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY
+		resp.DumpFillMkey = dumpFillMkey
 	}
 	resp.ResponseLength = uint32(min(len(dout), size[abi.Mlx5IbAllocUcontextResp]()))
 	copy(dout, abi.Bytes(&resp))
@@ -397,11 +407,25 @@ func (d *Device) gidEntry(i int) abi.IbUverbsGidEntry {
 	return e
 }
 
+// capFlags are the device capability flags mlx5_ib reports that the model
+// has: memory windows (type 1 and 2B) when the device has imaicl, XRC
+// when it has xrc.
+func (d *Device) capFlags() uint32 {
+	var f uint32
+	if !d.o.NoMemWindows {
+		f |= devCapMemWindow | devCapMemWindow2B
+	}
+	if !d.o.NoXRC {
+		f |= devCapXRC
+	}
+	return f
+}
+
 func (d *Device) deviceAttr() abi.IbUverbsQueryDeviceResp {
 	r := abi.IbUverbsQueryDeviceResp{
 		FwVer: 16<<32 | 35<<16 | 1000, MaxMrSize: ^uint64(0), PageSizeCap: ^uint64(0xfff),
 		VendorId: vendorID, VendorPartId: vendorPartID, HwVer: 0, MaxQp: 1 << 18, MaxQpWr: maxQPWR,
-		DeviceCapFlags: 0, MaxSge: maxSGE, MaxSgeRd: maxSGE, MaxCq: 1 << 24, MaxCqe: maxCQE,
+		DeviceCapFlags: d.capFlags(), MaxSge: maxSGE, MaxSgeRd: maxSGE, MaxCq: 1 << 24, MaxCqe: maxCQE,
 		MaxMr: 1 << 24, MaxPd: 1 << 24, MaxQpRdAtom: 16, MaxResRdAtom: 1 << 22, MaxQpInitRdAtom: 16,
 		AtomicCap: 1 /* IBV_ATOMIC_HCA */, MaxAh: 1 << 30, MaxSrq: 1 << 23, MaxSrqWr: maxSRQWR - 1, MaxSrqSge: maxSRQSGE,
 		MaxPkeys: 128, LocalCaAckDelay: 16, PhysPortCnt: 1,
@@ -424,6 +448,7 @@ func (u *ufile) cmdExQueryDevice(in, out, din, dout []byte) error {
 	// mlx5_ib_query_device: a 63-bit free-running clock at the device's
 	// frequency (MLX5_CAP_GEN device_frequency_khz).
 	r.TimestampMask, r.HcaCoreClock = 1<<63-1, clockKHz
+	r.DeviceCapFlagsEx = uint64(u.d.capFlags())
 	// MLX5_CAP_GEN(cq_moderation): MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD.
 	r.CqModerationCaps = abi.IbUverbsCqModerationCaps{MaxCqModerationCount: maxCQCount, MaxCqModerationPeriod: maxCQPeriod}
 	r.ResponseLength = uint32(min(len(out), size[abi.IbUverbsExQueryDeviceResp]()))

@@ -225,3 +225,16 @@ func (d *Device) CQNs() []uint32 {
 	}
 	return ns
 }
+
+// CQConsumerIndex returns the consumer index the provider last wrote to the
+// doorbell record of the CQ numbered cqn (its set_ci word, 24 bits), and
+// whether the CQ exists.
+func (d *Device) CQConsumerIndex(cqn uint32) (uint32, bool) {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	q := d.cqs[cqn]
+	if q == nil {
+		return 0, false
+	}
+	return loadBE32(q.db[dbRecSetCI:]) & 0xffffff, true
+}

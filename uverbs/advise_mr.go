@@ -1,0 +1,87 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"github.com/goverbs/goverbs/abi"
+)
+
+// MRAdvice is what AdviseMR tells the device about a range of an
+// on-demand-paging MR (enum ib_uverbs_advise_mr_advice).
+type MRAdvice uint32
+
+// Advices.
+const (
+	AdvicePrefetch        MRAdvice = abi.IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH          // fault the pages in for reading
+	AdvicePrefetchWrite   MRAdvice = abi.IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE    // fault them in for writing
+	AdvicePrefetchNoFault MRAdvice = abi.IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT // map what is present, fault nothing
+)
+
+// AdviseFlush makes AdviseMR wait until the prefetch is done
+// (IB_UVERBS_ADVISE_MR_FLAG_FLUSH); without it the kernel may prefetch
+// asynchronously.
+const AdviseFlush = abi.IB_UVERBS_ADVISE_MR_FLAG_FLUSH
+
+// odpSupported is the capability check of on-demand paging: a device whose
+// ODP capabilities lack ODP_SUPPORT (rxe before Linux 6.4, siw, the mlx5
+// model) refuses with ErrNotSupported before any command.
+func (c *Context) odpSupported(verb string) error {
+	if c.skipCapChecks {
+		return nil
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		return err
+	}
+	if a.ODPCaps.General&ODPSupport == 0 {
+		return opError(verb, c.dev.Name, abi.TransportNone,
+			fmt.Errorf("%w: the device has no on-demand paging (ODP capabilities %v)", ErrNotSupported, a.ODPCaps.General))
+	}
+	return nil
+}
+
+// AdviseMR gives the device advice about ranges of on-demand-paging MRs
+// of the PD (ibv_advise_mr: UVERBS_METHOD_ADVISE_MR, an ioctl; the kernel
+// has no write() form): each SGE names lkey, address and length of one
+// range. flags is 0 or AdviseFlush. A device without on-demand paging is
+// refused with ErrNotSupported before any command, and so is one whose
+// kernel driver has no advise_mr (the kernel then has no such method: one
+// ioctl).
+func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
+	const verb = "AdviseMR"
+	sp := pd.ctx.begin(verb)
+	defer func() { sp.end(err) }()
+	dev := pd.ctx.dev.Name
+	switch {
+	case advice > AdvicePrefetchNoFault:
+		return argError(verb, dev, "advice %d", advice)
+	case flags&^AdviseFlush != 0:
+		return argError(verb, dev, "flags %#x: only AdviseFlush is defined", flags)
+	case len(sgl) == 0:
+		return argError(verb, dev, "no range to advise about")
+	}
+	if err := pd.use(verb, dev); err != nil {
+		return err
+	}
+	defer pd.done()
+	if err := pd.ctx.odpSupported(verb); err != nil {
+		return err
+	}
+	list := make([]byte, 0, len(sgl)*16) // struct ib_uverbs_sge each
+	for _, s := range sgl {
+		e := abi.IbUverbsSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		list = append(list, abi.Bytes(&e)...)
+	}
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_ADVISE_MR)
+	b.Handle(abi.UVERBS_ATTR_ADVISE_MR_PD_HANDLE, pd.handle)
+	b.Uint64In(abi.UVERBS_ATTR_ADVISE_MR_ADVICE, uint64(advice)) // UVERBS_ATTR_CONST_IN: a u64
+	b.Uint32In(abi.UVERBS_ATTR_ADVISE_MR_FLAGS, flags)
+	b.PtrIn(abi.UVERBS_ATTR_ADVISE_MR_SGE_LIST, list)
+	// The kernel defines the method only for devices whose driver has
+	// advise_mr (UAPI_DEF_OBJ_NEEDS_FN): elsewhere the ioctl answers that
+	// there is no such method, and there is no write() form to fall back to.
+	_, err = pd.ctx.ioctlOr(verb, b, abi.TransportNone, func() error {
+		return fmt.Errorf("%w: the kernel has no ADVISE_MR method for this device (its driver has no advise_mr)", ErrNotSupported)
+	})
+	return err
+}
