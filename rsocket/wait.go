@@ -136,6 +136,16 @@ func (c *Conn) pollLocked() {
 // already there (data, a DISCONNECT) come before a CM disconnect. mu and
 // the token held.
 func (c *Conn) pollHeld() {
+	c.drain()
+	if testHookBeforeCM != nil {
+		testHookBeforeCM(c)
+	}
+	c.checkCM()
+}
+
+// drain polls the CQ empty and applies what it found. mu and the token
+// held.
+func (c *Conn) drain() {
 	for {
 		n, err := c.cq.Poll(c.wc[:])
 		if n > 0 {
@@ -148,20 +158,38 @@ func (c *Conn) pollHeld() {
 			break
 		}
 	}
-	c.checkCM()
 }
 
+// testHookBeforeCM, if set (tests only), runs between pollHeld's drain and
+// its look at the CM: it widens the window in which the peer's data and
+// its DISCONNECTED event both arrive.
+var testHookBeforeCM func(*Conn)
+
 // checkCM notices a CM disconnect without a DISCONNECT message: the peer
-// died or destroyed its ID. mu held.
+// died or destroyed its ID. mu and the token held.
+//
+// The CM's DISCONNECTED event may come after the last poll found the CQ
+// empty but before this look: the peer wrote its last bytes and its
+// DISCONNECT message, saw them acknowledged and disconnected, all in
+// between. Those completions are in the CQ by now (the responder
+// completes a receive before it acknowledges, and rdmacm moves the QP to
+// ERR before it closes Done, so nothing completes successfully after
+// Done), and they come first, as in rsocket.c, which learns of a
+// disconnect from its completions only: the CQ is drained again before
+// the disconnect is taken as a reset. Then bytes received are still read,
+// a DISCONNECT or SHUTDOWN message among them is an orderly end of
+// stream (io.EOF), and flushed receives are skipped (process).
 func (c *Conn) checkCM() {
 	if c.state&stConnected == 0 {
 		return
 	}
 	select {
 	case <-c.rc.Done():
-		c.brokenLocked(syscall.ECONNRESET)
 	default:
+		return
 	}
+	c.drain()
+	c.brokenLocked(syscall.ECONNRESET)
 }
 
 func (c *Conn) brokenLocked(err error) {
