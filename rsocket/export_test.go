@@ -1,6 +1,9 @@
 package rsocket
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // SetTestHookBeforeCM sets the hook that runs between a drain of a
 // connection's CQ and its look at the CM (nil: none). Tests only; set it
@@ -11,4 +14,10 @@ func SetTestHookBeforeCM(f func(net.Conn)) {
 		return
 	}
 	testHookBeforeCM = func(c *Conn) { f(c) }
+}
+
+// SetSpin sets how long waiters poll before parking; it returns the old
+// value.
+func SetSpin(d time.Duration) time.Duration {
+	return time.Duration(spinTime.Swap(int64(d)))
 }
