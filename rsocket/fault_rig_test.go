@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -199,14 +198,7 @@ func openFDs(t *testing.T) int {
 // now provokes and checks.)
 func TestRigShortConns(t *testing.T) {
 	rigtest.Require(t)
-	conns, par := 100, 1
-	if s := os.Getenv("RSOCKET_CONNS"); s != "" {
-		conns, _ = strconv.Atoi(s)
-	}
-	if s := os.Getenv("RSOCKET_CONNS_PAR"); s != "" {
-		par, _ = strconv.Atoi(s)
-	}
-	par = max(par, 1)
+	conns, par := envInt(t, "RSOCKET_CONNS", 100), envInt(t, "RSOCKET_CONNS_PAR", 1)
 	l := listener(t, rsocket.Config{SendBuffer: 8 << 10, RecvBuffer: 8 << 10, SendQueue: 16, RecvQueue: 16})
 	go func() {
 		for {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,6 +37,19 @@ var paths = []path{
 	{name: "rxe0", listen: addrRXE0, listenOn: "rxe0"},
 	{name: "veth", listen: addrRXEA, source: addrRXEB, listenOn: "rxea"},
 	{name: "siw0", listen: addrSIW0, listenOn: "siw0"},
+}
+
+// envInt is the integer in the environment variable name, or def.
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
 }
 
 func rigCtx(t *testing.T, d time.Duration) context.Context {
