@@ -21,10 +21,11 @@ func (c *Conn) fail(err error) {
 
 // broadcast wakes the goroutines waiting for the state to move. mu held.
 func (c *Conn) broadcast() {
-	if c.progWait {
+	// A waiter that took the token is not counted: a lone waiter parks in
+	// CQ.Wait and wakes without a channel made per wake-up.
+	if c.progWait > 0 {
 		close(c.prog)
 		c.prog = make(chan struct{})
-		c.progWait = false
 	}
 }
 
@@ -219,12 +220,15 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		if dl.expired() {
 			return errTimeout
 		}
-		c.progWait = true
+		c.progWait++
+		counted := true
 		prog := c.prog
 		c.mu.Unlock()
 		select {
 		case <-c.tok:
 			c.mu.Lock()
+			c.progWait--
+			counted = false
 			c.pollHeld()
 			ok := cond(c) || c.closing
 			c.mu.Unlock()
@@ -247,6 +251,9 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		case <-c.rc.Done():
 		}
 		c.mu.Lock()
+		if counted {
+			c.progWait--
+		}
 	}
 }
 
