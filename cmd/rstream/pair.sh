@@ -22,8 +22,12 @@ for pairing in "rstream grstream" "grstream rstream" "grstream grstream"; do
 		size=${sc%:*} count=${sc#*:}
 		port=$((port + 1))
 		if [ "$PAIR_SELF" = 1 ]; then
-			timeout 300 $srv -b "$PAIR_IP" -p $port -S $size -C $count $sflags -T v >/tmp/pair-srv.txt 2>&1 ||
-				{ echo "server $srv size $size failed:"; cat /tmp/pair-srv.txt; }
+			if timeout 300 $srv -b "$PAIR_IP" -p $port -S $size -C $count $sflags -T v >/tmp/pair-srv.txt 2>&1; then
+				echo "pair-rstream: A served $srv size $size"
+			else
+				echo "pair-rstream: A's $srv server, size $size, failed:"
+				cat /tmp/pair-srv.txt
+			fi
 			continue
 		fi
 		steps=$((steps + 1))
