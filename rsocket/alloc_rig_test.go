@@ -57,7 +57,7 @@ func TestRigSpin(t *testing.T) {
 		}
 	}()
 	b := make([]byte, 64)
-	const rounds = 1000
+	const rounds = 300
 	for _, spin := range []time.Duration{0, 10 * time.Microsecond, 50 * time.Microsecond, 0} {
 		rsocket.SetSpin(spin)
 		d := make([]time.Duration, rounds)
