@@ -77,7 +77,7 @@ type Conn struct {
 	err       error // why the connection is in stError
 	closing   bool
 	prog      chan struct{} // closed when the state moved on (waiters)
-	progWait  bool
+	progWait  int           // goroutines that may be waiting on prog
 	sseqNo    uint16
 	sseqComp  uint16
 	rseqNo    uint16

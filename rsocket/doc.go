@@ -40,8 +40,13 @@
 // DISCONNECT after every byte written has landed, then releases the QP and
 // buffers), LocalAddr and RemoteAddr. A peer that disappears without a
 // DISCONNECT (killed: its CM sends a disconnect) makes Read and Write fail
-// with ECONNRESET once the buffered bytes are read. golang.org/x/net/nettest's
-// TestConn passes over rxe (rsocket's rig tests).
+// with ECONNRESET once the buffered bytes are read. The CM's DISCONNECTED
+// event is taken as a reset only after the CQ is drained once more: a peer
+// that wrote, sent DISCONNECT and disconnected in the meantime is read to
+// the end and then io.EOF, as rsocket.c's completions-first order gives.
+// golang.org/x/net/nettest's TestConn passes over rxe (rsocket's rig
+// tests); data moves on rxe and siw (iWARP) in both roles with rdma-core's
+// rstream.
 //
 // Bytes are copied: Write copies into the registered send buffer and
 // returns once they are posted; Read copies out of the receive buffer the

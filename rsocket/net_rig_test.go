@@ -72,9 +72,10 @@ func TestRigNettest(t *testing.T) {
 	})
 }
 
-// TestRigHTTP serves net/http on an rsocket listener and sends it 1,000
-// requests from an http.Client whose transport dials rsocket; each body
-// (up to 1 MiB) comes back and is compared.
+// TestRigHTTP serves net/http on an rsocket listener and sends it requests
+// from an http.Client whose transport dials rsocket; each body (up to 1
+// MiB, every 20th 1 MiB) comes back and is compared. make test sends 250;
+// issue 17's scale is RSOCKET_HTTP_REQS=1000.
 func TestRigHTTP(t *testing.T) {
 	rigtest.Require(t)
 	l := listener(t, rsocket.Config{})
@@ -98,7 +99,7 @@ func TestRigHTTP(t *testing.T) {
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Minute}
 	url := "http://" + l.Addr().String() + "/echo"
-	const requests, workers = 1000, 4
+	requests, workers := envInt(t, "RSOCKET_HTTP_REQS", 250), 4
 	var wg sync.WaitGroup
 	errs := make(chan error, requests)
 	next := make(chan int, requests)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -14,8 +16,10 @@ import (
 	"github.com/goverbs/goverbs/rsocket"
 )
 
-// The rig's addresses (test/rig): rxe0 on eth0, the rxea/rxeb veth pair.
+// The rig's addresses (test/rig): rxe0 on eth0, the rxea/rxeb veth pair,
+// siw0 (iWARP: rsocket's message variant).
 var (
+	addrSIW0 = netip.MustParseAddr("10.0.3.15")
 	addrRXE0 = netip.MustParseAddr("10.0.2.15")
 	addrRXEA = netip.MustParseAddr("10.99.0.1")
 	addrRXEB = netip.MustParseAddr("10.99.0.2")
@@ -32,6 +36,20 @@ type path struct {
 var paths = []path{
 	{name: "rxe0", listen: addrRXE0, listenOn: "rxe0"},
 	{name: "veth", listen: addrRXEA, source: addrRXEB, listenOn: "rxea"},
+	{name: "siw0", listen: addrSIW0, listenOn: "siw0"},
+}
+
+// envInt is the integer in the environment variable name, or def.
+func envInt(t *testing.T, name string, def int) int {
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 {
+		t.Fatalf("%s=%q: want a positive integer", name, s)
+	}
+	return n
 }
 
 func rigCtx(t *testing.T, d time.Duration) context.Context {
@@ -87,7 +105,8 @@ func pattern(size int, seed byte) []byte {
 }
 
 // TestRigEcho sends every size from 1 byte to 16 MiB to an echo server over
-// rxe0 (loopback) and the veth pair, and checks every byte that comes back.
+// rxe0 (loopback), the veth pair and siw0 (iWARP), and checks every byte
+// that comes back.
 func TestRigEcho(t *testing.T) {
 	rigtest.Require(t)
 	sizes := []int{1, 2, 63, 64, 65, 1000, 2047, 2048, 4096, 65535, 65536, 65537, 128 << 10, 1<<20 + 7, 4 << 20, 16 << 20}

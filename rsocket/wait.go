@@ -3,7 +3,9 @@ package rsocket
 import (
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -19,10 +21,11 @@ func (c *Conn) fail(err error) {
 
 // broadcast wakes the goroutines waiting for the state to move. mu held.
 func (c *Conn) broadcast() {
-	if c.progWait {
+	// A waiter that took the token is not counted: a lone waiter parks in
+	// CQ.Wait and wakes without a channel made per wake-up.
+	if c.progWait > 0 {
 		close(c.prog)
 		c.prog = make(chan struct{})
-		c.progWait = false
 	}
 }
 
@@ -136,6 +139,16 @@ func (c *Conn) pollLocked() {
 // already there (data, a DISCONNECT) come before a CM disconnect. mu and
 // the token held.
 func (c *Conn) pollHeld() {
+	c.drain()
+	if testHookBeforeCM != nil {
+		testHookBeforeCM(c)
+	}
+	c.checkCM()
+}
+
+// drain polls the CQ empty and applies what it found. mu and the token
+// held.
+func (c *Conn) drain() {
 	for {
 		n, err := c.cq.Poll(c.wc[:])
 		if n > 0 {
@@ -148,20 +161,38 @@ func (c *Conn) pollHeld() {
 			break
 		}
 	}
-	c.checkCM()
 }
 
+// testHookBeforeCM, if set (tests only), runs between pollHeld's drain and
+// its look at the CM: it widens the window in which the peer's data and
+// its DISCONNECTED event both arrive.
+var testHookBeforeCM func(*Conn)
+
 // checkCM notices a CM disconnect without a DISCONNECT message: the peer
-// died or destroyed its ID. mu held.
+// died or destroyed its ID. mu and the token held.
+//
+// The CM's DISCONNECTED event may come after the last poll found the CQ
+// empty but before this look: the peer wrote its last bytes and its
+// DISCONNECT message, saw them acknowledged and disconnected, all in
+// between. Those completions are in the CQ by now (the responder
+// completes a receive before it acknowledges, and rdmacm moves the QP to
+// ERR before it closes Done, so nothing completes successfully after
+// Done), and they come first, as in rsocket.c, which learns of a
+// disconnect from its completions only: the CQ is drained again before
+// the disconnect is taken as a reset. Then bytes received are still read,
+// a DISCONNECT or SHUTDOWN message among them is an orderly end of
+// stream (io.EOF), and flushed receives are skipped (process).
 func (c *Conn) checkCM() {
 	if c.state&stConnected == 0 {
 		return
 	}
 	select {
 	case <-c.rc.Done():
-		c.brokenLocked(syscall.ECONNRESET)
 	default:
+		return
 	}
+	c.drain()
+	c.brokenLocked(syscall.ECONNRESET)
 }
 
 func (c *Conn) brokenLocked(err error) {
@@ -189,17 +220,23 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		if dl.expired() {
 			return errTimeout
 		}
-		c.progWait = true
+		c.progWait++
+		counted := true
 		prog := c.prog
 		c.mu.Unlock()
 		select {
 		case <-c.tok:
 			c.mu.Lock()
+			c.progWait--
+			counted = false
 			c.pollHeld()
 			ok := cond(c) || c.closing
 			c.mu.Unlock()
 			if !ok {
-				n, err := c.cq.Wait(dl, c.wc[:])
+				n, err := c.spin()
+				if n == 0 && err == nil {
+					n, err = c.cq.Wait(dl, c.wc[:])
+				}
 				c.mu.Lock()
 				c.process(c.wc[:n])
 				if err != nil && dl.Err() == nil {
@@ -214,5 +251,29 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		case <-c.rc.Done():
 		}
 		c.mu.Lock()
+		if counted {
+			c.progWait--
+		}
+	}
+}
+
+// spinTime is how long a waiter polls the CQ before it parks (rsocket.c
+// polls about 10 µs). Zero: it parks at once.
+var spinTime atomic.Int64 // nanoseconds
+
+// spin polls the CQ for up to spinTime. The token held, mu not.
+func (c *Conn) spin() (int, error) {
+	spin := time.Duration(spinTime.Load())
+	if spin <= 0 {
+		return 0, nil
+	}
+	start := time.Now()
+	for {
+		if n, err := c.cq.Poll(c.wc[:]); n > 0 || err != nil {
+			return n, err
+		}
+		if time.Since(start) >= spin {
+			return 0, nil
+		}
 	}
 }

@@ -5,9 +5,14 @@
 # in one boot. Run inside the rig with goverbs' rstream in PATH as grstream:
 #   test/rig/run.sh --kernel 6.1 --bin DIR -- 'sh /tmp/figures.sh 10.0.2.15'
 # (DIR holds grstream and this script). Each line is the client's result line
-# (rstream's format), prefixed by the pair.
+# (rstream's format), prefixed by the pair; then a table of ratios: goverbs'
+# throughput (Gb/s) or round trip (usec/xfer) over rdma-core rstream's, its
+# blocking mode's and TCP's (throughput: above 1 is goverbs faster; latency:
+# below 1 is goverbs faster).
 addr=${1:-10.0.2.15}
 port=7800
+all=/tmp/fig-all.txt
+: >"$all"
 one() { # label server-cmd client-cmd args...
 	label=$1 srv=$2 cli=$3
 	shift 3
@@ -21,7 +26,9 @@ one() { # label server-cmd client-cmd args...
 		break
 	done
 	wait $spid
-	printf '%-16s %s\n' "$label" "$(echo "$out" | tail -1)"
+	line=$(echo "$out" | tail -1)
+	printf '%-16s %s\n' "$label" "$line"
+	echo "$label $size $line" >>"$all"
 }
 for size in 64 4096 65536 1048576; do
 	case $size in
@@ -38,3 +45,21 @@ for size in 64 4096 65536 1048576; do
 		one "tcp-$mode" "rstream -T s" "rstream -T s" "$@"
 	done
 done
+echo
+echo "ratios (goverbs / other): bw = Gb/s ratio, lat = usec/xfer ratio"
+awk '
+{ split($1, p, "-"); mode = p[length(p)]; impl = $1; sub("-" mode "$", "", impl)
+  v = (mode == "bw") ? $(NF-1) : $NF; val[impl, mode, $2] = v; sizes[$2] = 1 }
+END {
+  printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s\n", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
+  n = split("64 4096 65536 1048576", order, " ")
+  for (i = 1; i <= n; i++) for (m = 1; m <= 2; m++) {
+    s = order[i]; mode = (m == 1) ? "lat" : "bw"
+    if (!(("goverbs", mode, s) in val)) continue
+    g = val["goverbs", mode, s]
+    printf "%-8s %-4s %12s %12s %12s %12s", s, mode, g, val["rstream", mode, s], val["rstream-b", mode, s], val["tcp", mode, s]
+    split("rstream rstream-b tcp", others, " ")
+    for (k = 1; k <= 3; k++) { o = val[others[k], mode, s]; if (o + 0 > 0) printf " %10.2f", g / o; else printf " %10s", "-" }
+    printf "\n"
+  }
+}' "$all"

@@ -63,6 +63,7 @@ func result(t *testing.T, who, out string) {
 var ifaces = []struct{ name, server, client string }{
 	{"rxe0", "10.0.2.15", ""},
 	{"veth", "10.99.0.1", "10.99.0.2"},
+	{"siw0", "10.0.3.15", ""}, // iWARP: rsocket's message variant
 }
 
 // interopSizes are transfer sizes and counts (-S, -C): 1 byte to 16 MiB.
