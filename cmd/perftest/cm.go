@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // perftest's rdma_cm modes. With -z the exchange runs over an RC
@@ -82,7 +83,8 @@ func resolve4(host string) (netip.Addr, error) {
 }
 
 // dialRetry dials until the server listens: a REJECTED with reason 8
-// (invalid service ID) means nobody listens on the port yet. perftest's
+// (invalid service ID) means nobody listens on the port yet, and so does
+// ECONNREFUSED on iWARP (the connection's TCP SYN was reset). perftest's
 // client retries the test's connection 10 times, 100 ms apart; this one
 // allows a slow peer 30 s.
 func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
@@ -94,7 +96,9 @@ func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if ev, ok := rdmacm.Rejected(err); !ok || ev.Reason() != 8 || time.Now().After(deadline) {
+		ev, ok := rdmacm.Rejected(err)
+		notListening := ok && ev.Reason() == 8 || errors.Is(err, unix.ECONNREFUSED)
+		if !notListening || time.Now().After(deadline) {
 			return nil, err
 		}
 		time.Sleep(100 * time.Millisecond)
