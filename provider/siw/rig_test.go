@@ -24,7 +24,7 @@ type buf struct {
 	mr  *uverbs.MR
 }
 
-func newBuf(t *testing.T, pd *uverbs.PD, size int) *buf {
+func newBuf(t testing.TB, pd *uverbs.PD, size int) *buf {
 	t.Helper()
 	mem, err := mmap.Anonymous(size)
 	if err != nil {
@@ -44,7 +44,7 @@ func (b *buf) sge(off, n int) uverbs.SGE {
 }
 
 // connect makes a loopback RC connection on siw0 through rdma_cm.
-func connect(t *testing.T, ctx context.Context, cfg rdmacm.Config) (client, server *rdmacm.Conn) {
+func connect(t testing.TB, ctx context.Context, cfg rdmacm.Config) (client, server *rdmacm.Conn) {
 	t.Helper()
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
