@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmloop"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
@@ -43,44 +44,21 @@ func (b *buf) sge(off, n int) uverbs.SGE {
 	return uverbs.SGE{Addr: b.mr.Addr() + uint64(off), Length: uint32(n), LKey: b.mr.LKey()}
 }
 
-// connect makes a loopback RC connection on siw0 through rdma_cm.
+// connect makes a loopback RC connection on siw0 through rdma_cm, its
+// QPs created by rdma_cm from cfg.
 func connect(t testing.TB, ctx context.Context, cfg rdmacm.Config) (client, server *rdmacm.Conn) {
 	t.Helper()
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &cfg)
+	client, server, err := cmloop.Connect(ctx, addrSIW0, &cfg, &cfg, nil)
 	if err != nil {
-		t.Fatal("Listen:", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		r, err := l.Accept(ctx)
-		if err != nil {
-			done <- res{nil, err}
-			return
-		}
-		c, err := r.Accept(ctx, nil)
-		done <- res{c, err}
-	}()
-	client, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()), &cfg)
-	if err != nil {
-		t.Fatal("Dial:", err)
-	}
-	t.Cleanup(func() { client.Close() })
-	r := <-done
-	if r.err != nil {
-		t.Fatal("Accept:", r.err)
-	}
-	t.Cleanup(func() { r.c.Close() })
+	t.Cleanup(func() { client.Close(); server.Close() })
 	if client.ID.Device().Driver != uverbs.DriverSIW {
 		t.Fatalf("connected on %s, not a siw device", client.ID.Device().Name)
 	}
-	return client, r.c
+	return client, server
 }
 
 func waitN(t *testing.T, ctx context.Context, cq *uverbs.CQ, n int) []uverbs.WorkCompletion {
