@@ -37,8 +37,9 @@ type cmLink struct {
 	conn  *rdmacm.Conn
 	mem   *mmap.Region
 	mr    *uverbs.MR
-	sends int // send completions not yet waited for
-	recvs int // receive completions not yet waited for
+	sends int  // send completions not yet waited for
+	recvs int  // receive completions not yet waited for
+	dead  bool // the peer left, no receive is posted
 	wc    [4]uverbs.WorkCompletion
 }
 
@@ -194,8 +195,17 @@ func (l *cmLink) await(recv bool) error {
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
 				isRecv = w.ID == cmRecvID
-				if isRecv || w.Status != uverbs.WCWRFlushErr || !l.peerLeft() {
+				if w.Status != uverbs.WCWRFlushErr || !l.peerLeft() {
 					return failf("Bad wc status -- %d -- %d (%v)", w.Status, w.ID, w.Status)
+				}
+				if isRecv {
+					// The receive posted for a message the peer, gone
+					// after its last one, will not send (siw flushed it
+					// before completing our last SEND).
+					if recv {
+						return failf("Bad wc status -- %d -- %d (%v): the peer disconnected", w.Status, w.ID, w.Status)
+					}
+					continue
 				}
 			}
 			if isRecv {
@@ -232,12 +242,22 @@ func (l *cmLink) send(b []byte) error {
 // recv is rdma_read_data: the next message's first n bytes, then the
 // receive posted again.
 func (l *cmLink) recv(n int) ([]byte, error) {
+	if l.dead {
+		return nil, failf("the peer disconnected")
+	}
 	if err := l.await(true); err != nil {
 		return nil, err
 	}
 	out := make([]byte, n)
 	copy(out, l.mem.Bytes()[:n])
 	if err := l.postRecv(); err != nil {
+		if l.conn.QP.State() == uverbs.QPStateErr && l.peerLeft() {
+			// The peer disconnected after its last message, and our
+			// QP is in ERR: a receive for a next message is moot (a
+			// later recv finds no message and fails).
+			l.dead = true
+			return out, nil
+		}
 		return nil, failf("Couldn't post send: %v", err)
 	}
 	return out, nil
