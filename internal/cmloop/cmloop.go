@@ -22,7 +22,7 @@ import (
 func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, server *uverbs.QP) (client, accepted *rdmacm.Conn, err error) {
 	l, err := rdmacm.Listen(netip.AddrPortFrom(addr, 0), listen)
 	if err != nil {
-		return nil, nil, fmt.Errorf("Listen: %w", err)
+		return nil, nil, fmt.Errorf("rdmacm.Listen: %w", err)
 	}
 	defer l.Close()
 	type res struct {
@@ -33,7 +33,7 @@ func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, 
 	go func() {
 		r, err := l.Accept(ctx)
 		if err != nil {
-			done <- res{nil, fmt.Errorf("Accept: %w", err)}
+			done <- res{nil, fmt.Errorf("rdmacm accept: %w", err)}
 			return
 		}
 		var c *rdmacm.Conn
@@ -43,13 +43,13 @@ func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, 
 			c, err = r.Accept(ctx, nil)
 		}
 		if err != nil {
-			err = fmt.Errorf("Accept: %w", err)
+			err = fmt.Errorf("rdmacm accept: %w", err)
 		}
 		done <- res{c, err}
 	}()
 	client, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addr, l.Addr().Port()), dial)
 	if err != nil {
-		err = fmt.Errorf("Dial: %w", err)
+		err = fmt.Errorf("rdmacm.Dial: %w", err)
 		l.Close() // ends a pending Accept
 	}
 	r := <-done
