@@ -316,6 +316,22 @@ func decodeBinary(b []byte) (dest, error) {
 // exchange (the same addresses).
 func (s *session) cmConnect() error {
 	c := s.c
+	// The server listens before the first handshake, not after it as
+	// perftest does: the client dials once that handshake is over, and
+	// perftest's client gives up after 10 tries 100 ms apart (on iWARP a
+	// port nobody listens on refuses at once); under TCG goverbs' server
+	// took longer than that to listen again (read_lat -R on siw0, 6.1).
+	var ln *rdmacm.Listener
+	if c.server == "" {
+		addr, err := listenAddr(c.sourceIP, c.port)
+		if err != nil {
+			return err
+		}
+		if ln, err = rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP}); err != nil {
+			return failf("Failed to bind RDMA CM address on the server: %v", err)
+		}
+		defer ln.Close()
+	}
 	if _, err := s.comm.handshake(dest{}); err != nil {
 		return failf("Failed to sync between client and server before creating RDMA CM connection: %v", err)
 	}
@@ -347,14 +363,6 @@ func (s *session) cmConnect() error {
 			s.qps = append(s.qps, conn.QP)
 		}
 	} else {
-		addr, err := listenAddr(c.sourceIP, c.port)
-		if err != nil {
-			return err
-		}
-		ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP})
-		if err != nil {
-			return failf("Failed to bind RDMA CM address on the server: %v", err)
-		}
 		for range c.numQP {
 			r, err := ln.Accept(context.Background())
 			if err == nil {
