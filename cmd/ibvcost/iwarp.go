@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmloop"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -23,41 +24,13 @@ func (w *workload) connectCM(a, b *end) (func(), error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cfg := rdmacm.Config{ResponderResources: 4, InitiatorDepth: 4}
-	l, err := rdmacm.Listen(netip.AddrPortFrom(ip, 0), &cfg)
+	dial := cfg
+	dial.QP = a.qp
+	ca, cb, err := cmloop.Connect(ctx, ip, &cfg, &dial, b.qp)
 	if err != nil {
 		return nil, err
 	}
-	defer l.Close()
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		r, err := l.Accept(ctx)
-		if err != nil {
-			done <- res{nil, err}
-			return
-		}
-		c, err := r.AcceptQP(ctx, nil, b.qp)
-		done <- res{c, err}
-	}()
-	cfg.QP = a.qp
-	ca, err := rdmacm.Dial(ctx, netip.AddrPortFrom(ip, l.Addr().Port()), &cfg)
-	r := <-done
-	if err == nil {
-		err = r.err
-	}
-	if err != nil {
-		if ca != nil {
-			ca.Close()
-		}
-		if r.c != nil {
-			r.c.Close()
-		}
-		return nil, err
-	}
-	return func() { ca.Close(); r.c.Close() }, nil
+	return func() { ca.Close(); cb.Close() }, nil
 }
 
 // netdevIPv4 is the first IPv4 address of the device's first port's netdev.

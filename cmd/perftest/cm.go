@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // perftest's rdma_cm modes. With -z the exchange runs over an RC
@@ -36,8 +37,9 @@ type cmLink struct {
 	conn  *rdmacm.Conn
 	mem   *mmap.Region
 	mr    *uverbs.MR
-	sends int // send completions not yet waited for
-	recvs int // receive completions not yet waited for
+	sends int  // send completions not yet waited for
+	recvs int  // receive completions not yet waited for
+	dead  bool // the peer left, no receive is posted
 	wc    [4]uverbs.WorkCompletion
 }
 
@@ -82,7 +84,8 @@ func resolve4(host string) (netip.Addr, error) {
 }
 
 // dialRetry dials until the server listens: a REJECTED with reason 8
-// (invalid service ID) means nobody listens on the port yet. perftest's
+// (invalid service ID) means nobody listens on the port yet, and so does
+// ECONNREFUSED on iWARP (the connection's TCP SYN was reset). perftest's
 // client retries the test's connection 10 times, 100 ms apart; this one
 // allows a slow peer 30 s.
 func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
@@ -94,7 +97,9 @@ func dialRetry(dst netip.AddrPort, cfg *rdmacm.Config) (*rdmacm.Conn, error) {
 		if err == nil {
 			return c, nil
 		}
-		if ev, ok := rdmacm.Rejected(err); !ok || ev.Reason() != 8 || time.Now().After(deadline) {
+		ev, ok := rdmacm.Rejected(err)
+		notListening := ok && ev.Reason() == 8 || errors.Is(err, unix.ECONNREFUSED)
+		if !notListening || time.Now().After(deadline) {
 			return nil, err
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -190,8 +195,17 @@ func (l *cmLink) await(recv bool) error {
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
 				isRecv = w.ID == cmRecvID
-				if isRecv || w.Status != uverbs.WCWRFlushErr || !l.peerLeft() {
+				if w.Status != uverbs.WCWRFlushErr || !l.peerLeft() {
 					return failf("Bad wc status -- %d -- %d (%v)", w.Status, w.ID, w.Status)
+				}
+				if isRecv {
+					// The receive posted for a message the peer, gone
+					// after its last one, will not send (siw flushed it
+					// before completing our last SEND).
+					if recv {
+						return failf("Bad wc status -- %d -- %d (%v): the peer disconnected", w.Status, w.ID, w.Status)
+					}
+					continue
 				}
 			}
 			if isRecv {
@@ -228,12 +242,22 @@ func (l *cmLink) send(b []byte) error {
 // recv is rdma_read_data: the next message's first n bytes, then the
 // receive posted again.
 func (l *cmLink) recv(n int) ([]byte, error) {
+	if l.dead {
+		return nil, failf("the peer disconnected")
+	}
 	if err := l.await(true); err != nil {
 		return nil, err
 	}
 	out := make([]byte, n)
 	copy(out, l.mem.Bytes()[:n])
 	if err := l.postRecv(); err != nil {
+		if l.conn.QP.State() == uverbs.QPStateErr && l.peerLeft() {
+			// The peer disconnected after its last message, and our
+			// QP is in ERR: a receive for a next message is moot (a
+			// later recv finds no message and fails).
+			l.dead = true
+			return out, nil
+		}
 		return nil, failf("Couldn't post send: %v", err)
 	}
 	return out, nil
@@ -292,6 +316,22 @@ func decodeBinary(b []byte) (dest, error) {
 // exchange (the same addresses).
 func (s *session) cmConnect() error {
 	c := s.c
+	// The server listens before the first handshake, not after it as
+	// perftest does: the client dials once that handshake is over, and
+	// perftest's client gives up after 10 tries 100 ms apart (on iWARP a
+	// port nobody listens on refuses at once); under TCG goverbs' server
+	// took longer than that to listen again (read_lat -R on siw0, 6.1).
+	var ln *rdmacm.Listener
+	if c.server == "" {
+		addr, err := listenAddr(c.sourceIP, c.port)
+		if err != nil {
+			return err
+		}
+		if ln, err = rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP}); err != nil {
+			return failf("Failed to bind RDMA CM address on the server: %v", err)
+		}
+		defer ln.Close()
+	}
 	if _, err := s.comm.handshake(dest{}); err != nil {
 		return failf("Failed to sync between client and server before creating RDMA CM connection: %v", err)
 	}
@@ -323,14 +363,6 @@ func (s *session) cmConnect() error {
 			s.qps = append(s.qps, conn.QP)
 		}
 	} else {
-		addr, err := listenAddr(c.sourceIP, c.port)
-		if err != nil {
-			return err
-		}
-		ln, err := rdmacm.Listen(addr, &rdmacm.Config{Backlog: c.numQP})
-		if err != nil {
-			return failf("Failed to bind RDMA CM address on the server: %v", err)
-		}
 		for range c.numQP {
 			r, err := ln.Accept(context.Background())
 			if err == nil {

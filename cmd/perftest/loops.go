@@ -344,6 +344,9 @@ func (s *session) bwClient(size int) (bwReport, error) {
 		for i, qp := range s.qps {
 			wrs := lists[i]
 			for scnt[i] < c.iters && scnt[i]-ccnt[i]+c.postList <= c.txDepth {
+				if s.credit != nil && scnt[i]+c.postList-s.credit.granted(i) >= c.rxDepth {
+					break // the server has not granted the receives yet
+				}
 				if c.postList == 1 {
 					// Signal one in cq_mod, and always the last.
 					if (scnt[i]%c.cqMod == c.cqMod-1) || scnt[i] == c.iters-1 {
@@ -405,6 +408,12 @@ func (s *session) bwServer(size int) (bwReport, error) {
 		posted[i] = c.rxDepth
 	}
 	wc := make([]uverbs.WorkCompletion, pollBatch)
+	rcntQP := make([]int, nqp)
+	var scredit []int // credit writes not yet completed, per QP
+	var swc []uverbs.WorkCompletion
+	if s.credit != nil {
+		scredit, swc = make([]int, nqp), make([]uverbs.WorkCompletion, c.txDepth)
+	}
 	first := true
 	for rcnt := 0; rcnt < total; {
 		n, err := s.poll(s.recvCQ, wc)
@@ -421,16 +430,68 @@ func (s *session) bwServer(size int) (bwReport, error) {
 			}
 			rcnt++
 			i := wc[k].ID
+			rcntQP[i]++
 			if posted[i]+1 <= c.iters {
 				if got, err := s.qps[i].PostRecv(rwrs[i]); got != 1 {
 					return bwReport{}, failf("Couldn't post recv: %v", err)
 				}
 				posted[i]++
 			}
+			if s.credit != nil && (rcntQP[i]%c.rxDepth)%s.credit.cnt == 0 {
+				if err := s.grant(int(i), rcntQP[i], scredit, swc); err != nil {
+					return bwReport{}, err
+				}
+			}
 		}
 	}
 	s.completed[0] = s.now()
+	if s.credit != nil {
+		// clean_scq_credit: wait for the credit writes still outstanding.
+		for sum(scredit) > 0 {
+			n, err := s.poll(s.sendCQ, swc)
+			if err != nil {
+				return bwReport{}, failf("Poll send CQ to clean credit failed: %v", err)
+			}
+			for _, w := range swc[:n] {
+				if w.Status != uverbs.WCSuccess {
+					return bwReport{}, failf("Poll send CQ error status=%d qp %d", w.Status, w.ID)
+				}
+				scredit[w.ID]--
+			}
+		}
+	}
 	return s.bwFigures(size, total), nil
+}
+
+// grant writes QP i's receive count to the client's credit word (the
+// server's side of send_rcredit), first waiting for a send completion if
+// tx_depth credit writes are outstanding on that QP.
+func (s *session) grant(i, rcnt int, scredit []int, swc []uverbs.WorkCompletion) error {
+	for scredit[i] >= s.c.txDepth {
+		n, err := s.poll(s.sendCQ, swc)
+		if err != nil {
+			return failf("Poll send CQ failed: %v", err)
+		}
+		for _, w := range swc[:n] {
+			if w.Status != uverbs.WCSuccess {
+				return failf("Poll send CQ error status=%d qp %d credit=%d scredit=%d", w.Status, w.ID, rcnt, scredit[w.ID])
+			}
+			scredit[w.ID]--
+		}
+	}
+	if n, err := s.qps[i].PostSend(s.credit.writeWR(i, rcnt, s.remote[i])); n != 1 {
+		return failf("Couldn't post send qp %d credit = %d: %v", i, rcnt, err)
+	}
+	scredit[i]++
+	return nil
+}
+
+func sum(xs []int) int {
+	t := 0
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 var errNoDuration = errors.New("-D (duration) is not supported by goverbs' perftest yet: use -n")

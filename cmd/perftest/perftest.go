@@ -54,6 +54,7 @@ type session struct {
 	outReads int
 
 	mine, remote []dest
+	credit       *credits // ib_send_bw on iWARP: the receive credits
 
 	posted, completed []int64 // nanoseconds since start of the process, per iteration
 	base              time.Time
@@ -137,6 +138,9 @@ func perftest(c config, out, errOut io.Writer) (err error) {
 		}
 	}
 	s.localDests()
+	if err := s.setupCredits(); err != nil {
+		return err
+	}
 	s.printInfo()
 	return s.runTest()
 }
@@ -516,6 +520,9 @@ func (s *session) close() error {
 	}
 	for i := len(s.ahs) - 1; i >= 0; i-- {
 		note(s.ahs[i].Close(), "destroy AH")
+	}
+	if s.credit != nil {
+		note(s.credit.close(), "deregister the credit MR")
 	}
 	if s.cmConns != nil {
 		for i := len(s.cmConns) - 1; i >= 0; i-- {

@@ -372,3 +372,26 @@ func TestInteropRDMACMRig(t *testing.T) {
 		}
 	}
 }
+
+// TestInteropSIWRig runs ib_send_bw -R, ib_write_bw -R and ib_read_lat -R
+// on siw0 (iWARP: its RC QPs reach RTS only through rdma_cm) between
+// goverbs and perftest in both roles, and goverbs against itself. siw's
+// GID table holds index 0 only (its MAC), so every side takes -x 0.
+func TestInteropSIWRig(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "siw0")
+	for _, tc := range []struct {
+		test  string
+		flags []string
+	}{
+		{"send_bw", []string{"-R", "-x", "0", "-s", "4096"}},
+		{"write_bw", []string{"-R", "-x", "0", "-s", "4096"}},
+		{"read_lat", []string{"-R", "-x", "0", "-s", "64"}},
+	} {
+		for _, p := range pairs {
+			t.Run(tc.test+"/"+p.name, func(t *testing.T) {
+				perftestCase(t, tc.test, p, "siw0", "siw0", "10.0.3.15", tc.flags, rigIters)
+			})
+		}
+	}
+}

@@ -23,3 +23,10 @@ var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
+
+// loadUint32 reads the aligned native-endian 32-bit word at b[i] with an
+// atomic load, so a spinning loop sees the peer's RDMA write land.
+func loadUint32(b []byte, i int) uint32 {
+	_ = b[i+3]
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[i])))
+}

@@ -3,10 +3,10 @@ package siw_test
 import (
 	"context"
 	"flag"
-	"net/netip"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmloop"
 	"github.com/goverbs/goverbs/internal/lifetest"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/rdmacm"
@@ -25,40 +25,25 @@ var (
 // an IRD and ORD of 4 each for RDMA READs.
 func cmConnect(t *testing.T, a, b *uverbs.QP) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &rdmacm.Config{ResponderResources: 4, InitiatorDepth: 4})
-	if err != nil {
-		t.Fatal("Listen:", err)
-	}
-	defer l.Close()
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		r, err := l.Accept(ctx)
-		if err != nil {
-			done <- res{nil, err}
-			return
-		}
-		c, err := r.AcceptQP(ctx, nil, b)
-		done <- res{c, err}
-	}()
-	ca, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()),
-		&rdmacm.Config{QP: a, ResponderResources: 4, InitiatorDepth: 4})
-	if err != nil {
-		t.Fatal("Dial:", err)
-	}
-	r := <-done
-	if r.err != nil {
-		ca.Close()
-		t.Fatal("Accept:", r.err)
-	}
+	closer := cmPairConfig(t, a, b, rdmacm.Config{ResponderResources: 4, InitiatorDepth: 4})
 	// Cleanups run last-in first-out: the connections close (and
 	// disconnect) before the suite destroys the QPs.
-	t.Cleanup(func() { ca.Close(); r.c.Close() })
+	t.Cleanup(closer)
+}
+
+// cmPairConfig connects a (dialing) and b (accepting) with cfg and
+// returns the closer of both connections.
+func cmPairConfig(t *testing.T, a, b *uverbs.QP, cfg rdmacm.Config) func() {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dial := cfg
+	dial.QP = a
+	ca, cb, err := cmloop.Connect(ctx, addrSIW0, &cfg, &dial, b)
+	if err != nil {
+		t.Fatal("connect:", err)
+	}
+	return func() { ca.Close(); cb.Close() }
 }
 
 func siwOptions() conformance.Options {
@@ -90,35 +75,7 @@ var stressRounds = flag.Int("siw.stress.rounds", 20, "teardown rounds in TestStr
 // cmPair connects a and b through rdma_cm and returns the closer.
 func cmPair(t *testing.T, a, b *uverbs.QP) func() {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &rdmacm.Config{})
-	if err != nil {
-		t.Fatal("Listen:", err)
-	}
-	defer l.Close()
-	done := make(chan *rdmacm.Conn, 1)
-	go func() {
-		r, err := l.Accept(ctx)
-		if err != nil {
-			done <- nil
-			return
-		}
-		c, _ := r.AcceptQP(ctx, nil, b)
-		done <- c
-	}()
-	ca, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()), &rdmacm.Config{QP: a})
-	cb := <-done
-	if err != nil || cb == nil {
-		if ca != nil {
-			ca.Close()
-		}
-		if cb != nil {
-			cb.Close()
-		}
-		t.Fatal("connect:", err)
-	}
-	return func() { ca.Close(); cb.Close() }
+	return cmPairConfig(t, a, b, rdmacm.Config{})
 }
 
 // TestStressRig: 16 RC QPs on siw0 in pairs connected by rdma_cm over 4

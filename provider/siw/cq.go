@@ -69,6 +69,9 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	if r == nil {
 		return 0, s.err
 	}
+	if cq.c.lost.Load() {
+		return 0, errDeviceLost
+	}
 	get := s.get
 	n := 0
 	for n < len(wc) {
@@ -160,6 +163,9 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 	s := cq.st.Load()
 	if s.r == nil {
 		return s.err
+	}
+	if cq.c.lost.Load() {
+		return errDeviceLost
 	}
 	v := uint32(abi.SIW_NOTIFY_SOLICITED | abi.SIW_NOTIFY_NEXT_COMPLETION)
 	if solicitedOnly {

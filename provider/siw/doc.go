@@ -84,6 +84,15 @@
 // kernel moves to ERR on its own (connection loss) is not seen by the
 // provider: requests posted after that are never completed, as with libsiw.
 //
+// # A removed device
+//
+// `rdma link delete` raises DEVICE_FATAL on every open context. Whether
+// the kernel then disassociates the context (rings revoked, every command
+// answered with EIO) or keeps it working until it is closed (the removal
+// waits) is the kernel's choice; Context.DeviceLost asks it (see there)
+// and, when the context is gone, makes every fast-path call fail with an
+// EIO. TestRigDeviceGone checks both outcomes on the rig's kernels.
+//
 // # Concurrency
 //
 // PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for

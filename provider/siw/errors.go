@@ -4,7 +4,12 @@ import (
 	"fmt"
 
 	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
 )
+
+// errDeviceLost is every fast-path call's answer once the device was
+// disassociated (Context.DeviceLost).
+var errDeviceLost = fmt.Errorf("siw: the device is gone (disassociated; close the context): %w", unix.EIO)
 
 // WRError is a work request refused before anything was posted: the error
 // every provider returns (see provider.WRError).

@@ -409,6 +409,65 @@ func TestClosedQP(t *testing.T) {
 	}
 }
 
+// TestDeviceLost: once the device is gone (the kernel answers EIO) every
+// fast-path call fails with EIO and leaves the rings as they were; a
+// DEVICE_FATAL on a context the kernel keeps working changes nothing.
+func TestDeviceLost(t *testing.T) {
+	fk, c := testContext(t)
+	qp, sq, rq := testQP(t, fk, c, 4, 4, false, false)
+	qp.Modified(provider.QPStateRTS)
+	cq, k := testCQ(t, fk, c, 4)
+	st, err := c.CreateSRQ(provider.SRQAttr{MaxWR: 4, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	key := fk.addRing(4 * rqeSize)
+	copy(out, abi.Bytes(&abi.SiwUrespCreateSrq{NumRqe: 4, SrqKey: key}))
+	ps, err := st.Complete(provider.SRQCreated{MaxWR: 4, MaxSGE: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srq := ps.(*SRQ)
+	sr := fk.ringAt(key, 4, rqeSize, 0)
+	k.word(0, offCqFlags).Store(binary.NativeEndian.Uint32([]byte{abi.SIW_WQE_VALID, 0, 0, 0}))
+	before := [][]byte{bytes.Clone(sq.mem), bytes.Clone(rq.mem), bytes.Clone(k.mem), bytes.Clone(sr.mem)}
+	fk.dbErr = unix.EINVAL // not disassociated: the kernel refuses the probe's handle
+	c.DeviceLost()
+	if _, err := qp.PostRecv([]provider.RecvWR{{ID: 1}}); err != nil {
+		t.Fatalf("PostRecv after DeviceLost on a context still associated: %v", err)
+	}
+	rq.word(0, offRqFlags).Store(0)
+	before[1] = bytes.Clone(rq.mem)
+	fk.dbErr = unix.EIO // disassociated
+	c.DeviceLost()
+	dbs := fk.doorbells.Load()
+	var we *WRError
+	if n, err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); n != 0 || !errors.Is(err, unix.EIO) || !errors.As(err, &we) {
+		t.Errorf("PostSend after DeviceLost: %d, %v; want a WRError wrapping EIO", n, err)
+	}
+	if n, err := qp.PostRecv([]provider.RecvWR{{}}); n != 0 || !errors.Is(err, unix.EIO) || !errors.As(err, &we) {
+		t.Errorf("PostRecv after DeviceLost: %d, %v; want a WRError wrapping EIO", n, err)
+	}
+	if n, err := srq.PostRecv([]provider.RecvWR{{}}); n != 0 || !errors.Is(err, unix.EIO) {
+		t.Errorf("SRQ PostRecv after DeviceLost: %d, %v; want EIO", n, err)
+	}
+	if n, err := cq.Poll(make([]provider.WorkCompletion, 4)); n != 0 || !errors.Is(err, unix.EIO) {
+		t.Errorf("Poll after DeviceLost: %d, %v; want EIO", n, err)
+	}
+	if err := cq.Arm(false); !errors.Is(err, unix.EIO) {
+		t.Errorf("Arm after DeviceLost: %v; want EIO", err)
+	}
+	for i, m := range [][]byte{sq.mem, rq.mem, k.mem, sr.mem} {
+		if !bytes.Equal(m, before[i]) {
+			t.Errorf("ring %d changed after DeviceLost", i)
+		}
+	}
+	if d := fk.doorbells.Load() - dbs; d != 0 {
+		t.Errorf("%d doorbell writes after DeviceLost", d)
+	}
+}
+
 // TestFastPathAllocs: PostSend, PostRecv and Poll allocate nothing.
 func TestFastPathAllocs(t *testing.T) {
 	fk, c := testContext(t)

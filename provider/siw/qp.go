@@ -42,7 +42,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 			sq.close()
 			return nil, err
 		}
-		qp.rq = &recvQueue{r: rq, maxSGE: min(cr.Cap.MaxRecvSGE, abi.SIW_MAX_SGE)}
+		qp.rq = &recvQueue{c: c, r: rq, maxSGE: min(cr.Cap.MaxRecvSGE, abi.SIW_MAX_SGE)}
 	}
 	return qp, nil
 }
@@ -113,6 +113,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	r := sq.r
 	if r == nil || r.mem == nil {
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
+	}
+	if qp.c.lost.Load() {
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: errDeviceLost}
 	}
 	switch st := qp.State(); st {
 	case provider.QPStateReset:
@@ -331,6 +334,7 @@ func (qp *QP) Close() error {
 
 // recvQueue is a QP's receive ring or an SRQ's.
 type recvQueue struct {
+	c      *Context
 	mu     sync.Mutex
 	r      *ring
 	put    uint32
@@ -346,6 +350,9 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	r := rq.r
 	if r == nil || r.mem == nil {
 		return 0, &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
+	}
+	if rq.c.lost.Load() {
+		return 0, &WRError{Provider: "siw", Verb: op, Err: errDeviceLost}
 	}
 	for i := range wrs {
 		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {

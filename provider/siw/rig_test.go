@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
+	"os/exec"
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cmloop"
 	"github.com/goverbs/goverbs/internal/rigtest"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
@@ -24,7 +27,7 @@ type buf struct {
 	mr  *uverbs.MR
 }
 
-func newBuf(t *testing.T, pd *uverbs.PD, size int) *buf {
+func newBuf(t testing.TB, pd *uverbs.PD, size int) *buf {
 	t.Helper()
 	mem, err := mmap.Anonymous(size)
 	if err != nil {
@@ -43,44 +46,21 @@ func (b *buf) sge(off, n int) uverbs.SGE {
 	return uverbs.SGE{Addr: b.mr.Addr() + uint64(off), Length: uint32(n), LKey: b.mr.LKey()}
 }
 
-// connect makes a loopback RC connection on siw0 through rdma_cm.
-func connect(t *testing.T, ctx context.Context, cfg rdmacm.Config) (client, server *rdmacm.Conn) {
+// connect makes a loopback RC connection on siw0 through rdma_cm, its
+// QPs created by rdma_cm from cfg.
+func connect(t testing.TB, ctx context.Context, cfg rdmacm.Config) (client, server *rdmacm.Conn) {
 	t.Helper()
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), &cfg)
+	client, server, err := cmloop.Connect(ctx, addrSIW0, &cfg, &cfg, nil)
 	if err != nil {
-		t.Fatal("Listen:", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	type res struct {
-		c   *rdmacm.Conn
-		err error
-	}
-	done := make(chan res, 1)
-	go func() {
-		r, err := l.Accept(ctx)
-		if err != nil {
-			done <- res{nil, err}
-			return
-		}
-		c, err := r.Accept(ctx, nil)
-		done <- res{c, err}
-	}()
-	client, err = rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, l.Addr().Port()), &cfg)
-	if err != nil {
-		t.Fatal("Dial:", err)
-	}
-	t.Cleanup(func() { client.Close() })
-	r := <-done
-	if r.err != nil {
-		t.Fatal("Accept:", r.err)
-	}
-	t.Cleanup(func() { r.c.Close() })
+	t.Cleanup(func() { client.Close(); server.Close() })
 	if client.ID.Device().Driver != uverbs.DriverSIW {
 		t.Fatalf("connected on %s, not a siw device", client.ID.Device().Name)
 	}
-	return client, r.c
+	return client, server
 }
 
 func waitN(t *testing.T, ctx context.Context, cq *uverbs.CQ, n int) []uverbs.WorkCompletion {
@@ -261,5 +241,134 @@ func TestRigFlush(t *testing.T) {
 	}
 	if _, err := server.QP.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend}}); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("PostSend in ERR: %v, want EINVAL", err)
+	}
+}
+
+// TestRigDeviceGone deletes a siw device (`rdma link delete`) under an open
+// context with a QP, a CQ and a posted receive. The kernel delivers
+// DEVICE_FATAL and either keeps the context working until it is closed (the
+// removal waits for it: the fast path goes on working) or disassociates it
+// (the removal finishes at once: every command answers EIO, and so must
+// the fast path). Which one is what AllocPD finds.
+func TestRigDeviceGone(t *testing.T) {
+	rigtest.Require(t)
+	run := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v: %s", args, err, out)
+		}
+	}
+	run("ip", "link", "add", "siwgone0", "type", "dummy")
+	t.Cleanup(func() { exec.Command("ip", "link", "del", "siwgone0").Run() })
+	run("ip", "link", "set", "siwgone0", "up")
+	run("rdma", "link", "add", "siwgone", "type", "siw", "netdev", "siwgone0")
+	t.Cleanup(func() { exec.Command("rdma", "link", "delete", "siwgone").Run() })
+	var d uverbs.Device
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var err error
+		if d, err = uverbs.DeviceByName("siwgone"); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	c, err := uverbs.Open(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := c.AllocPD()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cq, err := c.CreateCQ(8, uverbs.CQOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qp, err := pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+		Cap: uverbs.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newBuf(t, pd, 4096)
+	if _, err := qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{b.sge(0, 64)}}}); err != nil {
+		t.Fatal(err)
+	}
+	fatal := make(chan error, 1)
+	go func() {
+		ev, err := c.NextAsyncEvent(context.Background())
+		if err == nil && ev.Type != uverbs.EventDeviceFatal {
+			err = fmt.Errorf("event %v, want DEVICE_FATAL", ev.Type)
+		}
+		fatal <- err
+	}()
+	removal := exec.Command("rdma", "link", "delete", "siwgone")
+	if err := removal.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- removal.Wait() }()
+	select {
+	case err := <-fatal:
+		if err != nil {
+			t.Fatal("NextAsyncEvent after the removal:", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("no DEVICE_FATAL 20 s after rdma link delete")
+	}
+	time.Sleep(100 * time.Millisecond) // uverbs told the provider before the event was read
+	wc := make([]uverbs.WorkCompletion, 4)
+	pd2, err := c.AllocPD()
+	if errors.Is(err, unix.EIO) {
+		// Disassociated: the fast path answers EIO too.
+		t.Logf("the kernel disassociated the context: AllocPD: %v", err)
+		if _, err := qp.PostRecv([]uverbs.RecvWR{{ID: 2, SGL: []uverbs.SGE{b.sge(0, 64)}}}); !errors.Is(err, unix.EIO) {
+			t.Errorf("PostRecv on a disassociated context: %v, want EIO", err)
+		}
+		if _, err := qp.PostSend([]uverbs.SendWR{{Opcode: uverbs.WRSend}}); !errors.Is(err, unix.EIO) {
+			t.Errorf("PostSend on a disassociated context: %v, want EIO", err)
+		}
+		if n, err := cq.Poll(wc); n != 0 || !errors.Is(err, unix.EIO) {
+			t.Errorf("Poll on a disassociated context: %d, %v, want EIO", n, err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal("rdma link delete:", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the context is disassociated but rdma link delete has not finished 20 s later")
+		}
+	} else {
+		if err != nil {
+			t.Fatal("the open context stopped working while the removal waits:", err)
+		}
+		t.Log("the kernel keeps the context working until it is closed")
+		pd2.Close()
+		if _, err := qp.PostRecv([]uverbs.RecvWR{{ID: 2, SGL: []uverbs.SGE{b.sge(0, 64)}}}); err != nil {
+			t.Errorf("PostRecv while the removal waits: %v", err)
+		}
+		if n, err := cq.Poll(wc); n != 0 || err != nil {
+			t.Errorf("Poll while the removal waits: %d, %v; want 0, nil", n, err)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("rdma link delete finished (%v) with the context open and working", err)
+		default:
+		}
+	}
+	qp.Close()
+	cq.Close()
+	b.mr.Close()
+	pd.Close()
+	if err := c.Close(); err != nil {
+		t.Error("Close:", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal("rdma link delete:", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("rdma link delete still waiting 30 s after the context closed")
 	}
 }

@@ -1,8 +1,12 @@
 package siw
 
 import (
+	"errors"
+	"sync/atomic"
+
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
 )
 
 // Driver is the siw provider. uverbs registers it for RDMA_DRIVER_SIW.
@@ -27,9 +31,32 @@ type Context struct {
 	k     provider.Kernel
 	f     *abi.File
 	devID uint32
+	// lost is set when the device is gone (DeviceLost): every fast path
+	// then fails with errDeviceLost.
+	lost atomic.Bool
 }
 
-var _ provider.Context = (*Context)(nil)
+var (
+	_ provider.Context     = (*Context)(nil)
+	_ provider.DeviceLoser = (*Context)(nil)
+)
+
+// DeviceLost is called on DEVICE_FATAL (the device is being removed). Two
+// kernel behaviours follow it: a kernel whose siw cannot disassociate a
+// context keeps it working until it is closed (the removal waits for it),
+// and then nothing changes here; a kernel that disassociates it revokes
+// the rings, answers EIO to every command and completes nothing more. So
+// DeviceLost asks the kernel which one: a doorbell for a QP handle no QP
+// has is refused with EIO only by a disassociated context (EINVAL
+// otherwise). If it is, every fast-path call fails with an EIO from now on
+// (a *WRError wrapping it for the posts). The core maps a zeroed page in
+// place of a revoked ring, so a call already in progress when DeviceLost
+// runs reads and writes that page and nothing else.
+func (c *Context) DeviceLost() {
+	if err := c.f.Write(newDoorbell(^uint32(0)).cmd[:]); errors.Is(err, unix.EIO) {
+		c.lost.Store(true)
+	}
+}
 
 // Udata: siw's REG_MR reads siw_ureq_reg_mr and writes siw_uresp_reg_mr,
 // and fails when either is missing.

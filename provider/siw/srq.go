@@ -17,7 +17,7 @@ func (c *Context) CreateSRQ(a provider.SRQAttr) (provider.Setup[provider.SRQCrea
 			if err != nil {
 				return nil, err
 			}
-			return &SRQ{rq: &recvQueue{r: r, maxSGE: min(cr.MaxSGE, abi.SIW_MAX_SGE)}}, nil
+			return &SRQ{rq: &recvQueue{c: c, r: r, maxSGE: min(cr.MaxSGE, abi.SIW_MAX_SGE)}}, nil
 		},
 	}, nil
 }
