@@ -23,7 +23,7 @@
 N=${PAIR_ITERS:-200} W=${PAIR_STEP_WAIT:-600} T=${PAIR_STEP_TIMEOUT:-600} S=${PAIR_STALL:-30}
 me=$([ "$PAIR_SELF" = 1 ] && echo A || echo B)
 tool() { case $1 in goverbs) echo "pingpong rc" ;; rdma-core) echo ibv_rc_pingpong ;; esac; }
-hw=/sys/class/infiniband/$PAIR_DEV/ports/1/hw_counters
+hw=${PAIR_HW:-/sys/class/infiniband/$PAIR_DEV/ports/1/hw_counters}  # PAIR_HW: a fake, to test this script
 counters() { echo "sent_pkts $(cat "$hw/sent_pkts" 2>/dev/null) rcvd_pkts $(cat "$hw/rcvd_pkts" 2>/dev/null)"; }
 # run_tool OUT TOOL ARGS...: the tool under the step's timeout, its output
 # streamed with the step's prefix and kept in OUT, watched for a stall.
