@@ -127,6 +127,10 @@ func perftestCase(t *testing.T, test string, p pair, srvDev, cliDev, host string
 // cliFlags) after the common ones.
 func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host string, flags, srvFlags, cliFlags []string, iters int) {
 	t.Helper()
+	if by, ok := atomicsUnACKed.Load(cliDev + ">" + srvDev); ok && strings.HasPrefix(test, "atomic") {
+		t.Logf("not run: %s saw the kernel not ACK atomics across %s-%s, and each such atomic leaves the responder QP a reference short on 5.10 (rxe_resp.c send_atomic_ack): more would damage the kernel", by, cliDev, srvDev)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	port := nextPort()
@@ -146,6 +150,10 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	// The kernel counts each packet it failed to send in the responder
 	// device's send_err: when that grows during an atomic case across the
 	// veth and the client has not finished 10 s later, the case stops there.
+	// On 5.10 each such atomic also leaves the responder QP a reference
+	// short (send_atomic_ack drops one that rxe_send's skb destructor
+	// already dropped), so after the first such case the others across
+	// the veth send no atomics and say why.
 	sendErr := func() int { return hwCounter(t, srvDev, "send_err") }
 	var errs0 int
 	atomicAcross := strings.HasPrefix(test, "atomic") && srvDev != cliDev
@@ -175,6 +183,7 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 			cancel()
 			cli.Wait()
 			srv.Wait()
+			atomicsUnACKed.Store(cliDev+">"+srvDev, t.Name())
 			t.Logf("%s failed to send %d packets (its send_err counter) and the client did not finish within 10 s: the kernel does not ACK atomics across %s-%s; both sides stopped", srvDev, errs-errs0, cliDev, srvDev)
 			return
 		}
@@ -259,6 +268,10 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	}
 	t.Logf("%s", strings.Join(got, "\n"))
 }
+
+// atomicsUnACKed holds the device pairs ("rxea>rxeb") across which a case
+// saw the kernel not ACK atomics (perftestSides), with that case's name.
+var atomicsUnACKed sync.Map
 
 // hwCounter reads one of dev's port 1 hardware counters (rxe's: sent_pkts,
 // send_err, ...).
