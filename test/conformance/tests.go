@@ -3,6 +3,7 @@ package conformance
 import (
 	"bytes"
 	"encoding/binary"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +118,10 @@ func testRDMARead(t *testing.T, e *env) {
 
 func testAtomicCmpSwp(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.atomicsUnACKed(t) {
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	if e.o.IWARP {
 		refused(t, a.qp, uverbs.SendWR{ID: 1, Opcode: uverbs.WRAtomicCmpAndSwp, Flags: uverbs.SendSignaled,
 			RemoteAddr: b.buf.addr(16384), RKey: b.buf.mr.RKey(), CompareAdd: 1, Swap: 2, SGL: []uverbs.SGE{a.buf.sge(0, 8)}})
@@ -180,6 +185,7 @@ func (e *env) atomicAcked(t *testing.T, a *end, id uint64, op uverbs.WCOpcode, w
 			seen = now
 		} else if !seen.IsZero() && now.Sub(seen) > 5*time.Second {
 			t.Logf("atomic %#x: its result arrived but no completion within 5 s (rxe failing to send the atomic's ACK, as on 5.10 across a netdev): the request is flushed instead", id)
+			unACKed.Store(e.pairName(), t.Name())
 			toError(t, a.qp)
 			expect(t, e.wait(t, a.cq, 1)[0], id, uverbs.WCWRFlushErr, 0)
 			return false
@@ -188,8 +194,36 @@ func (e *env) atomicAcked(t *testing.T, a *end, id uint64, op uverbs.WCOpcode, w
 	}
 }
 
+// unACKed holds the device pairs ("rxea>rxeb") across which a test saw the
+// kernel execute an atomic and never ACK it (atomicAcked), with that test's
+// name. On 5.10 each such atomic also leaves the responder QP one reference
+// short: send_atomic_ack (rxe_resp.c) drops a reference after a failed
+// rxe_xmit_packet although rxe_send's skb destructor (rxe_net.c) already
+// dropped the one rxe_send took; seen here: the next pair's fetch-and-add
+// never reached its responder. Later tests send no more atomics across such
+// a pair (atomicsUnACKed).
+var unACKed sync.Map
+
+// pairName names the pair of devices e runs on, for unACKed.
+func (e *env) pairName() string { return e.a.dev.Name + ">" + e.b.dev.Name }
+
+// atomicsUnACKed reports (and logs) whether an earlier test saw the kernel
+// not ACK atomics across e's devices: the caller sends none.
+func (e *env) atomicsUnACKed(t *testing.T) bool {
+	t.Helper()
+	if by, ok := unACKed.Load(e.pairName()); ok {
+		t.Logf("no atomics across %s: %s saw the kernel execute one and never ACK it, and each such atomic leaves the responder QP a reference short on 5.10 (rxe_resp.c send_atomic_ack): more would damage the kernel", e.pairName(), by)
+		return true
+	}
+	return false
+}
+
 func testAtomicFetchAdd(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{})
+	if e.atomicsUnACKed(t) {
+		testSendRecvOn(t, e, a, b)
+		return
+	}
 	if e.o.IWARP {
 		refused(t, a.qp, uverbs.SendWR{ID: 1, Opcode: uverbs.WRAtomicFetchAndAdd, Flags: uverbs.SendSignaled,
 			RemoteAddr: b.buf.addr(24576), RKey: b.buf.mr.RKey(), CompareAdd: 5, SGL: []uverbs.SGE{a.buf.sge(8, 8)}})

@@ -211,10 +211,15 @@ func wrBatchAll(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func
 	wb.SendWithImm(3, sig, 0xfeedf00d).SetInlineData(uint64(src.Addr()), 48)
 	wb.RDMAWriteWithImm(4, sig, rk, b.buf.addr(20480), 0x5a5a).SetSGE(lk, a.buf.addr(300), 32)
 	wb.RDMARead(5, sig, rk, b.buf.addr(32768)).SetSGE(lk, a.buf.addr(8192), 64)
-	wb.AtomicFetchAdd(6, sig, rk, b.buf.addr(40960), 5).SetSGE(lk, a.buf.addr(12288), 8)
-	wb.AtomicCmpSwp(7, sig, rk, b.buf.addr(40968), 7, 9).SetSGE(lk, a.buf.addr(12296), 8)
-	if wb.Len() != 7 {
-		t.Fatalf("the batch holds %d requests, want 7", wb.Len())
+	// no atomics across a pair where the kernel did not ACK one (atomicsUnACKed)
+	atomics, n := !e.atomicsUnACKed(t), 5
+	if atomics {
+		wb.AtomicFetchAdd(6, sig, rk, b.buf.addr(40960), 5).SetSGE(lk, a.buf.addr(12288), 8)
+		wb.AtomicCmpSwp(7, sig, rk, b.buf.addr(40968), 7, 9).SetSGE(lk, a.buf.addr(12296), 8)
+		n = 7
+	}
+	if wb.Len() != n {
+		t.Fatalf("the batch holds %d requests, want %d", wb.Len(), n)
 	}
 	src.Bytes()[0] ^= 0xff // inline data is copied at Complete: this change travels
 	want := append([]byte(nil), src.Bytes()[:48]...)
@@ -223,11 +228,11 @@ func wrBatchAll(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func
 		t.Fatalf("Complete: %v", err)
 	}
 	if d := syscalls() - before; d != uint64(e.o.DoorbellsPerPostSend) {
-		t.Errorf("Complete of 7 requests made %d syscalls, want %d", d, e.o.DoorbellsPerPostSend)
+		t.Errorf("Complete of %d requests made %d syscalls, want %d", n, d, e.o.DoorbellsPerPostSend)
 	}
-	sends := e.wait(t, a.cq, 7)
+	sends := e.wait(t, a.cq, n)
 	for i, op := range []uverbs.WCOpcode{uverbs.WCRDMAWrite, uverbs.WCSend, uverbs.WCSend, uverbs.WCRDMAWrite,
-		uverbs.WCRDMARead, uverbs.WCFetchAdd, uverbs.WCCompSwap} {
+		uverbs.WCRDMARead, uverbs.WCFetchAdd, uverbs.WCCompSwap}[:n] {
 		expect(t, sends[i], uint64(i+1), uverbs.WCSuccess, op)
 	}
 	recvs := e.wait(t, b.cq, 3)
@@ -243,9 +248,9 @@ func wrBatchAll(t *testing.T, e *env, a, b *end, src *mmap.Region, syscalls func
 	switch {
 	case !bytes.Equal(bb[20480:20480+32], ab[300:332]):
 		t.Error("the write with immediate's bytes differ")
-	case ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105:
+	case atomics && (ne.Uint64(ab[12288:]) != 100 || ne.Uint64(bb[40960:]) != 105):
 		t.Errorf("fetch-and-add: old %d (want 100), now %d (want 105)", ne.Uint64(ab[12288:]), ne.Uint64(bb[40960:]))
-	case ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9:
+	case atomics && (ne.Uint64(ab[12296:]) != 7 || ne.Uint64(bb[40968:]) != 9):
 		t.Errorf("compare-and-swap: old %d (want 7), now %d (want 9)", ne.Uint64(ab[12296:]), ne.Uint64(bb[40968:]))
 	}
 }

@@ -33,7 +33,7 @@ SKIP_PKGS=" base-files debianutils mawk debconf passwd adduser libpam0g libpam-m
 MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe)
 OPT_MODULES=(crc32_generic crc32c_generic crc32-cryptoapi crc32c-cryptoapi)
 
-key() { { cat "$RIG_DIR/build-arm64.sh"; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
+key() { { cat "$RIG_DIR/build-arm64.sh"; declare -f rig_initramfs; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
 kdir() { echo "$RIG_CACHE/${KVER}_${KDEBVER//:/_}"; }
 
 if [ -z "${RIG_REFRESH:-}" ] && [ -f "$ENVF" ]; then
@@ -113,32 +113,8 @@ done
 ln -sf bash "$ROOT/usr/bin/sh"
 [ -x "$ROOT/usr/bin/ip" ] || [ -x "$ROOT/usr/sbin/ip" ] || die "iproute2:arm64 has no ip"
 [ -e "$ROOT/usr/lib/ld-linux-aarch64.so.1" ] || die "libc6:arm64 has no ld-linux-aarch64.so.1"
-printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
-printf 'root:x:0:\n' > "$ROOT/etc/group"
-printf '127.0.0.1 localhost\n::1 localhost\n' > "$ROOT/etc/hosts"
-echo rig > "$ROOT/etc/hostname"
-
-# ---- modules (depmod and modprobe read arm64 modules as well as amd64 ones) ----
-for m in "${MODULES[@]}"; do
-  modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
-done > "$TMP/deps"
-for m in "${OPT_MODULES[@]}"; do
-  modprobe -d "$K" -S "$KVER" --show-depends "$m" 2>/dev/null || true
-done >> "$TMP/deps"
-awk '$1=="insmod"{print $2}' "$TMP/deps" | sort -u | while read -r ko; do
-  rel=${ko#"$MODDIR/"}
-  case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
-  mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"
-  "${dec[@]}" "$ko" > "$ROOT/usr/lib/modules/$KVER/$rel"
-done
-cp "$MODDIR"/modules.{order,builtin,builtin.modinfo} "$ROOT/usr/lib/modules/$KVER/"
-depmod -b "$ROOT" "$KVER"
-
-INITRD=$KDIR/initramfs-$(key).cpio
-( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
-  cpio --null -o -H newc --owner=0:0 --reproducible --quiet ) > "$INITRD.tmp"
-mv "$INITRD.tmp" "$INITRD"
-find "$KDIR" -name 'initramfs-*.cpio' ! -name "$(basename "$INITRD")" -delete
+# ---- /etc, modules, pack: as on amd64 ----
+rig_initramfs "$(key)"
 VMLINUX=$KDIR/Image
 {
   printf 'KPKG=%q\nKVER=%q\nKDEBVER=%q\nUSERLAND=%q\nARCH=arm64\n' "$KPKG" "$KVER" "$KDEBVER" "$USERLAND"

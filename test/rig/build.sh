@@ -36,8 +36,9 @@ MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_u
 # each one the kernel has goes in.
 OPT_MODULES=(crc32_generic crc32-pclmul crc32c_generic crc32-cryptoapi crc32c-cryptoapi)
 
-# The base initramfs is keyed by what went into it: this script and the versions.
-key() { { cat "$RIG_DIR/build.sh"; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
+# The base initramfs is keyed by what went into it: this script, lib.sh's
+# rig_initramfs and the versions.
+key() { { cat "$RIG_DIR/build.sh"; declare -f rig_initramfs; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
 kdir() { echo "$RIG_CACHE/${KVER}_${KDEBVER//:/_}"; }
 
 if [ -z "${RIG_REFRESH:-}" ] && [ -f "$ENVF" ]; then
@@ -259,35 +260,7 @@ find "$ROOT/usr" -type f \( -perm -u+x -o -name '*.so*' \) -print0 |
   while IFS= read -r -d '' f; do
     if [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' ')" = 7f454c46 ]; then copy_libs "$f"; fi
   done
-printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
-printf 'root:x:0:\n' > "$ROOT/etc/group"
-printf '127.0.0.1 localhost\n::1 localhost\n' > "$ROOT/etc/hosts"
-echo rig > "$ROOT/etc/hostname"
-
-# ---- modules and their dependencies; xz/zstd-compressed ones (6.12) are
-# unpacked because busybox's modprobe cannot read them ----
-for m in "${MODULES[@]}"; do
-  modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
-done > "$TMP/deps"
-for m in "${OPT_MODULES[@]}"; do
-  modprobe -d "$K" -S "$KVER" --show-depends "$m" 2>/dev/null || true
-done >> "$TMP/deps"
-awk '$1=="insmod"{print $2}' "$TMP/deps" | sort -u | while read -r ko; do
-  rel=${ko#"$MODDIR/"}
-  case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
-  mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"
-  "${dec[@]}" "$ko" > "$ROOT/usr/lib/modules/$KVER/$rel"
-done
-cp "$MODDIR"/modules.{order,builtin,builtin.modinfo} "$ROOT/usr/lib/modules/$KVER/"
-depmod -b "$ROOT" "$KVER"
-
-# ---- pack (uncompressed: gunzip under TCG costs more than the copy) ----
-INITRD=$KDIR/initramfs-$(key).cpio
-( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
-  cpio --null -o -H newc --owner=0:0 --reproducible --quiet ) > "$INITRD.tmp"
-mv "$INITRD.tmp" "$INITRD"
-# older initramfs of this kernel were built by an older build.sh
-find "$KDIR" -name 'initramfs-*.cpio' ! -name "$(basename "$INITRD")" -delete
+rig_initramfs "$(key)"
 VMLINUX=$KDIR/vmlinux
 {
   printf 'KPKG=%q\nKVER=%q\nKDEBVER=%q\nUSERLAND=%q\n' "$KPKG" "$KVER" "$KDEBVER" "$USERLAND"

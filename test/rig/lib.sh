@@ -161,6 +161,43 @@ fetch() {
   for pv in "${want[@]}"; do deb_of "${pv%%=*}" "${pv#*=}" >/dev/null || return 1; done
 }
 
+# rig_initramfs: the part of build.sh and build-arm64.sh that finishes a guest
+# root and packs it. Reads ROOT (the guest root, its binaries and libraries
+# in place), K (the kernel packages unpacked), KVER, MODDIR, MODULES and
+# OPT_MODULES (modules the guest loads; the optional ones where the kernel
+# has them), TMP and KDIR; writes the small /etc files, copies the modules and
+# their dependencies (xz/zstd ones unpacked: busybox's modprobe cannot read
+# them; depmod and modprobe read arm64 modules as well as amd64 ones), packs
+# $KDIR/initramfs-KEY.cpio uncompressed (gunzip under TCG costs more than the
+# copy), deletes the older ones of this kernel and sets INITRD.
+# KEY: the caller's key (which hashes its script and this function).
+rig_initramfs() {
+  local key=$1 m ko rel dec
+  printf 'root:x:0:0:root:/root:/bin/sh\n' > "$ROOT/etc/passwd"
+  printf 'root:x:0:\n' > "$ROOT/etc/group"
+  printf '127.0.0.1 localhost\n::1 localhost\n' > "$ROOT/etc/hosts"
+  echo rig > "$ROOT/etc/hostname"
+  for m in "${MODULES[@]}"; do
+    modprobe -d "$K" -S "$KVER" --show-depends "$m" || die "$KVER has no module $m"
+  done > "$TMP/deps"
+  for m in "${OPT_MODULES[@]}"; do
+    modprobe -d "$K" -S "$KVER" --show-depends "$m" 2>/dev/null || true
+  done >> "$TMP/deps"
+  awk '$1=="insmod"{print $2}' "$TMP/deps" | sort -u | while read -r ko; do
+    rel=${ko#"$MODDIR/"}
+    case $rel in *.ko.xz) dec=(xz -dc); rel=${rel%.xz} ;; *.ko.zst) dec=(zstd -dc); rel=${rel%.zst} ;; *) dec=(cat) ;; esac
+    mkdir -p "$ROOT/usr/lib/modules/$KVER/$(dirname "$rel")"
+    "${dec[@]}" "$ko" > "$ROOT/usr/lib/modules/$KVER/$rel"
+  done
+  cp "$MODDIR"/modules.{order,builtin,builtin.modinfo} "$ROOT/usr/lib/modules/$KVER/"
+  depmod -b "$ROOT" "$KVER"
+  INITRD=$KDIR/initramfs-$key.cpio
+  ( cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
+    cpio --null -o -H newc --owner=0:0 --reproducible --quiet ) > "$INITRD.tmp"
+  mv "$INITRD.tmp" "$INITRD"
+  find "$KDIR" -name 'initramfs-*.cpio' ! -name "$(basename "$INITRD")" -delete
+}
+
 # ---- accelerator: KVM only where this very kernel has booted under it ----
 # /dev/kvm can exist and still fail a guest: QEMU aborts setting MSRs on one
 # host, and on another the vCPU starts and then stops with "KVM internal
