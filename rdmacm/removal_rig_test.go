@@ -114,6 +114,14 @@ func TestRigDeviceRemoval(t *testing.T) {
 	}
 	for i, c := range conns {
 		if s := c.QP.State(); s != uverbs.QPStateErr {
+			// QP.State is the last successful Modify's: a kernel that
+			// disassociated the context first (rxe on 7.3, at a moment of
+			// its choosing) refused rdmacm's move to ERR with EIO, and the
+			// QP is gone with the context. Any other reason is a failure.
+			if _, _, qerr := c.QP.Query(uverbs.QPAttrState); errors.Is(qerr, unix.EIO) {
+				t.Logf("connection %d: QP.State() = %v: its context was disassociated before the move to ERR (QP.Query: %v)", i, s, qerr)
+				continue
+			}
 			t.Errorf("connection %d: QP.State() = %v after DEVICE_REMOVAL, want ERR", i, s)
 		}
 	}
