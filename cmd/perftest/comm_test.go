@@ -160,10 +160,16 @@ func TestParseDependencies(t *testing.T) {
 	if err != nil || c.cqMod != 1 || !c.noPeak {
 		t.Errorf("send_bw server -s 65536: cq_mod %d noPeak %v, %v; want 1 and true", c.cqMod, c.noPeak, err)
 	}
-	for _, bad := range [][]string{{"-R", "-c", "UC"}, {"-R", "-c", "UD"}, {"-D", "5"}, {"-c", "XRC"}, {"-n", "2"}, {"-m", "1000"}, {"a", "b"}} {
+	for _, bad := range [][]string{{"-R", "-c", "UC"}, {"-R", "-c", "UD"}, {"-D", "5", "-e"}, {"-D", "5", "-a"}, {"-D", "2", "-f", "1"}, {"-c", "XRC"}, {"-n", "2"}, {"-m", "1000"}, {"a", "b"}} {
 		if _, err := parse(tests[0], bad); err == nil {
 			t.Errorf("parse(%q) accepted it", bad)
 		}
+	}
+	if c, err := parse(tests[3], []string{"-D", "5", "-s", "64"}); err != nil || c.margin != 1 || !c.noPeak || c.txDepth != 128 {
+		t.Errorf("send_bw -D 5: margin %d noPeak %v tx_depth %d, %v; want perftest's duration/4 = 1, no peak, tx_depth unclamped 128", c.margin, c.noPeak, c.txDepth, err)
+	}
+	if c, err := parse(tests[0], []string{"-D", "3", "-f", "0"}); err != nil || c.margin != 0 {
+		t.Errorf("send_lat -D 3 -f 0: margin %d, %v; want 0", c.margin, err)
 	}
 	if c, err := parse(tests[0], []string{"-R"}); err != nil || !c.rdmaCM || !c.commCM {
 		t.Errorf("send_lat -R: rdmaCM %v commCM %v, %v; want both", c.rdmaCM, c.commCM, err)

@@ -17,11 +17,14 @@
 // perftest's banner, address lines and result columns so the two reports
 // compare line by line.
 //
-// Flags: -p -d -i -m -s -a -n -x -q -t -r -l -Q -c RC|UC|UD -e -I -o -A
-// -N -F -V --report_gbits, -R (the QPs connected through rdmacm, RC), -z
-// (the exchange over rdma_cm) and --source_ip. Not supported (each refused
-// with a message): -R with UD, -D (duration), -b (bidirectional),
-// -C/-H/-U, multicast, dual port, SRQ.
+// Flags: -p -d -i -m -s -a -n -D -f -x -q -t -r -l -Q -c RC|UC|UD -e -I -o
+// -A -N -F -V --report_gbits, -R (the QPs connected through rdmacm, RC), -z
+// (the exchange over rdma_cm) and --source_ip. -D runs for a number of
+// seconds instead of -n iterations, as perftest does: each side by its own
+// clock, the first and last -f seconds (default a quarter of -D) not
+// counted, no peak bandwidth, and latency tests report the average and
+// transactions per second. Not supported (each refused with a message): -R
+// with UD, -b (bidirectional), -C/-H/-U, multicast, dual port, SRQ.
 //
 // Differences from perftest: time is read from the monotonic clock
 // (nanoseconds) rather than the TSC, so -F only silences nothing; RDMA

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/goverbs/goverbs/uverbs"
@@ -13,14 +12,15 @@ import (
 const pollBatch = 16
 
 // wait returns at least one completion of cq: busy polling, or parked on
-// the completion channel with -e.
+// the completion channel with -e. Once a -D run has ended it may return
+// none.
 func (s *session) wait(cq *uverbs.CQ, wc []uverbs.WorkCompletion) (int, error) {
 	if s.c.events {
 		return cq.Wait(context.Background(), wc)
 	}
 	for {
 		n, err := cq.Poll(wc)
-		if n != 0 || err != nil {
+		if n != 0 || err != nil || s.over() {
 			return n, err
 		}
 	}
@@ -111,35 +111,52 @@ func (s *session) sendLat() error {
 			rwr[0].SGL[0].Length += udGRH
 		}
 		wc := make([]uverbs.WorkCompletion, 1)
-		scnt, rcnt := 0, 0
-		for scnt < c.iters || rcnt < c.iters {
-			if rcnt < c.iters && !(scnt < 1 && client) {
-				if _, err := s.wait(s.recvCQ, wc); err != nil {
+		scnt, rcnt, count := 0, 0, 0
+		if c.duration > 0 {
+			s.clock = s.startClock()
+		}
+		for s.more(scnt) || s.more(rcnt) {
+			if s.more(rcnt) && !(scnt < 1 && client) {
+				n, err := s.wait(s.recvCQ, wc)
+				if err != nil {
 					return failf("poll CQ failed: %v", err)
+				}
+				if n == 0 { // the -D run ended
+					break
 				}
 				if wc[0].Status != uverbs.WCSuccess {
 					return wcError("receive", &wc[0], rcnt)
 				}
 				rcnt++
-				if rcnt+c.rxDepth <= c.iters {
+				if s.counting() {
+					count++
+				}
+				if c.duration > 0 || rcnt+c.rxDepth <= c.iters {
 					if n, err := s.qps[wc[0].ID].PostRecv(rwr); n != 1 {
 						return failf("Couldn't post recv: rcnt=%d: %v", rcnt, err)
 					}
 				}
 			}
-			if scnt < c.iters {
-				s.posted[scnt] = s.now()
+			if s.more(scnt) {
+				if c.duration == 0 {
+					s.posted[scnt] = s.now()
+				}
 				scnt++
 				if n, err := qp.PostSend(wrs); n != 1 {
 					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 				}
-				if _, err := s.wait(s.sendCQ, wc); err != nil {
+				n, err := s.wait(s.sendCQ, wc)
+				if err != nil {
 					return failf("poll on Send CQ failed: %v", err)
 				}
-				if wc[0].Status != uverbs.WCSuccess {
+				if n == 1 && wc[0].Status != uverbs.WCSuccess {
 					return wcError("send", &wc[0], scnt)
 				}
 			}
+		}
+		if c.duration > 0 {
+			s.printLatDuration(size, 2, count)
+			continue
 		}
 		s.printLat(size, 2)
 	}
@@ -163,30 +180,54 @@ func (s *session) writeLat() error {
 		postAt := size - 1
 		pollAt := c.numQP*s.bufSize + size - 1
 		wc := make([]uverbs.WorkCompletion, 1)
-		scnt, ccnt, rcnt := 0, 0, 0
-		for scnt < c.iters || ccnt < c.iters || rcnt < c.iters {
-			if rcnt < c.iters && !(scnt < 1 && server) {
+		scnt, ccnt, rcnt, count := 0, 0, 0, 0
+		if c.duration > 0 {
+			s.clock = s.startClock()
+		}
+		for s.more(scnt) || s.more(ccnt) || s.more(rcnt) {
+			if s.more(rcnt) && !(scnt < 1 && server) {
 				rcnt++
-				for loadByte(buf, pollAt) != byte(rcnt) {
+				for loadByte(buf, pollAt) != byte(rcnt) && !s.over() {
 				}
 			}
-			if scnt < c.iters {
-				s.posted[scnt] = s.now()
+			// A -D run writes once more even when it stopped waiting because
+			// it ended, as perftest does: a peer spinning for that write may
+			// not notice its own end (perftest's spin reads a state its
+			// SIGALRM handler sets through a non-volatile field), and without
+			// it hangs.
+			if c.duration > 0 || scnt < c.iters {
+				if c.duration == 0 {
+					s.posted[scnt] = s.now()
+				}
 				scnt++
 				buf[postAt] = byte(scnt)
 				if n, err := qp.PostSend(wrs); n != 1 {
 					return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 				}
 			}
-			if ccnt < c.iters {
-				if _, err := s.wait(s.sendCQ, wc); err != nil {
+			if s.over() {
+				break
+			}
+			if s.more(ccnt) {
+				n, err := s.wait(s.sendCQ, wc)
+				if err != nil {
 					return failf("poll CQ failed: %v", err)
+				}
+				if n == 0 {
+					break
 				}
 				if wc[0].Status != uverbs.WCSuccess {
 					return wcError("send", &wc[0], scnt)
 				}
 				ccnt++
+				if s.counting() {
+					count++
+				}
 			}
+		}
+		if c.duration > 0 {
+			s.printLatDuration(size, 2, count)
+			continue
 		}
 		s.printLat(size, 2)
 	}
@@ -213,18 +254,38 @@ func (s *session) readLat() error {
 		wrs := []uverbs.SendWR{s.sendWR(0, size)}
 		wrs[0].Flags |= uverbs.SendSignaled
 		wc := make([]uverbs.WorkCompletion, 1)
-		for scnt := 0; scnt < c.iters; {
-			s.posted[scnt] = s.now()
+		count := 0
+		if c.duration > 0 {
+			s.clock = s.startClock()
+		}
+		for scnt := 0; s.more(scnt); {
+			if c.duration == 0 {
+				s.posted[scnt] = s.now()
+			}
 			scnt++
 			if n, err := qp.PostSend(wrs); n != 1 {
 				return failf("Couldn't post send: scnt=%d: %v", scnt, err)
 			}
-			if _, err := s.wait(s.sendCQ, wc); err != nil {
+			if s.over() {
+				break
+			}
+			n, err := s.wait(s.sendCQ, wc)
+			if err != nil {
 				return failf("poll CQ failed: %v", err)
+			}
+			if n == 0 {
+				break
 			}
 			if wc[0].Status != uverbs.WCSuccess {
 				return wcError("send", &wc[0], scnt)
 			}
+			if s.counting() {
+				count++
+			}
+		}
+		if c.duration > 0 {
+			s.printLatDuration(size, 1, count)
+			continue
 		}
 		s.printLat(size, 1)
 	}
@@ -317,6 +378,10 @@ func (s *session) bwClient(size int) (bwReport, error) {
 	c := s.c
 	nqp := len(s.qps)
 	total := c.iters * nqp
+	dur := c.duration > 0
+	if dur {
+		total = 0
+	}
 	if c.noPeak {
 		s.stamps(1)
 	} else {
@@ -336,20 +401,22 @@ func (s *session) bwClient(size int) (bwReport, error) {
 	scnt := make([]int, nqp)
 	ccnt := make([]int, nqp)
 	wc := make([]uverbs.WorkCompletion, pollBatch)
-	totS, totC := 0, 0
-	if c.noPeak {
+	totS, totC, count := 0, 0, 0
+	if dur {
+		s.clock = s.startClock()
+	} else if c.noPeak {
 		s.posted[0] = s.now()
 	}
-	for totS < total || totC < total {
+	for totS < total || totC < total || s.more(0) && dur {
 		for i, qp := range s.qps {
 			wrs := lists[i]
-			for scnt[i] < c.iters && scnt[i]-ccnt[i]+c.postList <= c.txDepth {
+			for (dur || scnt[i] < c.iters) && scnt[i]-ccnt[i]+c.postList <= c.txDepth {
 				if s.credit != nil && scnt[i]+c.postList-s.credit.granted(i) >= c.rxDepth {
 					break // the server has not granted the receives yet
 				}
 				if c.postList == 1 {
 					// Signal one in cq_mod, and always the last.
-					if (scnt[i]%c.cqMod == c.cqMod-1) || scnt[i] == c.iters-1 {
+					if (scnt[i]%c.cqMod == c.cqMod-1) || (!dur && scnt[i] == c.iters-1) {
 						wrs[0].Flags |= uverbs.SendSignaled
 					} else {
 						wrs[0].Flags &^= uverbs.SendSignaled
@@ -358,6 +425,9 @@ func (s *session) bwClient(size int) (bwReport, error) {
 				if !c.noPeak {
 					s.posted[totS] = s.now()
 				}
+				if s.over() {
+					break
+				}
 				if n, err := qp.PostSend(wrs); n != len(wrs) {
 					return bwReport{}, failf("Couldn't post send: qp %d scnt=%d: %v", i, scnt[i], err)
 				}
@@ -365,7 +435,7 @@ func (s *session) bwClient(size int) (bwReport, error) {
 				totS += c.postList
 			}
 		}
-		if totC < total {
+		if totC < total || dur && totC < totS {
 			n, err := s.poll(s.sendCQ, wc)
 			if err != nil {
 				return bwReport{}, failf("poll CQ failed: %v", err)
@@ -379,8 +449,14 @@ func (s *session) bwClient(size int) (bwReport, error) {
 				if !c.noPeak {
 					s.completed[min(totC, total)-1] = s.now()
 				}
+				if s.counting() {
+					count += c.cqMod
+				}
 			}
 		}
+	}
+	if dur {
+		return s.durationFigures(size, count), nil
 	}
 	if c.noPeak {
 		s.completed[0] = s.now()
@@ -394,6 +470,11 @@ func (s *session) bwServer(size int) (bwReport, error) {
 	c := s.c
 	nqp := len(s.qps)
 	total := c.iters * nqp
+	dur := c.duration > 0
+	if dur {
+		total = 0
+		s.clock = s.startClock()
+	}
 	s.stamps(1)
 	rsize := size
 	if c.conn == connUD {
@@ -414,11 +495,15 @@ func (s *session) bwServer(size int) (bwReport, error) {
 	if s.credit != nil {
 		scredit, swc = make([]int, nqp), make([]uverbs.WorkCompletion, c.txDepth)
 	}
-	first := true
-	for rcnt := 0; rcnt < total; {
+	first := !dur
+	count := 0
+	for rcnt := 0; rcnt < total || dur && !s.over(); {
 		n, err := s.poll(s.recvCQ, wc)
 		if err != nil {
 			return bwReport{}, failf("poll CQ failed: %v", err)
+		}
+		if s.over() {
+			break
 		}
 		if n > 0 && first {
 			s.posted[0] = s.now()
@@ -429,9 +514,12 @@ func (s *session) bwServer(size int) (bwReport, error) {
 				return bwReport{}, wcError("receive", &wc[k], rcnt)
 			}
 			rcnt++
+			if s.counting() {
+				count++
+			}
 			i := wc[k].ID
 			rcntQP[i]++
-			if posted[i]+1 <= c.iters {
+			if dur || posted[i]+1 <= c.iters {
 				if got, err := s.qps[i].PostRecv(rwrs[i]); got != 1 {
 					return bwReport{}, failf("Couldn't post recv: %v", err)
 				}
@@ -444,7 +532,9 @@ func (s *session) bwServer(size int) (bwReport, error) {
 			}
 		}
 	}
-	s.completed[0] = s.now()
+	if !dur {
+		s.completed[0] = s.now()
+	}
 	if s.credit != nil {
 		// clean_scq_credit: wait for the credit writes still outstanding.
 		for sum(scredit) > 0 {
@@ -459,6 +549,9 @@ func (s *session) bwServer(size int) (bwReport, error) {
 				scredit[w.ID]--
 			}
 		}
+	}
+	if dur {
+		return s.durationFigures(size, count), nil
 	}
 	return s.bwFigures(size, total), nil
 }
@@ -493,5 +586,3 @@ func sum(xs []int) int {
 	}
 	return t
 }
-
-var errNoDuration = errors.New("-D (duration) is not supported by goverbs' perftest yet: use -n")

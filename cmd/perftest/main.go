@@ -71,6 +71,7 @@ type config struct {
 	all         bool // -a: sizes 2 .. 2^23
 	iters       int  // -n
 	duration    int  // -D: seconds (0: iterations)
+	margin      int  // -f: seconds at each end of a -D run not counted (-1: duration/4)
 	gidx        int  // -x (-1: LID routing)
 	mtu         int  // -m in bytes (0: the port's active MTU)
 	numQP       int  // -q
@@ -116,7 +117,7 @@ var options = []getopt.Option{
 	{Short: 'z', Long: "comm_rdma_cm"}, {Short: 'h', Long: "help"}, {Short: 'r', Long: "rx-depth", Arg: true},
 	{Short: 'b', Long: "bidirectional"}, {Short: 'Q', Long: "cq-mod", Arg: true}, {Short: 'N', Long: "noPeak"},
 	{Short: 'V', Long: "version"}, {Short: 'A', Long: "atomic_type", Arg: true}, {Short: 'l', Long: "post_list", Arg: true},
-	{Short: 'D', Long: "duration", Arg: true}, {Short: 'C', Long: "report-cycles"}, {Short: 'H', Long: "report-histogrm"},
+	{Short: 'D', Long: "duration", Arg: true}, {Short: 'f', Long: "margin", Arg: true}, {Short: 'C', Long: "report-cycles"}, {Short: 'H', Long: "report-histogrm"},
 	{Short: 'U', Long: "report-unsorted"}, {Short: 'g', Long: "mcg"}, {Short: 'O', Long: "dualport"},
 	{Short: 'X', Long: "vector", Arg: true}, {Short: 'T', Long: "tos", Arg: true}, {Short: optReportGbits, Long: "report_gbits"},
 	{Short: optRunInfinitely, Long: "run_infinitely"}, {Short: optUseSRQ, Long: "use-srq"}, {Short: optOutput, Long: "output", Arg: true},
@@ -184,7 +185,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 var errExit = errors.New("exit")
 
 func parse(t test, args []string) (config, error) {
-	c := config{test: t, port: 18515, ibPort: 1, gidx: -1, numQP: 1, postList: 1, inline: -1, cqMod: 100}
+	c := config{test: t, port: 18515, ibPort: 1, gidx: -1, numQP: 1, postList: 1, inline: -1, cqMod: 100, margin: -1}
 	c.size = 2
 	c.iters = 1000
 	c.txDepth = 1
@@ -297,6 +298,8 @@ func parse(t test, args []string) (config, error) {
 			c.postList, err = num(1, 1<<20, "Post list")
 		case 'D':
 			c.duration, err = num(1, 1<<20, "Duration")
+		case 'f':
+			c.margin, err = num(0, 1<<20, "Margin")
 		case optReportGbits:
 			c.gbits = true
 		}
@@ -336,10 +339,20 @@ func (c *config) dependencies(txSet, rxSet bool) error {
 		return failure("Events feature not available on WRITE verb")
 	}
 	if c.duration > 0 {
-		return errNoDuration
-	}
-	if c.all && c.duration > 0 {
-		return failure("-a and -D cannot be used together")
+		// perftest's words for what it refuses in duration mode.
+		if c.events {
+			return failure("Duration mode doesn't work with events.")
+		}
+		if c.all {
+			return failure("Duration mode currently doesn't support running on all sizes.")
+		}
+		if c.margin < 0 {
+			c.margin = c.duration / 4
+		}
+		if c.duration <= 2*c.margin {
+			return failure("please check that DURATION > 2*MARGIN")
+		}
+		c.noPeak = true
 	}
 	if c.verb == verbAtomic && c.size != 8 {
 		return failure("message size must be 8 bytes for atomic tests")
@@ -397,6 +410,7 @@ Options:
   -a, --all  Run sizes from 2 till 2^23
   -n, --iters=<iters>  Number of exchanges (at least 5)
   -D, --duration  Run test for a customized period of seconds
+  -f, --margin  measure results within margins. (default=duration/4)
   -x, --gid-index=<index>  Test uses GID with GID index
   -q, --qp=<num of qp's>  Num of qp's
   -t, --tx-depth=<dep>  Size of tx queue

@@ -57,6 +57,7 @@ type session struct {
 	credit       *credits // ib_send_bw on iWARP: the receive credits
 
 	posted, completed []int64 // nanoseconds since start of the process, per iteration
+	clock             *clock  // -D: the run's phases (nil: -n iterations)
 	base              time.Time
 }
 

@@ -11,8 +11,10 @@ import (
 // Column headers, as perftest prints them.
 const (
 	resultFmtLat = " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] \n"
-	resultFmtBW  = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
-	resultFmtBWG = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
+	// resultFmtLatDur heads a -D latency test's report.
+	resultFmtLatDur = " #bytes        #iterations       t_avg[usec]    tps average\n"
+	resultFmtBW     = " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]\n"
+	resultFmtBWG    = " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]\n"
 )
 
 // cHex formats v as C's "%#0Nx": zero-padded to width including the "0x",
@@ -139,6 +141,10 @@ func (s *session) printDest(side string, d dest) {
 
 func (s *session) printLatHeader() {
 	fmt.Fprint(s.out, resultLine)
+	if s.c.duration > 0 {
+		fmt.Fprint(s.out, resultFmtLatDur)
+		return
+	}
 	fmt.Fprint(s.out, resultFmtLat)
 }
 

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClockPhases: a -D run steps through perftest's states in order, the
+// sampling window is at least duration-2*margin long, and with no margin
+// sampling starts at once.
+func TestClockPhases(t *testing.T) {
+	defer func(u time.Duration) { durationUnit = u }(durationUnit)
+	durationUnit = 20 * time.Millisecond
+	s := &session{base: time.Now(), c: config{duration: 5, margin: 1}}
+	k := s.startClock()
+	s.clock = k
+	if got := k.now(); got != warmingUp {
+		t.Fatalf("phase right after the start: %d; want warming up", got)
+	}
+	last := warmingUp
+	deadline := time.Now().Add(10 * time.Second)
+	for last != ended {
+		p := k.now()
+		if p < last {
+			t.Fatalf("phase went back from %d to %d", last, p)
+		}
+		last = p
+		if time.Now().After(deadline) {
+			t.Fatalf("no end after 10 s (phase %d)", p)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if w := time.Duration(k.window()); w < 3*durationUnit {
+		t.Errorf("sampling window %v; want at least (5-2*1) units = %v", w, 3*durationUnit)
+	}
+	if !s.over() || s.counting() || !(s.more(0) == false) {
+		t.Errorf("after the end: over %v counting %v more %v; want true, false, false", s.over(), s.counting(), s.more(0))
+	}
+
+	s = &session{base: time.Now(), c: config{duration: 3, margin: 0}}
+	s.clock = s.startClock()
+	if !s.counting() {
+		t.Errorf("margin 0: phase %d right after the start; want sampling", s.clock.now())
+	}
+}
+
+// TestDurationReport: a -D latency line has perftest's four columns, and
+// the figures follow from the window and the count.
+func TestDurationReport(t *testing.T) {
+	var out strings.Builder
+	s := &session{out: &out, clock: &clock{}, c: config{duration: 5, noPeak: true}}
+	s.clock.start.Store(1_000_000)
+	s.clock.stop.Store(3_000_000) // 2 ms
+	s.printLatDuration(64, 2, 100)
+	// 2000 us / 2 / 100 = 10 us; 100 / 0.002 s = 50000 tps.
+	want := " 64            100            10.00          50000.00\n"
+	if out.String() != want {
+		t.Errorf("got %q, want %q", out.String(), want)
+	}
+	r := s.durationFigures(1024, 2000)
+	// 2000 messages of 1 KiB in 2 ms: 976.5625 MiB/s, 1 Mpps.
+	if r.iters != 2000 || r.peak != 0 || r.avg < 976.5 || r.avg > 976.6 || r.msgRateMpps < 0.999 || r.msgRateMpps > 1.001 {
+		t.Errorf("durationFigures: %+v; want 2000 iterations, no peak, 976.56 MB/s, 1 Mpps", r)
+	}
+}
