@@ -208,6 +208,10 @@ const (
 	QPTypeRC = provider.QPTypeRC // reliable connected
 	QPTypeUC = provider.QPTypeUC // unreliable connected
 	QPTypeUD = provider.QPTypeUD // unreliable datagram
+	// QPTypeXRCIni is an XRC initiator (IBV_QPT_XRC_SEND): PD.CreateQP.
+	QPTypeXRCIni = provider.QPTypeXRCIni
+	// QPTypeXRCTgt is an XRC target (IBV_QPT_XRC_RECV): XRCD.CreateTargetQP.
+	QPTypeXRCTgt = provider.QPTypeXRCTgt
 )
 
 // QP states (IBV_QPS_*).
