@@ -219,7 +219,7 @@ type QPAttr struct {
 	Type      QPType
 	Cap       QPCap
 	SendCQ    CQ
-	RecvCQ    CQ // nil for an XRC initiator (it has no receive queue)
+	RecvCQ    CQ  // nil for an XRC initiator (it has no receive queue)
 	SRQ       SRQ // nil: the QP has its own receive queue
 	SignalAll bool
 }

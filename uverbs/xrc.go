@@ -274,4 +274,4 @@ func (targetQueues) PostRecv(wrs []provider.RecvWR) (int, error) {
 	return 0, &provider.WRError{Verb: "PostRecv", Err: errTargetPost}
 }
 func (targetQueues) Modified(provider.QPState) {}
-func (targetQueues) Close() error             { return nil }
+func (targetQueues) Close() error              { return nil }

@@ -1,7 +1,5 @@
 package mlx5
 
-
-
 // XRC (eXtended Reliable Connected transport) on mlx5, as rdma-core's
 // provider and the kernel's mlx5_ib driver lay it out:
 //
@@ -56,4 +54,3 @@ func (s *srq) unregisterXRC() {
 		s.ctx.xsrqs.set(s.srqn, nil)
 	}
 }
-
