@@ -213,6 +213,7 @@ type wqe struct {
 	isInl   bool
 	sges    []sge
 	umr     umr // a UMR WQE's segments
+	xrcSRQN uint32 // an XRC initiator's: the remote SRQ its XRC segment names
 }
 
 func (w *wqe) signaled() bool  { return w.fm&fmCQUpdate != 0 }
@@ -248,6 +249,12 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 		default:
 			ok = false
 		}
+	case qptXRCIni:
+		switch w.opcode {
+		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA:
+		default:
+			ok = false
+		}
 	}
 	if !ok {
 		d.violation("QP %d (type %d): WQE at %d has opcode %#x", q.qpn, q.typ, pos, w.opcode)
@@ -258,6 +265,18 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 			d.violation("QP %d: UMR WQE at %d of %d bytes is too short for its segments", q.qpn, pos, size)
 		}
 		return w, ok
+	}
+	if q.typ == qptXRCIni {
+		// struct mlx5_wqe_xrc_seg: the remote SRQ number, 12 reserved bytes.
+		if size < 2*wSeg {
+			d.violation("QP %d: XRC WQE at %d too short for its XRC segment", q.qpn, pos)
+			return w, false
+		}
+		w.xrcSRQN = be.Uint32(b[off:]) & 0xffffff
+		if be.Uint32(b[off:])>>24 != 0 || be.Uint32(b[off+4:]) != 0 || be.Uint64(b[off+8:]) != 0 {
+			d.violation("QP %d: XRC segment of the WQE at %d has reserved bits set", q.qpn, pos)
+		}
+		off += wSeg
 	}
 	if q.typ == qptUD {
 		if size < wSeg+wAVSize {
