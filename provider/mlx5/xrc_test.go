@@ -136,6 +136,16 @@ func testXRC(t *testing.T, cqeVersion int) {
 		t.Errorf("RDMA WRITE through the XRC target did not land")
 	}
 
+	// The same through the batch builder (ibv_wr_set_xrc_srqn): one SEND
+	// to SRQ 0's second receive.
+	if err := iq.StartWR().Send(5, uverbs.SendSignaled).SetSGE(ini.mr.LKey(), ini.addr(14000), 500).SetXRCSRQN(srqs[0].SRQN()).Complete(); err != nil {
+		t.Fatalf("WRBatch: %v", err)
+	}
+	ok(t, poll(t, scq, 1)[0], 5, uverbs.WCSend)
+	if w := poll(t, rcq, 1)[0]; w.ID != 0x101 || w.ByteLen != 500 || w.QPNum != tq.QPN() || !bytes.Equal(tb[104000:104500], src[14000:14500]) {
+		t.Errorf("batched XRC SEND: %+v, or its data did not land in SRQ 0's second buffer", w)
+	}
+
 	// Another context of the domain opens the target QP by number.
 	other := openNode(t, d2, dev2, uverbs.OpenOptions{Transport: uverbs.PolicyWrite})
 	ox, err := other.ctx.OpenXRCD(uverbs.XRCDOptions{File: file})
