@@ -212,7 +212,7 @@ type wqe struct {
 	inline  []byte
 	isInl   bool
 	sges    []sge
-	umr     umr // a UMR WQE's segments
+	umr     umr    // a UMR WQE's segments
 	xrcSRQN uint32 // an XRC initiator's: the remote SRQ its XRC segment names
 }
 
