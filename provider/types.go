@@ -76,11 +76,11 @@ type SendWR struct {
 	CompareAdd, Swap uint64
 	// UD is the destination of a send on a UD QP.
 	UD UDDest
+	// Bind is what a BIND_MW request binds.
+	Bind MWBind
 	// RemoteSRQN is the XRC SRQ on the target that a send of an XRC
 	// initiator QP lands in (ibv_send_wr's qp_type.xrc.remote_srqn).
 	RemoteSRQN uint32
-	// Bind is what a BIND_MW request binds.
-	Bind MWBind
 }
 
 // MWBind binds a memory window (WRBindMW): the window whose current key is

@@ -39,6 +39,7 @@ type (
 	//		CompareAdd, Swap uint64 // atomics: compare (or add) value, swap value
 	//		UD   UDDest // UD QPs: the destination
 	//		Bind MWBind // WRBindMW: what the window binds
+	//		RemoteSRQN uint32 // XRC initiator QPs: the target's XRC SRQ (SRQ.SRQN)
 	//	}
 	//
 	// A request without SendSignaled completes silently unless the QP
