@@ -331,6 +331,10 @@ type result struct {
 	syndrome uint8 // requester error, 0 for success
 	n        uint32
 	rnr      bool // the responder had no receive WQE: retry
+	// lost: the packet reached no responder QP able to take it (not
+	// there, or not in RTR yet): the requester retransmits after its
+	// ACK timeout, RetryCnt times, before it reports RETRY_EXC.
+	lost bool
 }
 
 // runSQ executes the QP's posted WQEs in order, stopping at an RNR wait.
@@ -354,6 +358,15 @@ func (d *Device) runSQ(q *mqp) bool {
 			d.violation("QP %d signals every send, its WQE at %d lacks CQ_UPDATE", q.qpn, w.pos)
 		}
 		r := d.execute(q, &w)
+		if r.lost {
+			q.retryTries++
+			if q.retryTries <= int(q.retryCnt) {
+				q.rnrUntil = time.Now().Add(ackTimeout(q.timeout))
+				return did
+			}
+			r = result{syndrome: synRetryExc}
+		}
+		q.retryTries = 0
 		if r.rnr {
 			d.stats.RNRNaks++
 			q.rnrTries++
@@ -377,6 +390,16 @@ func (d *Device) runSQ(q *mqp) bool {
 		}
 	}
 	return did
+}
+
+// ackTimeout is the local ACK timeout 4.096 µs·2^t, bounded to 100 ms
+// (t 0, infinite, included) so that a model's retries end in a test's time.
+func ackTimeout(t uint8) time.Duration {
+	d := 4096 * time.Nanosecond << min(t, 31)
+	if t == 0 || d > 100*time.Millisecond {
+		d = 100 * time.Millisecond
+	}
+	return d
 }
 
 // toError moves a QP to the error state and flushes it.
@@ -404,5 +427,5 @@ func (d *Device) flush(q *mqp) {
 			d.stats.Flushed++
 		}
 	}
-	q.rnrTries, q.rnrUntil = 0, time.Time{}
+	q.rnrTries, q.rnrUntil, q.retryTries = 0, time.Time{}, 0
 }

@@ -63,7 +63,7 @@ func (d *Device) execute(q *mqp, w *wqe) result {
 	p := d.peer(q)
 	if p == nil {
 		if rc {
-			return result{syndrome: synRetryExc}
+			return result{lost: true} // retransmitted until RetryCnt runs out
 		}
 		return result{} // UC: the packets are lost
 	}

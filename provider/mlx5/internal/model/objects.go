@@ -186,6 +186,7 @@ type mqp struct {
 	sqPI, sqCI  uint32 // WQEBB counters: announced, executed
 	rqPI, rqCI  uint32
 	rnrTries    int
+	retryTries  int // transport retries of the WQE at sqCI (no responder)
 	rnrUntil    time.Time
 	events      uint32
 	lastDBCheck uint32 // send counter up to which the doorbell was checked

@@ -365,7 +365,7 @@ func (u *ufile) modifyQP(m *abi.IbUverbsModifyQp, rateLimit bool) error {
 		switch {
 		case next == qpsReset:
 			q.sqPI, q.sqCI, q.rqPI, q.rqCI, q.lastDBCheck = 0, 0, 0, 0, 0
-			q.rnrTries = 0
+			q.rnrTries, q.retryTries = 0, 0
 		case prev == qpsReset && next == qpsInit:
 			if q.db != nil && ne.Uint64(q.db) != 0 {
 				d.violation("QP %d leaves RESET with doorbell record %x (the counters start at 0)", q.qpn, q.db)
