@@ -127,8 +127,8 @@ func usage(w io.Writer, m mode) {
 	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
 	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index\n")
 	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
-	fmt.Fprintf(w, "\nThe mode (rc, ud, srq or uc; default rc) selects which of rdma-core's\n")
-	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong and ibv_uc_pingpong\n")
+	fmt.Fprintf(w, "\nThe mode (rc, ud, srq, uc or xsrq; default rc) selects which of rdma-core's\n")
+	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong, ibv_uc_pingpong and ibv_xsrq_pingpong\n")
 	fmt.Fprintf(w, "this speaks to.\n")
 }
 
