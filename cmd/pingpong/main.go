@@ -15,11 +15,11 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type mode int
 
 const (
-	modeRC  mode = iota // ibv_rc_pingpong
-	modeUD              // ibv_ud_pingpong
-	modeSRQ             // ibv_srq_pingpong
-	modeUC              // ibv_uc_pingpong
-	modeXSRQ            // ibv_xsrq_pingpong (package internal/xsrq)
+	modeRC   mode = iota // ibv_rc_pingpong
+	modeUD               // ibv_ud_pingpong
+	modeSRQ              // ibv_srq_pingpong
+	modeUC               // ibv_uc_pingpong
+	modeXSRQ             // ibv_xsrq_pingpong (package internal/xsrq)
 )
 
 var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ, "uc": modeUC, "xsrq": modeXSRQ}
