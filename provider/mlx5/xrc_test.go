@@ -146,6 +146,27 @@ func testXRC(t *testing.T, cqeVersion int) {
 		t.Errorf("batched XRC SEND: %+v, or its data did not land in SRQ 0's second buffer", w)
 	}
 
+	// The initiator's fast path allocates nothing: 9 RDMA WRITEs through
+	// the target posted while the model is paused (its own allocations
+	// would count), then completed.
+	wr := []uverbs.SendWR{{ID: 6, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, RemoteSRQN: srqs[0].SRQN(),
+		RemoteAddr: tgt.addr(300000), RKey: tgt.mr.RKey(), SGL: []uverbs.SGE{ini.sge(0, 64)}}}
+	d1.Pause()
+	d2.Pause()
+	allocs := testing.AllocsPerRun(8, func() {
+		if _, err := iq.PostSend(wr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	d1.Resume()
+	d2.Resume()
+	for _, w := range poll(t, scq, 9) {
+		ok(t, w, 6, uverbs.WCRDMAWrite)
+	}
+	if allocs != 0 {
+		t.Errorf("XRC PostSend: %v allocations per send, want 0", allocs)
+	}
+
 	// Another context of the domain opens the target QP by number.
 	other := openNode(t, d2, dev2, uverbs.OpenOptions{Transport: uverbs.PolicyWrite})
 	ox, err := other.ctx.OpenXRCD(uverbs.XRCDOptions{File: file})
