@@ -219,7 +219,7 @@ type QPAttr struct {
 	Type      QPType
 	Cap       QPCap
 	SendCQ    CQ
-	RecvCQ    CQ
+	RecvCQ    CQ  // nil for an XRC initiator (it has no receive queue)
 	SRQ       SRQ // nil: the QP has its own receive queue
 	SignalAll bool
 }
@@ -251,6 +251,10 @@ type QP interface {
 // SRQAttr is what an SRQ is asked for.
 type SRQAttr struct {
 	MaxWR, MaxSGE, Limit uint32
+	// XRC asks for an XRC SRQ (created by CREATE_XSRQ with a domain and a
+	// CQ): its receives complete on that CQ and its completions name it
+	// rather than a QP of the provider's.
+	XRC bool
 }
 
 // SRQCreated is the kernel's answer to CREATE_SRQ.

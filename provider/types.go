@@ -78,6 +78,9 @@ type SendWR struct {
 	UD UDDest
 	// Bind is what a BIND_MW request binds.
 	Bind MWBind
+	// RemoteSRQN is the XRC SRQ on the target that a send of an XRC
+	// initiator QP lands in (ibv_send_wr's qp_type.xrc.remote_srqn).
+	RemoteSRQN uint32
 }
 
 // MWBind binds a memory window (WRBindMW): the window whose current key is
@@ -228,9 +231,15 @@ const (
 	QPTypeRC QPType = 2
 	QPTypeUC QPType = 3
 	QPTypeUD QPType = 4
+	// QPTypeXRCIni is an XRC initiator (IBV_QPT_XRC_SEND): a send queue
+	// only, whose sends name the XRC SRQ they land in.
+	QPTypeXRCIni QPType = 9
+	// QPTypeXRCTgt is an XRC target (IBV_QPT_XRC_RECV): no queues of its
+	// own, it hands what arrives to the XRC SRQs of its domain.
+	QPTypeXRCTgt QPType = 10
 )
 
-// String is "RC", "UC", "UD", or "QPType(N)".
+// String is "RC", "UC", "UD", "XRC_INI", "XRC_TGT", or "QPType(N)".
 func (t QPType) String() string {
 	switch t {
 	case QPTypeRC:
@@ -239,6 +248,10 @@ func (t QPType) String() string {
 		return "UC"
 	case QPTypeUD:
 		return "UD"
+	case QPTypeXRCIni:
+		return "XRC_INI"
+	case QPTypeXRCTgt:
+		return "XRC_TGT"
 	}
 	return fmt.Sprintf("QPType(%d)", uint8(t))
 }

@@ -67,7 +67,9 @@ const (
 //   - The opcode is known and valid for the QP type: UD carries SEND and
 //     SEND_WITH_IMM; UC adds RDMA_WRITE(_WITH_IMM) and BIND_MW; RC has them
 //     all. SEND_WITH_INV is RC only (UC has no invalidate opcodes on the
-//     wire), and so is LOCAL_INV (as rxe executes it).
+//     wire), and so is LOCAL_INV (as rxe executes it). An XRC initiator
+//     carries the RC operations that reach its target (not BIND_MW or
+//     LOCAL_INV).
 //   - Flags are FENCE, SIGNALED, SOLICITED and INLINE only.
 //   - At most MaxSGE SGEs, describing at most 2^31 bytes.
 //   - INLINE only on an operation that sends data (SEND*, RDMA_WRITE*),
@@ -97,6 +99,8 @@ func CheckSend(c *SendQueueCaps, wr *SendWR) error {
 		}
 	case QPTypeUD:
 		ok = op == WRSend || op == WRSendWithImm
+	case QPTypeXRCIni:
+		ok = op != WRBindMW && op != WRLocalInv // the RC operations that reach the target
 	}
 	if !ok {
 		return Invalid("%v is not valid on a %v QP", op, c.Type)

@@ -150,7 +150,10 @@ func ConnectSteps(t QPType, local, remote Endpoint, o ConnectOptions) []QPTransi
 		init.Attr.QKey = o.QKey
 		init.Mask |= QPAttrQKey
 		return []QPTransition{init, rtr, rts}
-	case QPTypeRC:
+	case QPTypeRC, QPTypeXRCIni, QPTypeXRCTgt:
+		// XRC's transitions are RC's: the kernel drops what a side does
+		// not use (modify_qp_mask: the initiator's responder attributes,
+		// the target's requester ones).
 		rtr.Attr.MaxDestRDAtomic, rtr.Attr.MinRNRTimer = orDefault(o.MaxDestRDAtomic, 1), orDefault(o.MinRNRTimer, 12)
 		rtr.Mask |= QPAttrMaxDestRDAtomic | QPAttrMinRNRTimer
 		a := &rts.Attr

@@ -47,17 +47,24 @@ type QP struct {
 // CREATE_QP write command: one syscall). init.Cap is updated to what the
 // kernel allocated and is readable with Cap.
 func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
+	if init.Type == QPTypeXRCIni {
+		return pd.createXRCIni(init) // xrc.go
+	}
 	sp := pd.ctx.begin("CreateQP")
 	defer func() { sp.end(err) }()
 	c := pd.ctx
 	dev := c.dev.Name
 	switch {
+	case init.Type == QPTypeXRCTgt:
+		return nil, argError("CreateQP", dev, "an XRC target QP belongs to an XRC domain: XRCD.CreateTargetQP")
 	case init.Type != QPTypeRC && init.Type != QPTypeUC && init.Type != QPTypeUD:
 		return nil, argError("CreateQP", dev, "QP type %v", init.Type)
 	case init.SendCQ == nil || init.RecvCQ == nil:
 		return nil, argError("CreateQP", dev, "a QP needs a send CQ and a receive CQ")
 	case init.SendCQ.ctx != c || init.RecvCQ.ctx != c || (init.SRQ != nil && init.SRQ.pd.ctx != c):
 		return nil, argError("CreateQP", dev, "CQs and SRQ must belong to the PD's context")
+	case init.SRQ != nil && init.SRQ.xrc:
+		return nil, argError("CreateQP", dev, "an XRC SRQ feeds XRC target QPs only (its senders name it)")
 	case init.SRQ != nil && (init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0):
 		return nil, argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
 	}
@@ -165,8 +172,14 @@ func (qp *QP) Cap() QPCap { return qp.init.Cap }
 // may have moved it to ERR since; Query asks the kernel).
 func (qp *QP) State() QPState { return QPState(qp.state.Load()) }
 
-// PD is the QP's protection domain.
-func (qp *QP) PD() *PD { return qp.pd }
+// PD is the QP's protection domain (nil for an XRC target QP, which has
+// none: its XRCD says where it belongs).
+func (qp *QP) PD() *PD {
+	if qp.init.Type == QPTypeXRCTgt {
+		return nil
+	}
+	return qp.pd
+}
 
 // Modify changes the attributes named by mask (MODIFY_QP, or its extended
 // form when mask has QPAttrRateLimit: one syscall).

@@ -29,6 +29,7 @@ type SRQ struct {
 	maxWR  uint32
 	maxSGE uint32
 	tag    uint64
+	xrc    bool // SRQTypeXRC (xrc.go)
 	lifetime
 }
 

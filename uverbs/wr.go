@@ -39,6 +39,7 @@ type (
 	//		CompareAdd, Swap uint64 // atomics: compare (or add) value, swap value
 	//		UD   UDDest // UD QPs: the destination
 	//		Bind MWBind // WRBindMW: what the window binds
+	//		RemoteSRQN uint32 // XRC initiator QPs: the target's XRC SRQ (SRQ.SRQN)
 	//	}
 	//
 	// A request without SendSignaled completes silently unless the QP
@@ -208,6 +209,10 @@ const (
 	QPTypeRC = provider.QPTypeRC // reliable connected
 	QPTypeUC = provider.QPTypeUC // unreliable connected
 	QPTypeUD = provider.QPTypeUD // unreliable datagram
+	// QPTypeXRCIni is an XRC initiator (IBV_QPT_XRC_SEND): PD.CreateQP.
+	QPTypeXRCIni = provider.QPTypeXRCIni
+	// QPTypeXRCTgt is an XRC target (IBV_QPT_XRC_RECV): XRCD.CreateTargetQP.
+	QPTypeXRCTgt = provider.QPTypeXRCTgt
 )
 
 // QP states (IBV_QPS_*).

@@ -228,6 +228,15 @@ func (b *WRBatch) SetUDAddr(ah *AH, remoteQPN, qkey uint32) *WRBatch {
 	return b
 }
 
+// SetXRCSRQN names the XRC SRQ on the target that the current request of
+// an XRC initiator QP lands in (ibv_wr_set_xrc_srqn).
+func (b *WRBatch) SetXRCSRQN(srqn uint32) *WRBatch {
+	if w := b.cur("SetXRCSRQN"); w != nil {
+		w.RemoteSRQN = srqn
+	}
+	return b
+}
+
 // Complete posts the batch with one doorbell (ibv_wr_complete) and ends
 // it. If a builder call failed, or the provider refuses a request (an
 // opcode the QP's type does not take, too many SGEs, a full send queue),

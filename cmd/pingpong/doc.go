@@ -1,16 +1,18 @@
 // Command pingpong is rdma-core's ibv_rc_pingpong, ibv_ud_pingpong,
-// ibv_srq_pingpong and ibv_uc_pingpong in pure Go: the same flags, the
+// ibv_srq_pingpong, ibv_uc_pingpong and ibv_xsrq_pingpong in pure Go: the same flags, the
 // same TCP address exchange, the same output, so either side can be
 // goverbs or rdma-core.
 //
 // Usage:
 //
-//	pingpong [rc|ud|srq|uc] [options]          start a server and wait for a client
-//	pingpong [rc|ud|srq|uc] [options] <host>   connect to the server at <host>
+//	pingpong [rc|ud|srq|uc|xsrq] [options]          start a server and wait for a client
+//	pingpong [rc|ud|srq|uc|xsrq] [options] <host>   connect to the server at <host>
 //
 // The first word picks the example to speak as (default rc); uc is rc on
 // an unreliable connected QP (no RC timers, retries or RDMA-read credits
-// in RTR and RTS, as ibv_uc_pingpong connects). Options, as
+// in RTR and RTS, as ibv_uc_pingpong connects); xsrq is XRC (package
+// internal/xsrq: its own options, -c --clients=<n> and -n --num_tests=<n>
+// (default 5) among them; it needs a device with XRC). Options, as
 // rdma-core's (getopt_long: grouped short options, attached arguments,
 // long names and their unambiguous prefixes, options after the host):
 //

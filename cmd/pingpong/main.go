@@ -15,16 +15,17 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type mode int
 
 const (
-	modeRC  mode = iota // ibv_rc_pingpong
-	modeUD              // ibv_ud_pingpong
-	modeSRQ             // ibv_srq_pingpong
-	modeUC              // ibv_uc_pingpong
+	modeRC   mode = iota // ibv_rc_pingpong
+	modeUD               // ibv_ud_pingpong
+	modeSRQ              // ibv_srq_pingpong
+	modeUC               // ibv_uc_pingpong
+	modeXSRQ             // ibv_xsrq_pingpong (package internal/xsrq)
 )
 
-var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ, "uc": modeUC}
+var modeNames = map[string]mode{"rc": modeRC, "ud": modeUD, "srq": modeSRQ, "uc": modeUC, "xsrq": modeXSRQ}
 
 func (m mode) String() string {
-	return [...]string{"rc", "ud", "srq", "uc"}[m]
+	return [...]string{"rc", "ud", "srq", "uc", "xsrq"}[m]
 }
 
 // config is the command line, with rdma-core's defaults.
@@ -41,6 +42,7 @@ type config struct {
 	events   bool       // -e: sleep on CQ events instead of polling
 	gidx     int        // -g: local GID index (-1: none, LID routing)
 	numQP    int        // -q: QPs (srq)
+	clients  int        // -c: clients the server serves (xsrq)
 	validate bool       // -c: check the received payload
 	server   string     // the server to connect to; "" runs a server
 }
@@ -68,6 +70,12 @@ var options = map[mode][]getopt.Option{
 		{Short: 'e', Long: "events"}, {Short: 'o', Long: "odp"}, {Short: 'g', Long: "gid-idx", Arg: true},
 		{Short: 'c', Long: "chk"},
 	},
+	modeXSRQ: {
+		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
+		{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'c', Long: "clients", Arg: true},
+		{Short: 'n', Long: "num_tests", Arg: true}, {Short: 'l', Long: "sl", Arg: true}, {Short: 'e', Long: "events"},
+		{Short: 'o', Long: "odp"}, {Short: 'g', Long: "gid-idx", Arg: true},
+	},
 	modeUC: {
 		{Short: 'p', Long: "port", Arg: true}, {Short: 'd', Long: "ib-dev", Arg: true}, {Short: 'i', Long: "ib-port", Arg: true},
 		{Short: 's', Long: "size", Arg: true}, {Short: 'm', Long: "mtu", Arg: true}, {Short: 'r', Long: "rx-depth", Arg: true},
@@ -85,6 +93,10 @@ var unsupported = map[rune]string{
 
 // usage prints what rdma-core's usage() prints, for our command line.
 func usage(w io.Writer, m mode) {
+	if m == modeXSRQ {
+		usageXSRQ(w)
+		return
+	}
 	argv0 := "pingpong " + m.String()
 	size := map[mode]int{modeRC: 4096, modeUD: 2048, modeSRQ: 4096, modeUC: 4096}[m] // ud's text says 2048; its default is 1024
 	fmt.Fprintf(w, "Usage:\n")
@@ -115,8 +127,8 @@ func usage(w io.Writer, m mode) {
 	fmt.Fprintf(w, "  -e, --events           sleep on CQ events (default poll)\n")
 	fmt.Fprintf(w, "  -g, --gid-idx=<gid index> local port gid index\n")
 	fmt.Fprintf(w, "  -c, --chk              validate received buffer\n")
-	fmt.Fprintf(w, "\nThe mode (rc, ud, srq or uc; default rc) selects which of rdma-core's\n")
-	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong and ibv_uc_pingpong\n")
+	fmt.Fprintf(w, "\nThe mode (rc, ud, srq, uc or xsrq; default rc) selects which of rdma-core's\n")
+	fmt.Fprintf(w, "ibv_rc_pingpong, ibv_ud_pingpong, ibv_srq_pingpong, ibv_uc_pingpong and ibv_xsrq_pingpong\n")
 	fmt.Fprintf(w, "this speaks to.\n")
 }
 
@@ -124,7 +136,7 @@ func usage(w io.Writer, m mode) {
 // getopt.UsageError means: print the usage text.
 func parseArgs(args []string) (config, error) {
 	c := config{mode: modeRC, tcpPort: 18515, ibPort: 1, size: 4096, mtu: uverbs.MTU1024,
-		rxDepth: 500, iters: 1000, gidx: -1, numQP: 16}
+		rxDepth: 500, iters: 1000, gidx: -1, numQP: 16, clients: 1}
 	if len(args) > 0 {
 		if m, ok := modeNames[args[0]]; ok {
 			c.mode = m
@@ -133,6 +145,9 @@ func parseArgs(args []string) (config, error) {
 	}
 	if c.mode == modeUD {
 		c.size = 1024
+	}
+	if c.mode == modeXSRQ {
+		c.iters = 5 // num_tests
 	}
 	p, err := getopt.Parse(args, options[c.mode], os.Getenv("POSIXLY_CORRECT") != "")
 	if err != nil {
@@ -146,7 +161,7 @@ func parseArgs(args []string) (config, error) {
 			c.ibDev = o.Arg
 			continue
 		}
-		if o.Short == 'e' || o.Short == 'c' {
+		if o.Short == 'e' || o.Short == 'c' && c.mode != modeXSRQ {
 			c.events = c.events || o.Short == 'e'
 			c.validate = c.validate || o.Short == 'c'
 			continue
@@ -176,6 +191,8 @@ func parseArgs(args []string) (config, error) {
 			c.gidx, bad = int(v), v > 255
 		case 'q':
 			c.numQP, bad = int(v), v < 1
+		case 'c':
+			c.clients, bad = int(v), v < 1 || v > 1<<16
 		}
 		if bad {
 			return c, getopt.UsageError{Msg: fmt.Sprintf("-%c %s: out of range", o.Short, o.Arg)}
@@ -221,7 +238,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		return 1
 	}
-	if err := pingpong(c, stdout); err != nil {
+	if c.mode == modeXSRQ {
+		err = runXSRQ(c, stdout)
+	} else {
+		err = pingpong(c, stdout)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}

@@ -245,3 +245,28 @@ func TestPayloadMismatchRig(t *testing.T) {
 		t.Errorf("server exit %v, want status 1 and \"invalid data in page 0\"\n%s", err, srv.Output())
 	}
 }
+
+// TestXSRQRefusedRig: rxe has no XRC, so ibv_xsrq_pingpong and goverbs'
+// xsrq mode both stop at the XRC domain ("Couldn't Open the XRC Domain"),
+// with exit status 1, before any TCP exchange (goverbs: ErrNotSupported
+// from the capability check).
+func TestXSRQRefusedRig(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "rxe0")
+	for _, ours := range []bool{false, true} {
+		s := side{ours, "rxe0"}
+		t.Run(s.String(), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cmd := command(t, ctx, "xsrq", s, []string{"-p", strconv.Itoa(nextPort()), "-g", "1"}, "")
+			out, err := cmd.CombinedOutput()
+			if err == nil || cmd.ProcessState.ExitCode() != 1 || !strings.Contains(string(out), "Couldn't Open the XRC Domain") {
+				t.Fatalf("%v: exit %v, want status 1 at \"Couldn't Open the XRC Domain\"\n%s", s, err, out)
+			}
+			if ours && !strings.Contains(string(out), "not supported") {
+				t.Errorf("goverbs' refusal does not say not supported:\n%s", out)
+			}
+			t.Logf("%v: %s", s, strings.TrimSpace(string(out)))
+		})
+	}
+}

@@ -205,9 +205,23 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{mode: modeSRQ, tcpPort: 20000, ibDev: "rxea", ibPort: 1, size: 64, mtu: uverbs.MTU2048, rxDepth: 64,
-		iters: 8, sl: 3, events: true, gidx: 1, numQP: 8, validate: true, server: "10.99.0.2"}
+		iters: 8, sl: 3, events: true, gidx: 1, numQP: 8, clients: 1, validate: true, server: "10.99.0.2"}
 	if c != want {
 		t.Errorf("parsed %+v\nwant   %+v", c, want)
+	}
+	// xsrq: -c is --clients (an argument), -n is --num_tests (default 5).
+	if c, _ := parseArgs([]string{"xsrq"}); c.mode != modeXSRQ || c.iters != 5 || c.clients != 1 || c.size != 4096 {
+		t.Errorf("xsrq defaults %+v", c)
+	}
+	c, err = parseArgs([]string{"xsrq", "-c", "3", "-n", "7", "-e", "-g", "1"})
+	if err != nil || c.clients != 3 || c.iters != 7 || !c.events || c.validate || c.gidx != 1 {
+		t.Errorf("xsrq -c 3 -n 7 -e -g 1: %+v, %v", c, err)
+	}
+	if _, err := parseArgs([]string{"xsrq", "-o"}); err == nil || !strings.Contains(err.Error(), "not supported") {
+		t.Errorf("xsrq -o: %v", err)
+	}
+	if _, err := parseArgs([]string{"xsrq", "-q", "2"}); err == nil {
+		t.Errorf("xsrq -q (srq's option) was accepted")
 	}
 	for _, bad := range [][]string{{"-m", "1000"}, {"-p", "70000"}, {"-i", "0"}, {"a", "b"}, {"-n", "x"}} {
 		if _, err := parseArgs(bad); err == nil {

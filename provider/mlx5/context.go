@@ -104,6 +104,7 @@ type context struct {
 	nextUidx uint32   // next user index to try (CQE version 1)
 	closed   bool
 	rsc      rscTable
+	xsrqs    rscTable // XRC SRQs by SRQ number, for CQE version 0 (xrc.go)
 	mws      mwTable
 	// live holds the CQs, QPs and SRQs not closed yet: Close closes them
 	// before it unmaps the doorbell pages their fast paths write to.

@@ -79,7 +79,9 @@ func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err 
 	}
 	r := c.rsc.get(key)
 	if r == nil {
-		return false, nil
+		if r = c.xrcSRQ(e, opcode); r == nil {
+			return false, nil
+		}
 	}
 	*wc = provider.WorkCompletion{QPNum: qpn}
 	counter := be.Uint16(e[cqeWqeCounter:])

@@ -115,6 +115,8 @@ func sendHeader(t provider.QPType) uint32 {
 		return ctrlSize + raddrSize + atomicSize
 	case provider.QPTypeUC:
 		return ctrlSize + raddrSize
+	case provider.QPTypeXRCIni:
+		return ctrlSize + xrcSegSize + raddrSize + atomicSize
 	}
 	return ctrlSize + avSize
 }
@@ -140,9 +142,12 @@ type qpSetup struct {
 // (CQE version 1), and prepares the create command's driver data.
 func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated, provider.QP], error) {
 	switch a.Type {
-	case provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD:
+	case provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD, provider.QPTypeXRCIni:
 	default:
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", notSupported("QP type %s", a.Type))
+	}
+	if a.Type == provider.QPTypeXRCIni && (a.SRQ != nil || a.RecvCQ != nil || a.Cap.MaxRecvWR != 0 || a.Cap.MaxRecvSGE != 0) {
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("an XRC initiator has no receive queue, receive CQ or SRQ"))
 	}
 	q := &qp{ctx: c, typ: a.Type}
 	if a.SRQ != nil {
@@ -154,6 +159,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	}
 	scq, ok1 := a.SendCQ.(*cq)
 	rcq, ok2 := a.RecvCQ.(*cq)
+	if a.Type == provider.QPTypeXRCIni {
+		rcq, ok2 = nil, true
+	}
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the CQs must be mlx5 CQs"))
 	}

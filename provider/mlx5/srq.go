@@ -23,6 +23,7 @@ type srq struct {
 	dbrec  int
 	uidx   uint32
 	srqn   uint32
+	xrc    bool // an XRC SRQ: found by its number in CQEs of version 0
 
 	mu      sync.Mutex
 	head    uint32 // next free WQE to post into
@@ -63,7 +64,7 @@ func (c *context) CreateSRQ(a provider.SRQAttr) (provider.Setup[provider.SRQCrea
 		return nil, fmt.Errorf("mlx5: CreateSRQ: %w", err)
 	}
 	s := &srq{ctx: c, mem: mem, ring: mem.Bytes()[:ringLen], shift: shift, cnt: cnt, maxSGE: a.MaxSGE,
-		dbrec: ringLen, wrid: make([]uint64, cnt), head: 0, tail: cnt - 1, free: cnt - 1}
+		dbrec: ringLen, wrid: make([]uint64, cnt), head: 0, tail: cnt - 1, free: cnt - 1, xrc: a.XRC}
 	for i := uint32(0); i < cnt; i++ {
 		be.PutUint16(s.ring[int(i<<shift)+srqNextWqeIndex:], uint16((i+1)&(cnt-1)))
 	}
@@ -89,6 +90,7 @@ func (st *srqSetup) Udata() (in, out []byte) { return st.ib, st.ob }
 func (st *srqSetup) Complete(c provider.SRQCreated) (provider.SRQ, error) {
 	copy(abi.Bytes(&st.out), st.ob)
 	st.s.srqn = st.out.Srqn
+	st.s.registerXRC()
 	if err := st.s.ctx.track(st.s); err != nil {
 		st.s.release()
 		return nil, fmt.Errorf("mlx5: CreateSRQ: %w", err)
@@ -99,6 +101,7 @@ func (st *srqSetup) Complete(c provider.SRQCreated) (provider.SRQ, error) {
 func (st *srqSetup) Abort() { st.s.release() }
 
 func (s *srq) release() {
+	s.unregisterXRC()
 	if s.uidx != 0 {
 		s.ctx.rsc.set(s.uidx, nil)
 		s.uidx = 0

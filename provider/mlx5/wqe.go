@@ -37,6 +37,7 @@ type sendPlan struct {
 	bbs    uint32 // WQE size in WQEBBs
 	ah     *ah    // UD destination
 	type1  bool   // BIND_MW of a type 1 window
+	xrc    bool   // an XRC initiator's: the XRC segment follows the control segment
 	// fence is the initiator small fence a WQE after a UMR carries
 	// (rdma-core's fm_cache), unless its own FENCE flag asks for more.
 	fence uint8
@@ -80,6 +81,9 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 		return planUMR(s, wr)
 	default:
 		return p, invalid("unknown opcode %d", uint8(wr.Opcode))
+	}
+	if s.typ == provider.QPTypeXRCIni {
+		p.xrc, hdr = true, hdr+xrcSegSize
 	}
 	if s.typ == provider.QPTypeUD {
 		a, ok := wr.UD.AH.ProviderAH().(*ah)
@@ -171,6 +175,9 @@ func buildSend(ring []byte, head, qpn uint32, wr *provider.SendWR, p *sendPlan, 
 		return
 	}
 
+	if p.xrc {
+		putXRCSeg(w.seg(), wr.RemoteSRQN)
+	}
 	if p.ah != nil {
 		// ctrl + AV fill the first WQEBB exactly: three whole segments.
 		for i := 0; i < avSize/segSize; i++ {

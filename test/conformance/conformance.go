@@ -134,6 +134,7 @@ var tests = []struct {
 	{"WRBatchUD", testWRBatchUD},
 	{"AHFromWC", testAHFromWC},
 	{"SRQ", testSRQ},
+	{"XRC", testXRC},
 	{"UD", testUD},
 	{"UC", testUC},
 	{"RemoteAccessError", testRemoteAccessError},

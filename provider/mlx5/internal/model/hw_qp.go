@@ -212,7 +212,8 @@ type wqe struct {
 	inline  []byte
 	isInl   bool
 	sges    []sge
-	umr     umr // a UMR WQE's segments
+	umr     umr    // a UMR WQE's segments
+	xrcSRQN uint32 // an XRC initiator's: the remote SRQ its XRC segment names
 }
 
 func (w *wqe) signaled() bool  { return w.fm&fmCQUpdate != 0 }
@@ -248,6 +249,12 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 		default:
 			ok = false
 		}
+	case qptXRCIni:
+		switch w.opcode {
+		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA:
+		default:
+			ok = false
+		}
 	}
 	if !ok {
 		d.violation("QP %d (type %d): WQE at %d has opcode %#x", q.qpn, q.typ, pos, w.opcode)
@@ -258,6 +265,18 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 			d.violation("QP %d: UMR WQE at %d of %d bytes is too short for its segments", q.qpn, pos, size)
 		}
 		return w, ok
+	}
+	if q.typ == qptXRCIni {
+		// struct mlx5_wqe_xrc_seg: the remote SRQ number, 12 reserved bytes.
+		if size < 2*wSeg {
+			d.violation("QP %d: XRC WQE at %d too short for its XRC segment", q.qpn, pos)
+			return w, false
+		}
+		w.xrcSRQN = be.Uint32(b[off:]) & 0xffffff
+		if be.Uint32(b[off:])>>24 != 0 || be.Uint32(b[off+4:]) != 0 || be.Uint64(b[off+8:]) != 0 {
+			d.violation("QP %d: XRC segment of the WQE at %d has reserved bits set", q.qpn, pos)
+		}
+		off += wSeg
 	}
 	if q.typ == qptUD {
 		if size < wSeg+wAVSize {
@@ -312,6 +331,10 @@ type result struct {
 	syndrome uint8 // requester error, 0 for success
 	n        uint32
 	rnr      bool // the responder had no receive WQE: retry
+	// lost: the packet reached no responder QP able to take it (not
+	// there, or not in RTR yet): the requester retransmits after its
+	// ACK timeout, RetryCnt times, before it reports RETRY_EXC.
+	lost bool
 }
 
 // runSQ executes the QP's posted WQEs in order, stopping at an RNR wait.
@@ -335,6 +358,15 @@ func (d *Device) runSQ(q *mqp) bool {
 			d.violation("QP %d signals every send, its WQE at %d lacks CQ_UPDATE", q.qpn, w.pos)
 		}
 		r := d.execute(q, &w)
+		if r.lost {
+			q.retryTries++
+			if q.retryTries <= int(q.retryCnt) {
+				q.rnrUntil = time.Now().Add(ackTimeout(q.timeout))
+				return did
+			}
+			r = result{syndrome: synRetryExc}
+		}
+		q.retryTries = 0
 		if r.rnr {
 			d.stats.RNRNaks++
 			q.rnrTries++
@@ -358,6 +390,16 @@ func (d *Device) runSQ(q *mqp) bool {
 		}
 	}
 	return did
+}
+
+// ackTimeout is the local ACK timeout 4.096 µs·2^t, bounded to 100 ms
+// (t 0, infinite, included) so that a model's retries end in a test's time.
+func ackTimeout(t uint8) time.Duration {
+	d := 4096 * time.Nanosecond << min(t, 31)
+	if t == 0 || d > 100*time.Millisecond {
+		d = 100 * time.Millisecond
+	}
+	return d
 }
 
 // toError moves a QP to the error state and flushes it.
@@ -385,5 +427,5 @@ func (d *Device) flush(q *mqp) {
 			d.stats.Flushed++
 		}
 	}
-	q.rnrTries, q.rnrUntil = 0, time.Time{}
+	q.rnrTries, q.rnrUntil, q.retryTries = 0, time.Time{}, 0
 }

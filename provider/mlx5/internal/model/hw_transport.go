@@ -24,7 +24,7 @@ func (d *Device) peer(q *mqp) *mqp {
 		return nil
 	}
 	p := dv.qps[q.destQPN]
-	if p == nil || p.typ != q.typ || p.destQPN != q.qpn || p.state != qpsRTR && p.state != qpsRTS && p.state != qpsSQD {
+	if p == nil || p.typ != peerType(q.typ) || p.destQPN != q.qpn || p.state != qpsRTR && p.state != qpsRTS && p.state != qpsSQD {
 		return nil
 	}
 	return p
@@ -47,7 +47,7 @@ func (d *Device) execute(q *mqp, w *wqe) result {
 	if w.opcode == opUMR { // local: a memory window bind or invalidation
 		return result{syndrome: d.executeUMR(q, w)}
 	}
-	rc := q.typ == qptRC
+	rc := q.typ == qptRC || q.typ == qptXRCIni
 	var data []byte
 	switch w.opcode {
 	case opSend, opSendImm, opSendInv, opWrite, opWriteImm:
@@ -63,9 +63,14 @@ func (d *Device) execute(q *mqp, w *wqe) result {
 	p := d.peer(q)
 	if p == nil {
 		if rc {
-			return result{syndrome: synRetryExc}
+			return result{lost: true} // retransmitted until RetryCnt runs out
 		}
 		return result{} // UC: the packets are lost
+	}
+	if q.typ == qptXRCIni {
+		if p = xrcResponder(p, w.xrcSRQN); p == nil {
+			return result{syndrome: synRemoteInvReq} // no XRC SRQ of the target's domain by that number
+		}
 	}
 	pd := p.dev()
 	switch w.opcode {

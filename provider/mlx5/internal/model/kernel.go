@@ -200,6 +200,8 @@ func init() {
 		abi.IB_USER_VERBS_CMD_MODIFY_SRQ:          {size[abi.IbUverbsModifySrq](), 0, (*ufile).cmdModifySRQ},
 		abi.IB_USER_VERBS_CMD_QUERY_SRQ:           {size[abi.IbUverbsQuerySrq](), size[abi.IbUverbsQuerySrqResp](), (*ufile).cmdQuerySRQ},
 		abi.IB_USER_VERBS_CMD_DESTROY_SRQ:         {size[abi.IbUverbsDestroySrq](), size[abi.IbUverbsDestroySrqResp](), (*ufile).cmdDestroySRQ},
+		abi.IB_USER_VERBS_CMD_CREATE_XSRQ:         {size[abi.IbUverbsCreateXsrq](), size[abi.IbUverbsCreateSrqResp](), (*ufile).cmdCreateXSRQ},
+		abi.IB_USER_VERBS_CMD_OPEN_QP:             {size[abi.IbUverbsOpenQp](), size[abi.IbUverbsCreateQpResp](), (*ufile).cmdOpenQP},
 	}
 	exCmds = map[uint32]cmdSpec{
 		abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE: {size[abi.IbUverbsExQueryDevice](), size[abi.IbUverbsQueryDeviceResp](), (*ufile).cmdExQueryDevice},

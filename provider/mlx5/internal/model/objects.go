@@ -186,9 +186,13 @@ type mqp struct {
 	sqPI, sqCI  uint32 // WQEBB counters: announced, executed
 	rqPI, rqCI  uint32
 	rnrTries    int
+	retryTries  int // transport retries of the WQE at sqCI (no responder)
 	rnrUntil    time.Time
 	events      uint32
 	lastDBCheck uint32 // send counter up to which the doorbell was checked
+
+	xrcd *xrcdomain // an XRC target's domain (xrc.go)
+	refs int        // an XRC target's handles: its creator's and OPEN_QP's
 }
 
 // msrq is an SRQ as the device sees it: it follows the next_wqe_index
@@ -213,6 +217,9 @@ type msrq struct {
 	users      int
 	events     uint32
 	pins       pinSet // the ring and doorbell record
+
+	xrcd *xrcdomain // an XRC SRQ's domain, and the CQ its receives complete on
+	cq   *mcq
 }
 
 // eventSock is a descriptor pair for completion or async events: the
@@ -257,8 +264,14 @@ func (u *ufile) release() {
 	for _, o := range c.objs {
 		switch o := o.(type) {
 		case *mqp:
+			if o.typ == qptXRCTgt {
+				d.dropTgt(o)
+				continue
+			}
 			delete(d.qps, o.qpn)
 			o.pins.release()
+		case *mopen:
+			d.dropTgt(o.q)
 		case *mcq:
 			if o.uar != nil {
 				d.serviceArmRegister(o.uar) // a doorbell written before the close
@@ -268,6 +281,9 @@ func (u *ufile) release() {
 		case *msrq:
 			delete(d.srqs, o.srqn)
 			o.pins.release()
+			if o.xrcd != nil {
+				d.dropXRCD(o.xrcd)
+			}
 		case *mmr:
 			delete(d.mrs, o.key)
 		case *mmw:

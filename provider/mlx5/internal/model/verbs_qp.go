@@ -21,9 +21,17 @@ type qpCreate struct {
 // provider's memory.
 func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 	d, ctx := u.d, u.ctx
+	if a.typ == qptXRCTgt {
+		return u.createTgtQP(a) // xrc.go
+	}
 	pd, ok1 := ctx.objs[a.pd].(*mpd)
 	scq, ok2 := ctx.objs[a.scq].(*mcq)
 	rcq, ok3 := ctx.objs[a.rcq].(*mcq)
+	if a.typ == qptXRCIni {
+		// No receive side: the kernel ignores the receive CQ and SRQ.
+		rcq, ok3, a.hasSRQ = nil, true, false
+		a.cap.MaxRecvWr, a.cap.MaxRecvSge = 0, 0
+	}
 	if !ok1 || !ok2 || !ok3 {
 		return nil, unix.EINVAL
 	}
@@ -34,7 +42,7 @@ func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 			return nil, unix.EINVAL
 		}
 	}
-	if a.typ != qptRC && a.typ != qptUC && a.typ != qptUD {
+	if a.typ != qptRC && a.typ != qptUC && a.typ != qptUD && a.typ != qptXRCIni {
 		return nil, unix.EOPNOTSUPP
 	}
 	if a.cap.MaxSendWr > maxQPWR || a.cap.MaxRecvWr > maxQPWR || a.cap.MaxSendSge > maxSGE || a.cap.MaxRecvSge > maxSGE {
@@ -49,7 +57,7 @@ func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 	if sq != 0 && (!isPow2(sq) || sq > maxQPWR) || rq != 0 && (!isPow2(rq) || rq > maxQPWR || shift < 4 || 1<<shift > maxRQDesc) {
 		return nil, unix.EINVAL
 	}
-	if srq != nil && rq != 0 || req.BufAddr == 0 || req.DbAddr == 0 || req.DbAddr%8 != 0 {
+	if (srq != nil || a.typ == qptXRCIni) && rq != 0 || req.BufAddr == 0 || req.DbAddr == 0 || req.DbAddr%8 != 0 {
 		return nil, unix.EINVAL
 	}
 	const knownFlags = abi.MLX5_QP_FLAG_UAR_PAGE_INDEX | abi.MLX5_QP_FLAG_BFREG_INDEX | abi.MLX5_QP_FLAG_SCATTER_CQE
@@ -121,7 +129,9 @@ func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 	d.qps[q.qpn] = q
 	pd.users++
 	scq.users++
-	rcq.users++
+	if rcq != nil {
+		rcq.users++
+	}
 	if srq != nil {
 		srq.users++
 	}
@@ -169,16 +179,24 @@ func (u *ufile) cmdExCreateQP(in, out, din, dout []byte) error {
 }
 
 func (u *ufile) destroyQP(h uint32, r *abi.IbUverbsDestroyQpResp) error {
-	q, ok := u.ctx.objs[h].(*mqp)
+	q, ok := u.ctx.qpOf(h)
 	if !ok {
 		return unix.EINVAL
+	}
+	if q.typ == qptXRCTgt {
+		delete(u.ctx.objs, h)
+		u.d.dropTgt(q)
+		r.EventsReported = q.events
+		return nil
 	}
 	delete(u.ctx.objs, h)
 	delete(u.d.qps, q.qpn)
 	q.pins.release()
 	q.pd.users--
 	q.scq.users--
-	q.rcq.users--
+	if q.rcq != nil {
+		q.rcq.users--
+	}
 	if q.srq != nil {
 		q.srq.users--
 	}
@@ -259,7 +277,7 @@ func required(typ, cur, next uint8) (need uint32, ok bool) {
 
 func (u *ufile) modifyQP(m *abi.IbUverbsModifyQp, rateLimit bool) error {
 	d := u.d
-	q, ok := u.ctx.objs[m.QpHandle].(*mqp)
+	q, ok := u.ctx.qpOf(m.QpHandle)
 	if !ok {
 		return unix.EINVAL
 	}
@@ -267,6 +285,7 @@ func (u *ufile) modifyQP(m *abi.IbUverbsModifyQp, rateLimit bool) error {
 	if mask&^maskLegacy != 0 {
 		return unix.EINVAL
 	}
+	mask = xrcMask(q.typ, mask)
 	if mask&maskCurState != 0 && m.CurQpState != q.state {
 		return unix.EINVAL
 	}
@@ -278,6 +297,9 @@ func (u *ufile) modifyQP(m *abi.IbUverbsModifyQp, rateLimit bool) error {
 		return unix.EINVAL
 	}
 	need, ok := required(q.typ, q.state, next)
+	if q.typ == qptXRCIni || q.typ == qptXRCTgt {
+		need, ok = xrcRequired(q.typ, q.state, next)
+	}
 	if !ok || mask&need != need {
 		return unix.EINVAL
 	}
@@ -343,9 +365,9 @@ func (u *ufile) modifyQP(m *abi.IbUverbsModifyQp, rateLimit bool) error {
 		switch {
 		case next == qpsReset:
 			q.sqPI, q.sqCI, q.rqPI, q.rqCI, q.lastDBCheck = 0, 0, 0, 0, 0
-			q.rnrTries = 0
+			q.rnrTries, q.retryTries = 0, 0
 		case prev == qpsReset && next == qpsInit:
-			if ne.Uint64(q.db) != 0 {
+			if q.db != nil && ne.Uint64(q.db) != 0 {
 				d.violation("QP %d leaves RESET with doorbell record %x (the counters start at 0)", q.qpn, q.db)
 			}
 		case next == qpsErr && prev != qpsErr:
@@ -372,7 +394,7 @@ func (u *ufile) cmdExModifyQP(in, out, din, dout []byte) error {
 func (u *ufile) cmdQueryQP(in, out, din, dout []byte) error {
 	var req abi.IbUverbsQueryQp
 	copy(abi.Bytes(&req), in)
-	q, ok := u.ctx.objs[req.QpHandle].(*mqp)
+	q, ok := u.ctx.qpOf(req.QpHandle)
 	if !ok {
 		return unix.EINVAL
 	}

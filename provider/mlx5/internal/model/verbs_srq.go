@@ -98,6 +98,10 @@ func (u *ufile) destroySRQ(h uint32, r *abi.IbUverbsDestroySrqResp) error {
 	delete(u.d.srqs, s.srqn)
 	s.pins.release()
 	s.pd.users--
+	if s.cq != nil {
+		s.cq.users--
+		u.d.dropXRCD(s.xrcd)
+	}
 	r.EventsReported = s.events
 	return nil
 }

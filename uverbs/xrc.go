@@ -1,0 +1,277 @@
+package uverbs
+
+import (
+	"fmt"
+
+	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
+)
+
+// XRC: the extended reliable connected transport. An XRC domain (XRCD,
+// xrcd.go) holds XRC SRQs and XRC target QPs; an initiator QP (a PD's, with
+// a send queue only) connects to a target QP and names, in each send, the
+// XRC SRQ the message lands in (SendWR.RemoteSRQN); the SRQ's CQ reports
+// it. Processes that open the same domain (through one file) share its
+// target QPs: XRCD.OpenQP. Only devices with DeviceXRC have it (mlx5 among
+// goverbs' providers; rxe and siw do not).
+
+// SRQType is a shared receive queue's type (enum ibv_srq_type).
+type SRQType uint8
+
+// SRQ types.
+const (
+	SRQTypeBasic SRQType = 0 // IBV_SRQT_BASIC: CreateSRQ's
+	SRQTypeXRC   SRQType = 1 // IBV_SRQT_XRC: in an XRC domain, with its own CQ
+)
+
+// String is "BASIC", "XRC", or "SRQType(N)".
+func (t SRQType) String() string {
+	switch t {
+	case SRQTypeBasic:
+		return "BASIC"
+	case SRQTypeXRC:
+		return "XRC"
+	}
+	return fmt.Sprintf("SRQType(%d)", uint8(t))
+}
+
+// SRQInitEx is what CreateSRQEx creates (struct ibv_srq_init_attr_ex).
+type SRQInitEx struct {
+	Type SRQType
+	SRQInit
+	// XRCD and CQ (SRQTypeXRC): the domain the SRQ belongs to, and the
+	// CQ its receives complete on.
+	XRCD *XRCD
+	CQ   *CQ
+}
+
+// CreateSRQEx creates a shared receive queue of any type
+// (ibv_create_srq_ex): SRQTypeBasic is CreateSRQ; SRQTypeXRC runs
+// CREATE_XSRQ (one syscall after the capability check) and is refused with
+// ErrNotSupported on a device without DeviceXRC. A tag-matching SRQ
+// (IBV_SRQT_TM) is not offered.
+func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
+	const verb = "CreateSRQEx"
+	c := pd.ctx
+	dev := c.dev.Name
+	switch init.Type {
+	case SRQTypeBasic:
+		if init.XRCD != nil || init.CQ != nil {
+			return nil, argError(verb, dev, "a basic SRQ has no XRC domain or CQ")
+		}
+		return pd.CreateSRQ(init.SRQInit)
+	case SRQTypeXRC:
+	default:
+		return nil, argError(verb, dev, "SRQ type %v", init.Type)
+	}
+	sp := c.begin(verb)
+	defer func() { sp.end(err) }()
+	if err := c.xrcSupported(verb); err != nil {
+		return nil, err
+	}
+	switch {
+	case init.MaxWR == 0 || init.MaxSGE == 0:
+		return nil, argError(verb, dev, "max_wr %d, max_sge %d: both must be at least 1", init.MaxWR, init.MaxSGE)
+	case init.XRCD == nil || init.CQ == nil:
+		return nil, argError(verb, dev, "an XRC SRQ needs an XRC domain and a CQ")
+	case init.XRCD.ctx != c || init.CQ.ctx != c:
+		return nil, argError(verb, dev, "the XRC domain and the CQ must belong to the PD's context")
+	}
+	for _, o := range []struct {
+		l    *lifetime
+		what string
+	}{{&pd.lifetime, "PD"}, {&init.XRCD.lifetime, "XRC domain"}, {&init.CQ.lifetime, "CQ"}} {
+		if err := o.l.use(verb, dev); err != nil {
+			return nil, &OpError{Verb: verb, Device: dev, Err: fmt.Errorf("the %s: %w", o.what, ErrClosed)}
+		}
+		defer o.l.done()
+	}
+	setup, err := c.prov.CreateSRQ(provider.SRQAttr{MaxWR: init.MaxWR, MaxSGE: init.MaxSGE, Limit: init.Limit, XRC: true})
+	if err != nil {
+		return nil, opError(verb, dev, abi.TransportNone, err)
+	}
+	in, out := setup.Udata()
+	tag := c.nextTag.Add(1)
+	req := abi.IbUverbsCreateXsrq{UserHandle: tag, SrqType: abi.IB_UVERBS_SRQT_XRC, PdHandle: pd.handle, MaxWr: init.MaxWR,
+		MaxSge: init.MaxSGE, SrqLimit: init.Limit, XrcdHandle: init.XRCD.handle, CqHandle: init.CQ.handle}
+	var resp abi.IbUverbsCreateSrqResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_XSRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := c.invoke(verb, &cmd); err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	srq := &SRQ{pd: pd, handle: resp.SrqHandle, srqn: resp.Srqn, maxWR: resp.MaxWr, maxSGE: resp.MaxSge, tag: tag, xrc: true}
+	prov, err := setup.Complete(provider.SRQCreated{Handle: resp.SrqHandle, MaxWR: resp.MaxWr, MaxSGE: resp.MaxSge, SRQN: resp.Srqn})
+	if err != nil {
+		srq.destroyKernel()
+		return nil, opError(verb, dev, abi.TransportNone, err)
+	}
+	srq.prov = prov
+	c.srqs.Store(tag, srq)
+	return srq, nil
+}
+
+// Type is the SRQ's type.
+func (srq *SRQ) Type() SRQType {
+	if srq.xrc {
+		return SRQTypeXRC
+	}
+	return SRQTypeBasic
+}
+
+// xrcSupported is XRC's capability check: ErrNotSupported on a device
+// without DeviceXRC.
+func (c *Context) xrcSupported(verb string) error {
+	if c.skipCapChecks {
+		return nil
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		return err
+	}
+	if a.CapFlags&DeviceXRC == 0 {
+		return opError(verb, c.dev.Name, abi.TransportNone,
+			fmt.Errorf("%w: the device has no XRC (no XRC in its capability flags)", ErrNotSupported))
+	}
+	return nil
+}
+
+// createXRCIni is CreateQP of an XRC initiator: a send queue and its CQ,
+// no receive side (CREATE_QP with IB_QPT_XRC_INI, after the capability
+// check).
+func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
+	const verb = "CreateQP"
+	c := pd.ctx
+	dev := c.dev.Name
+	sp := c.begin(verb)
+	defer func() { sp.end(err) }()
+	if err := c.xrcSupported(verb); err != nil {
+		return nil, err
+	}
+	switch {
+	case init.SendCQ == nil:
+		return nil, argError(verb, dev, "an XRC initiator needs a send CQ")
+	case init.RecvCQ != nil || init.SRQ != nil || init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0:
+		return nil, argError(verb, dev, "an XRC initiator has no receive side: no receive CQ, SRQ, MaxRecvWR or MaxRecvSGE")
+	case init.SendCQ.ctx != c:
+		return nil, argError(verb, dev, "the send CQ must belong to the PD's context")
+	}
+	for _, l := range []*lifetime{&pd.lifetime, &init.SendCQ.lifetime} {
+		if err := l.use(verb, dev); err != nil {
+			return nil, err
+		}
+		defer l.done()
+	}
+	setup, err := c.prov.CreateQP(provider.QPAttr{Type: QPTypeXRCIni, Cap: init.Cap, SendCQ: init.SendCQ.prov, SignalAll: init.SignalAll})
+	if err != nil {
+		return nil, opError(verb, dev, abi.TransportNone, err)
+	}
+	in, out := setup.Udata()
+	tag := c.nextTag.Add(1)
+	// The kernel ignores the receive CQ of an initiator; rdma-core sends
+	// the send CQ's handle there too.
+	req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.SendCQ.handle,
+		MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData, QpType: uint8(QPTypeXRCIni)}
+	if init.SignalAll {
+		req.SqSigAll = 1
+	}
+	var resp abi.IbUverbsCreateQpResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	if err := c.invoke(verb, &cmd); err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	init.Cap = QPCap{MaxSendWR: resp.MaxSendWr, MaxSendSGE: resp.MaxSendSge, MaxInlineData: resp.MaxInlineData}
+	qp := &QP{pd: pd, handle: resp.QpHandle, qpn: resp.Qpn, init: init, tag: tag}
+	prov, err := setup.Complete(provider.QPCreated{Handle: resp.QpHandle, QPN: resp.Qpn, Cap: init.Cap})
+	if err != nil {
+		qp.destroyKernel()
+		return nil, opError(verb, dev, abi.TransportNone, err)
+	}
+	qp.prov = prov
+	c.qps.Store(tag, qp)
+	return qp, nil
+}
+
+// CreateTargetQP creates an XRC target QP in the domain (ibv_create_qp_ex
+// with IBV_QPT_XRC_RECV: CREATE_QP naming the domain where a PD would go,
+// after the capability check). It has no queues and no CQs: what arrives
+// for it goes to the XRC SRQ each send names. Connect it like an RC QP (to
+// the initiator); PostSend and PostRecv on it fail. Other processes that
+// opened the same domain reach it with OpenQP.
+func (x *XRCD) CreateTargetQP() (_ *QP, err error) {
+	const verb = "CreateQP"
+	c := x.ctx
+	sp := c.begin(verb)
+	defer func() { sp.end(err) }()
+	if err := c.xrcSupported(verb); err != nil {
+		return nil, err
+	}
+	if err := x.use(verb, c.dev.Name); err != nil {
+		return nil, err
+	}
+	defer x.done()
+	tag := c.nextTag.Add(1)
+	// The kernel creates the QP itself (no driver data: ib_create_qp).
+	req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: x.handle, QpType: uint8(QPTypeXRCTgt)}
+	var resp abi.IbUverbsCreateQpResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
+	if err := c.invoke(verb, &cmd); err != nil {
+		return nil, err
+	}
+	return x.targetQP(resp.QpHandle, resp.Qpn, tag), nil
+}
+
+// OpenQP opens the XRC target QP number qpn of the domain, created by
+// another context (another process) that opened the same domain
+// (ibv_open_qp: OPEN_QP, one syscall after the capability check). The QP
+// returned is this context's handle to it: Modify, Query and Close (which
+// closes this handle; the QP lives on until its creator and every opener
+// closed it).
+func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
+	const verb = "OpenQP"
+	c := x.ctx
+	sp := c.begin(verb)
+	defer func() { sp.end(err) }()
+	if err := c.xrcSupported(verb); err != nil {
+		return nil, err
+	}
+	if qpn == 0 || qpn > psnMask {
+		return nil, argError(verb, c.dev.Name, "QP number %d", qpn)
+	}
+	if err := x.use(verb, c.dev.Name); err != nil {
+		return nil, err
+	}
+	defer x.done()
+	tag := c.nextTag.Add(1)
+	req := abi.IbUverbsOpenQp{UserHandle: tag, PdHandle: x.handle, Qpn: qpn, QpType: uint8(QPTypeXRCTgt)}
+	var resp abi.IbUverbsCreateQpResp
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_OPEN_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
+	if err := c.invoke(verb, &cmd); err != nil {
+		return nil, err
+	}
+	return x.targetQP(resp.QpHandle, resp.Qpn, tag), nil
+}
+
+// targetQP wraps a target QP's handle. Its PD is a stand-in carrying the
+// context (QP.PD reports none).
+func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
+	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag,
+		prov: targetQueues{}}
+	x.ctx.qps.Store(tag, qp)
+	return qp
+}
+
+// targetQueues is the provider side of an XRC target QP: none.
+type targetQueues struct{}
+
+var errTargetPost = fmt.Errorf("%w: an XRC target QP has no queues (receives go to the XRC SRQ the sender names)", provider.ErrNotSupported)
+
+func (targetQueues) PostSend(wrs []provider.SendWR) (int, error) {
+	return 0, &provider.WRError{Verb: "PostSend", Err: errTargetPost}
+}
+func (targetQueues) PostRecv(wrs []provider.RecvWR) (int, error) {
+	return 0, &provider.WRError{Verb: "PostRecv", Err: errTargetPost}
+}
+func (targetQueues) Modified(provider.QPState) {}
+func (targetQueues) Close() error              { return nil }
