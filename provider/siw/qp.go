@@ -303,21 +303,25 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	return length
 }
 
-// PostRecv checks every request, then writes them into the receive ring.
+// PostRecv writes the requests into the receive ring (see recvQueue.post).
 // No syscall: siw takes receive entries from the ring when data arrives.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	if qp.rq == nil {
 		if len(wrs) == 0 {
 			return 0, nil
 		}
-		return 0, &WRError{Provider: "siw", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
+		return 0, errRecvOnSRQ
 	}
-	if len(wrs) > 0 && qp.State() == provider.QPStateErr {
-		return 0, &WRError{Provider: "siw", Verb: "PostRecv",
-			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped receive queue only when the QP enters ERR, so a request posted now would never complete")}
-	}
-	return qp.rq.post("PostRecv", wrs)
+	return qp.rq.post("PostRecv", wrs, &qp.state)
 }
+
+// The refusals of PostRecv that name no request (preallocated: they are
+// the same every time).
+var (
+	errRecvOnSRQ = &WRError{Provider: "siw", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
+	errRecvInErr = &WRError{Provider: "siw", Verb: "PostRecv",
+		Err: provider.Invalid("the QP is in the error state: siw flushes its mapped receive queue only when the QP enters ERR, so a request posted now would never complete")}
+)
 
 // Close unmaps the rings; uverbs calls it after the kernel QP is destroyed.
 func (qp *QP) Close() error {
@@ -337,47 +341,104 @@ type recvQueue struct {
 	c      *Context
 	mu     sync.Mutex
 	r      *ring
-	put    uint32
+	put    uint32 // next entry to write; we are the only producer
 	maxSGE uint32
 }
 
-func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
+// maxRecvBytes is the most bytes a receive's SGL may describe (2^31, the
+// bound provider.CheckRecv enforces).
+const maxRecvBytes = 1 << 31
+
+// post writes wrs into the ring as siw's ownership rule asks, and no more.
+//
+// The rule (siw_rqe_get and siw_rq_flush in siw_qp_rx.c and siw_qp.c; libsiw's
+// siw_post_recv): an entry whose flags word has SIW_WQE_VALID belongs to the
+// kernel, any other to us. The kernel takes entries in order from its own
+// index when a message arrives, reading the flags, then id, num_sge and the
+// SGEs, and hands the entry back by clearing the flags with a full barrier
+// (smp_store_mb) after its last read. It needs no doorbell: a receive it
+// does not find is the peer's error, not a wake-up to wait for. So a post
+// needs, per entry, an acquire load of the flags (ours only if clear: the
+// kernel's reads of the old contents come before our writes of the new)
+// and a release store of the flags (our writes of the contents come before
+// the kernel can see the entry valid); nothing orders one entry against
+// another, and there is no Dekker pattern with the kernel (unlike the send
+// queue's doorbell rule), so nothing stronger. Go's sync/atomic has no
+// release-only store: the publishing Store is sequentially consistent (one
+// XCHG on amd64, STLR on arm64), the load is a plain MOV on amd64 (LDAR on
+// arm64). The mutex is the one lock concurrent posters need (two atomic
+// read-modify-writes: Lock's CAS and Unlock's add); held from reading put
+// to writing it back.
+//
+// One pass over the list checks each request (provider.CheckRecv's rules,
+// inline: at most maxSGE SGEs describing at most 2^31 bytes), checks that
+// its entry is ours and writes id and SGEs; a second loop stores the flags
+// words, in order, only once the whole list passed. A refused list hands
+// nothing to the kernel: no flags word changes and put stays (the entries
+// written are still ours, and the next post rewrites them).
+func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint32) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
 	rq.mu.Lock()
-	defer rq.mu.Unlock()
 	r := rq.r
-	if r == nil || r.mem == nil {
-		return 0, &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
-	}
-	if rq.c.lost.Load() {
-		return 0, &WRError{Provider: "siw", Verb: op, Err: errDeviceLost}
-	}
-	for i := range wrs {
-		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {
-			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: err}
-		}
+	if r == nil || r.mem == nil || rq.c.lost.Load() ||
+		(qpState != nil && provider.QPState(qpState.Load()) == provider.QPStateErr) {
+		rq.mu.Unlock()
+		return 0, rq.refused(op, qpState)
 	}
 	put := rq.put
 	for i := range wrs {
-		if i >= int(r.n) || r.word(put+uint32(i), offRqFlags).Load()&wqeValid != 0 {
-			return i, &WRError{Provider: "siw", Verb: op, Index: i,
-				Err: fmt.Errorf("%w: the receive queue is full (%d entries, %d requests in the list)", unix.ENOMEM, r.n, len(wrs))}
+		wr := &wrs[i]
+		if uint32(len(wr.SGL)) > rq.maxSGE {
+			rq.mu.Unlock()
+			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
+		}
+		e, flags := r.recvEntry(put + uint32(i))
+		if uint32(i) >= r.n || flags.Load()&wqeValid != 0 { // acquire: the kernel is done with a clear entry
+			rq.mu.Unlock()
+			return i, rq.full(op, i, r.n, len(wrs))
+		}
+		e.Id = wr.ID
+		sges := e.Sge[:len(wr.SGL)]
+		var total uint64
+		for j := range sges {
+			s := &wr.SGL[j]
+			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			total += uint64(s.Length)
+		}
+		if total > maxRecvBytes {
+			rq.mu.Unlock()
+			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
 	}
 	for i := range wrs {
-		wr := &wrs[i]
-		e := r.rqe(put)
-		e.Id = wr.ID
-		for j, s := range wr.SGL {
-			e.Sge[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-		}
-		r.word(put, offRqFlags).Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wr.SGL)), 0))
-		put++
+		_, flags := r.recvEntry(put + uint32(i))
+		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
-	rq.put = put
+	rq.put = put + uint32(len(wrs))
+	rq.mu.Unlock()
 	return len(wrs), nil
+}
+
+// refused is post's answer to a queue that takes nothing: closed, its
+// device gone, or (qpState not nil) its QP in ERR.
+func (rq *recvQueue) refused(op string, qpState *atomic.Uint32) error {
+	rq.mu.Lock()
+	closed := rq.r == nil || rq.r.mem == nil
+	rq.mu.Unlock()
+	switch {
+	case closed:
+		return &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
+	case rq.c.lost.Load():
+		return &WRError{Provider: "siw", Verb: op, Err: errDeviceLost}
+	}
+	return errRecvInErr
+}
+
+func (rq *recvQueue) full(op string, i int, n uint32, wrs int) error {
+	return &WRError{Provider: "siw", Verb: op, Index: i,
+		Err: fmt.Errorf("%w: the receive queue is full (%d entries, %d requests in the list)", unix.ENOMEM, n, wrs)}
 }
 
 func (rq *recvQueue) close() error {

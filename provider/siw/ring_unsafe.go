@@ -88,6 +88,13 @@ func (r *ring) word(i uint32, off int) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Add(r.entry(i), off))
 }
 
+// recvEntry is entry i of a receive ring (of siw_rqe, so the size is a
+// constant) and its flags word.
+func (r *ring) recvEntry(i uint32) (*abi.SiwRqe, *atomic.Uint32) {
+	p := unsafe.Add(r.base, uintptr(i&(r.n-1))*uintptr(rqeSize))
+	return (*abi.SiwRqe)(p), (*atomic.Uint32)(unsafe.Add(p, offRqFlags))
+}
+
 func (r *ring) sqe(i uint32) *abi.SiwSqe { return (*abi.SiwSqe)(r.entry(i)) }
 func (r *ring) rqe(i uint32) *abi.SiwRqe { return (*abi.SiwRqe)(r.entry(i)) }
 func (r *ring) cqe(i uint32) *abi.SiwCqe { return (*abi.SiwCqe)(r.entry(i)) }
