@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,7 +29,7 @@ type fakeRXE struct {
 
 	doorbells atomic.Int64
 	raw       atomic.Int64 // of which came as raw doorbells (abi.File.Doorbell)
-	lastDB    [postSendCmdSize]byte
+	lastDB    [writedoorbell.CmdSize]byte
 	// onDoorbell runs on every POST_SEND write (with the QP handle);
 	// it must not allocate (the allocation tests ring doorbells).
 	onDoorbell func(handle uint32)
@@ -98,14 +99,13 @@ func (fk *fakeRXE) Doorbell(fd int, p []byte) (int, error) {
 }
 
 func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
-	ne := binary.NativeEndian
-	if len(p) == postSendCmdSize && ne.Uint32(p) == abi.IB_USER_VERBS_CMD_POST_SEND {
+	if handle, ok := writedoorbell.Parse(p); ok {
 		fk.doorbells.Add(1)
 		fk.mu.Lock()
 		copy(fk.lastDB[:], p)
 		fk.mu.Unlock()
 		if fk.onDoorbell != nil {
-			fk.onDoorbell(ne.Uint32(p[16:]))
+			fk.onDoorbell(handle)
 		}
 		return len(p), nil
 	}

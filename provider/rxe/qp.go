@@ -10,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +43,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 		typ:    a.Type,
 		handle: cr.Handle,
 		qpn:    cr.QPN,
-		db:     newDoorbell(cr.Handle),
+		db:     writedoorbell.New(cr.Handle),
 	}
 	room := uint32(sq.slotSize() - sendWQESize)
 	qp.sq = sendQueue{
@@ -79,7 +80,7 @@ type QP struct {
 	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
 	sq     sendQueue
 	rq     *recvQueue // nil when the QP uses an SRQ
-	db     *doorbell
+	db     *writedoorbell.Doorbell
 }
 
 var _ provider.QP = (*QP)(nil)
@@ -155,9 +156,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 
 	var err error
 	if out <= rawDoorbellMax {
-		err = qp.c.f.Doorbell(qp.db.cmd[:])
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
-		err = qp.c.f.Write(qp.db.cmd[:])
+		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil && qp.State() == provider.QPStateErr {
 		// Sends posted in ERR must complete flushed. Linux 6.1 and later
@@ -169,7 +170,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	if err != nil {
 		runtime.KeepAlive(qp.db)
-		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+		return len(wrs), &DoorbellError{Provider: "rxe", Posted: len(wrs), Err: err}
 	}
 	runtime.KeepAlive(qp.db)
 	return len(wrs), nil
@@ -298,7 +299,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		// would never complete. Moving it to ERR again is the doorbell
 		// that flushes them: every receive gets its completion.
 		if err := qp.c.k.ModifyQPState(qp.handle, provider.QPStateErr); err != nil {
-			return n, &DoorbellError{Posted: n, Err: err}
+			return n, &DoorbellError{Provider: "rxe", Posted: n, Err: err}
 		}
 	}
 	return n, err

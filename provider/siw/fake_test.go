@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,14 +84,13 @@ func (fk *fakeSIW) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTT
 func (fk *fakeSIW) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
 
 func (fk *fakeSIW) Write(fd int, p []byte) (int, error) {
-	ne := binary.NativeEndian
-	if len(p) != postSendCmdSize || ne.Uint32(p) != abi.IB_USER_VERBS_CMD_POST_SEND ||
-		ne.Uint32(p[20:]) != 0 || ne.Uint32(p[28:]) != uint32(sendWRSize) {
+	handle, ok := writedoorbell.Parse(p)
+	if !ok {
 		return 0, unix.EINVAL
 	}
 	fk.doorbells.Add(1)
 	if fk.onDoorbell != nil {
-		fk.onDoorbell(ne.Uint32(p[16:]))
+		fk.onDoorbell(handle)
 	}
 	if fk.dbErr != nil {
 		return 0, fk.dbErr

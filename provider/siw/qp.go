@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +35,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 	if err != nil {
 		return nil, err
 	}
-	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: newDoorbell(cr.Handle)}
+	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: writedoorbell.New(cr.Handle)}
 	qp.sq = sendQueue{r: sq, caps: provider.SendQueueCaps{Type: a.Type,
 		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: min(cr.Cap.MaxInlineData, abi.SIW_MAX_INLINE)}}
 	if a.SRQ == nil {
@@ -60,7 +62,7 @@ type QP struct {
 	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
 	sq     sendQueue
 	rq     *recvQueue // nil when the QP uses an SRQ
-	db     *doorbell
+	db     *writedoorbell.Doorbell
 }
 
 var _ provider.QP = (*QP)(nil)
@@ -157,9 +159,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	var err error
 	if out <= rawDoorbellMax {
-		err = qp.c.f.Doorbell(qp.db.cmd[:])
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
-		err = qp.c.f.Write(qp.db.cmd[:])
+		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil {
 		return len(wrs), nil
@@ -171,7 +173,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
 	}
-	return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+	return len(wrs), &DoorbellError{Provider: "siw", Posted: len(wrs), Err: err}
 }
 
 // withdraw clears the flags words PostSend stored, last first, each only
@@ -283,7 +285,7 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 		dst := sqeInline(e)
 		off := 0
 		for _, s := range wr.SGL {
-			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+			off += copy(dst[off:], usermem.Bytes(s.Addr, int(s.Length)))
 		}
 		sges[0] = abi.SiwSge{Length: length}
 		flags |= abi.SIW_WQE_INLINE

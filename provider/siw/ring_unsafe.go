@@ -11,8 +11,8 @@ import (
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
-// mapped rings as siw's C structs, the ownership words, and the read of
-// user memory for inline sends.
+// mapped rings as siw's C structs and the ownership words. (Inline sends
+// read user memory through internal/usermem, as rxe's do.)
 
 // Sizes and offsets in siw-abi.h, checked against the generated layouts by
 // TestLayout.
@@ -154,17 +154,6 @@ func (r *ring) retire() error {
 type retired struct {
 	f   *abi.File
 	mem []byte
-}
-
-// userBytes views n bytes of this process at addr: the bytes an inline
-// send's SGE points at. Like libsiw (and any memcpy from an address the
-// caller handed over) it trusts addr: a bad address faults.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
 }
 
 // flagWord is the native-endian 32-bit word holding a send or receive

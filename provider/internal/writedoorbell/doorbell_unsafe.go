@@ -1,0 +1,55 @@
+package writedoorbell
+
+import (
+	"encoding/binary"
+	"unsafe"
+
+	"github.com/goverbs/goverbs/abi"
+)
+
+// CmdSize is the command's size: the 8-byte command header and struct
+// ib_uverbs_post_send (32 bytes).
+const CmdSize = 8 + int(unsafe.Sizeof(abi.IbUverbsPostSend{}))
+
+// SendWRSize is sizeof(struct ib_uverbs_send_wr) (56 bytes): the smallest
+// wqe_size the uverbs core accepts, even for an empty list.
+const SendWRSize = int(unsafe.Sizeof(abi.IbUverbsSendWr{}))
+
+// Doorbell is one QP's doorbell command. It lives on the Go heap (never on
+// a goroutine stack, which moves), so the response address written into
+// Cmd stays valid for the QP's life; keep the Doorbell reachable
+// (runtime.KeepAlive) until the write returns.
+type Doorbell struct {
+	Cmd  [CmdSize]byte // what to write(): abi.File.Doorbell or abi.File.Write
+	resp [8]byte       // struct ib_uverbs_post_send_resp {bad_wr} (4 bytes)
+}
+
+// New builds the command for the QP with the given handle: POST_SEND, in
+// and out sizes, the response address, the handle, wr_count and sge_count
+// 0, wqe_size SendWRSize.
+//
+//go:noinline
+func New(qpHandle uint32) *Doorbell {
+	d := new(Doorbell)
+	ne := binary.NativeEndian
+	ne.PutUint32(d.Cmd[0:], abi.IB_USER_VERBS_CMD_POST_SEND)
+	ne.PutUint16(d.Cmd[4:], uint16(CmdSize/4))                                   // in_words, header included
+	ne.PutUint16(d.Cmd[6:], uint16(unsafe.Sizeof(abi.IbUverbsPostSendResp{})/4)) // out_words
+	ne.PutUint64(d.Cmd[8:], uint64(uintptr(unsafe.Pointer(&d.resp))))            // response
+	ne.PutUint32(d.Cmd[16:], qpHandle)                                           // qp_handle
+	// wr_count and sge_count stay 0.
+	ne.PutUint32(d.Cmd[28:], uint32(SendWRSize)) // wqe_size
+	return d
+}
+
+// Parse reports whether p is such a command, and for which QP handle: what
+// the tests' fake command files check every doorbell write against.
+func Parse(p []byte) (qpHandle uint32, ok bool) {
+	ne := binary.NativeEndian
+	if len(p) != CmdSize || ne.Uint32(p) != abi.IB_USER_VERBS_CMD_POST_SEND ||
+		ne.Uint16(p[4:]) != uint16(CmdSize/4) || ne.Uint32(p[20:]) != 0 || ne.Uint32(p[24:]) != 0 ||
+		ne.Uint32(p[28:]) != uint32(SendWRSize) {
+		return 0, false
+	}
+	return ne.Uint32(p[16:]), true
+}
