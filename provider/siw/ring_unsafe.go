@@ -3,11 +3,11 @@ package siw
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -134,26 +134,16 @@ func (r *ring) close() error {
 }
 
 // retire releases a mapped ring that a lock-free reader (CQ.Poll) may still
-// be reading: the mapping is replaced in place by private zeroed memory
-// (abi.File.Unshare), so the kernel's memory is released now and a reader
-// in flight reads zeros (no valid flag), never unmapped memory; the zeroed
-// memory is unmapped once r is unreachable.
+// be reading (package retire: replaced by zeroed memory now, so a reader in
+// flight finds no valid flag; unmapped once r is unreachable).
 func (r *ring) retire() error {
 	if r == nil || r.mem == nil || r.f == nil {
 		return nil
 	}
-	mem := r.mem
-	var err error
-	if e := r.f.Unshare(mem); e != nil {
-		err = fmt.Errorf("siw: replacing a retired ring's mapping by private memory: %w (the mapping stays until the ring is collected)", e)
+	if err := retire.Mapping(r, r.f, r.mem); err != nil {
+		return fmt.Errorf("siw: %w", err)
 	}
-	runtime.AddCleanup(r, func(x retired) { x.f.MunmapCleanup(x.mem) }, retired{r.f, mem})
-	return err
-}
-
-type retired struct {
-	f   *abi.File
-	mem []byte
+	return nil
 }
 
 // flagWord is the native-endian 32-bit word holding a send or receive
