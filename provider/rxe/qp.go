@@ -155,7 +155,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	sq.mu.Unlock()
 
 	var err error
-	if out <= rawDoorbellMax {
+	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
 		err = qp.c.f.Write(qp.db.Cmd[:])
@@ -191,20 +191,6 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	}
 	return nil
 }
-
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw write (abi.File.Doorbell, RawSyscall). Linux 6.1
-// runs the QP's requester inside the doorbell's write(), one packet after
-// another until the send queue is empty (up to 1024 packets a run), and a
-// raw syscall keeps its P all that time: the GC's stop-the-world waits for
-// it. Below this size the run is a few packets (microseconds natively,
-// tens under TCG) and the raw write saves the P hand-off that sysmon forces
-// on a regular syscall over 20 µs, which made every small send twice as
-// slow under TCG. Above it the doorbell is a regular write (abi.File.Write,
-// Syscall): the P is handed off, and the GC and other goroutines run while
-// the kernel sends. 6.12 runs the requester from a work queue, so there
-// the write is short either way.
-const rawDoorbellMax = 16 << 10
 
 // fillSend writes wr into the send queue slot at index i, as librxe's
 // init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,

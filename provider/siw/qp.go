@@ -158,7 +158,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return len(wrs), nil
 	}
 	var err error
-	if out <= rawDoorbellMax {
+	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
 		err = qp.c.f.Write(qp.db.Cmd[:])
@@ -232,13 +232,6 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	}
 	return nil
 }
-
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw write (abi.File.Doorbell): siw runs the send queue
-// inside the doorbell's write() on Linux 6.1 and 6.12 alike (in_syscall),
-// until the queue is empty or the socket is full, and a raw syscall keeps
-// its P all that time. Above this size the doorbell is a regular write.
-const rawDoorbellMax = 16 << 10
 
 // fillSend writes wr into send entry i and makes it valid; it returns the
 // request's length.
