@@ -45,21 +45,27 @@ func (p Pair) syscalls() uint64 {
 // reapTimeout is how long Reap waits with nothing coming before it fails.
 const reapTimeout = 60 * time.Second
 
+// poll polls cq once into wc, failing on an error or an error status.
+func poll(b testing.TB, cq *uverbs.CQ, wc []uverbs.WorkCompletion) int {
+	k, err := cq.Poll(wc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, w := range wc[:k] {
+		if w.Status != uverbs.WCSuccess {
+			b.Fatalf("completion %+v", w)
+		}
+	}
+	return k
+}
+
 // Reap polls cq until n completions came, failing on an error status or
 // after reapTimeout without one.
 func Reap(b testing.TB, cq *uverbs.CQ, wc []uverbs.WorkCompletion, n int) {
 	b.Helper()
 	var idle time.Time
 	for n > 0 {
-		k, err := cq.Poll(wc[:min(n, len(wc))])
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, w := range wc[:k] {
-			if w.Status != uverbs.WCSuccess {
-				b.Fatalf("completion %+v", w)
-			}
-		}
+		k := poll(b, cq, wc[:min(n, len(wc))])
 		n -= k
 		switch {
 		case k > 0:
@@ -93,16 +99,7 @@ func PostSend(b *testing.B, p Pair, depth, list int) {
 	n, signaled := 0, 0 // posted; signaled requests not yet reaped
 	for n < b.N {
 		for signaled*every+list > depth-every {
-			k, err := p.A.CQ.Poll(wc)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, w := range wc[:k] {
-				if w.Status != uverbs.WCSuccess {
-					b.Fatalf("completion %+v", w)
-				}
-			}
-			signaled -= k
+			signaled -= poll(b, p.A.CQ, wc)
 		}
 		for i := range wrs {
 			wrs[i].Flags = 0
@@ -327,13 +324,7 @@ func MessageRate(b *testing.B, p Pair, depth, list int) {
 				b.Fatal(err)
 			}
 		}
-		if n, _ := p.A.CQ.Poll(wc); n > 0 {
-			for _, w := range wc[:n] {
-				if w.Status != uverbs.WCSuccess {
-					b.Fatalf("completion %+v", w)
-				}
-			}
-		}
+		poll(b, p.A.CQ, wc)
 	}
 	for inflight > 0 {
 		n, _ := p.B.CQ.Poll(wc)
