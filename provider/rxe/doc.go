@@ -28,8 +28,9 @@
 // queue on 6.12). A list that sends at most 16 KiB rings it as a raw
 // syscall (no P hand-off: small-message latency); a larger one as a
 // regular syscall, so that the GC's stop-the-world and other goroutines do
-// not wait for the kernel to send it all (see rawDoorbellMax). PostRecv, SRQ PostRecv and Poll make none. None of them
-// allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
+// not wait for the kernel to send it all (provider/internal/writedoorbell,
+// shared with siw: RawMax). PostRecv, SRQ PostRecv and Poll make none. None
+// of them allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
 //
 // # Checks
 //

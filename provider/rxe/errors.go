@@ -1,9 +1,8 @@
 package rxe
 
 import (
-	"fmt"
-
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,14 +19,5 @@ type WRError = provider.WRError
 // DoorbellError is a doorbell write the kernel refused after the requests
 // were placed in the send queue: they stay posted and the kernel processes
 // them at the next doorbell of this QP (or flushes them if it is moved to
-// the error state).
-type DoorbellError struct {
-	Posted int // requests placed in the queue by this call
-	Err    error
-}
-
-func (e *DoorbellError) Error() string {
-	return fmt.Sprintf("rxe: PostSend: %d work requests placed in the send queue, but the doorbell write failed: %v", e.Posted, e.Err)
-}
-
-func (e *DoorbellError) Unwrap() error { return e.Err }
+// the error state). siw returns the same type.
+type DoorbellError = writedoorbell.Error

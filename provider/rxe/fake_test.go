@@ -2,15 +2,14 @@ package rxe
 
 import (
 	"encoding/binary"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/internal/kernel"
-	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/fakefile"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -20,15 +19,13 @@ import (
 // what the kernel does with the queues is the rig's business; these tests
 // check the bytes the provider writes and the rules it enforces.
 type fakeRXE struct {
-	t       testing.TB
-	mu      sync.Mutex
-	regions map[int64]*mmap.Region
-	next    int64
-	mapped  map[int64]bool
+	fakefile.Regions // the queues, by mmap offset; each mapped once, as on rxe
+	t                testing.TB
+	mu               sync.Mutex // guards lastDB
 
 	doorbells atomic.Int64
 	raw       atomic.Int64 // of which came as raw doorbells (abi.File.Doorbell)
-	lastDB    [postSendCmdSize]byte
+	lastDB    [writedoorbell.CmdSize]byte
 	// onDoorbell runs on every POST_SEND write (with the QP handle);
 	// it must not allocate (the allocation tests ring doorbells).
 	onDoorbell func(handle uint32)
@@ -36,53 +33,27 @@ type fakeRXE struct {
 	gids       map[[2]int][16]byte // QueryGID's table: {port, index} -> GID
 }
 
-var fakePaths atomic.Int64
-
 // newFake registers a fake command file and opens it.
 func newFake(t testing.TB) (*fakeRXE, *abi.File) {
 	t.Helper()
-	fk := &fakeRXE{t: t, regions: map[int64]*mmap.Region{}, mapped: map[int64]bool{}, next: 0x1000}
-	path := fmt.Sprintf("/dev/infiniband/fake-rxe-%d", fakePaths.Add(1))
-	unregister := kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, fk, nil })
-	f, err := abi.Open(path, abi.RDMA_DRIVER_RXE)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		unregister()
-		for _, r := range fk.regions {
-			r.Close()
-		}
-	})
-	return fk, f
+	fk := &fakeRXE{Regions: fakefile.Regions{MapOnce: true}, t: t}
+	return fk, fakefile.Open(t, abi.RDMA_DRIVER_RXE, fk)
 }
 
 // addQueue creates a queue of slots slots of 2^log2 bytes and returns the
 // mmap info the kernel would report for it.
 func (fk *fakeRXE) addQueue(slots int, log2 uint32) abi.Mminfo {
-	fk.mu.Lock()
-	defer fk.mu.Unlock()
 	size := queueHdrSize + slots<<log2
-	r, err := mmap.Anonymous(size)
-	if err != nil {
-		fk.t.Fatal(err)
-	}
+	off, mem := fk.Add(fk.t, size)
 	ne := binary.NativeEndian
-	ne.PutUint32(r.Bytes()[offLog2:], log2)
-	ne.PutUint32(r.Bytes()[offIndexMask:], uint32(slots-1))
-	off := fk.next
-	fk.next += int64((r.Len() + 4095) &^ 4095)
-	fk.regions[off] = r
+	ne.PutUint32(mem[offLog2:], log2)
+	ne.PutUint32(mem[offIndexMask:], uint32(slots-1))
 	return abi.Mminfo{Offset: uint64(off), Size: uint32(size)}
 }
 
 // queueAt returns the kernel's view of the queue at mi.
 func (fk *fakeRXE) queueAt(mi abi.Mminfo) *queue {
-	fk.mu.Lock()
-	r := fk.regions[int64(mi.Offset)]
-	fk.mu.Unlock()
-	q, err := newQueue(r.Bytes()[:mi.Size], "fake", 1)
+	q, err := newQueue(fk.Bytes(int64(mi.Offset))[:mi.Size], "fake", 1)
 	if err != nil {
 		fk.t.Fatal(err)
 	}
@@ -98,34 +69,18 @@ func (fk *fakeRXE) Doorbell(fd int, p []byte) (int, error) {
 }
 
 func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
-	ne := binary.NativeEndian
-	if len(p) == postSendCmdSize && ne.Uint32(p) == abi.IB_USER_VERBS_CMD_POST_SEND {
+	if handle, ok := writedoorbell.Parse(p); ok {
 		fk.doorbells.Add(1)
 		fk.mu.Lock()
 		copy(fk.lastDB[:], p)
 		fk.mu.Unlock()
 		if fk.onDoorbell != nil {
-			fk.onDoorbell(ne.Uint32(p[16:]))
+			fk.onDoorbell(handle)
 		}
 		return len(p), nil
 	}
 	return 0, unix.EINVAL
 }
-
-func (fk *fakeRXE) Mmap(fd int, offset int64, length int) ([]byte, error) {
-	fk.mu.Lock()
-	defer fk.mu.Unlock()
-	r, ok := fk.regions[offset]
-	if !ok || length > r.Len() || fk.mapped[offset] {
-		return nil, unix.EINVAL // each queue can be mapped once, as on rxe
-	}
-	fk.mapped[offset] = true
-	return r.Bytes()[:length], nil
-}
-
-func (fk *fakeRXE) Munmap(b []byte) error  { return nil }
-func (fk *fakeRXE) Unshare(b []byte) error { return nil }
-func (fk *fakeRXE) Close(fd int) error     { return nil }
 
 // fakeOps is the provider.Kernel uverbs would lend.
 type fakeOps struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -42,7 +43,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 		typ:    a.Type,
 		handle: cr.Handle,
 		qpn:    cr.QPN,
-		db:     newDoorbell(cr.Handle),
+		db:     writedoorbell.New(cr.Handle),
 	}
 	room := uint32(sq.slotSize() - sendWQESize)
 	qp.sq = sendQueue{
@@ -79,7 +80,7 @@ type QP struct {
 	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
 	sq     sendQueue
 	rq     *recvQueue // nil when the QP uses an SRQ
-	db     *doorbell
+	db     *writedoorbell.Doorbell
 }
 
 var _ provider.QP = (*QP)(nil)
@@ -154,10 +155,10 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	sq.mu.Unlock()
 
 	var err error
-	if out <= rawDoorbellMax {
-		err = qp.c.f.Doorbell(qp.db.cmd[:])
+	if out <= writedoorbell.RawMax {
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
-		err = qp.c.f.Write(qp.db.cmd[:])
+		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil && qp.State() == provider.QPStateErr {
 		// Sends posted in ERR must complete flushed. Linux 6.1 and later
@@ -169,7 +170,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	if err != nil {
 		runtime.KeepAlive(qp.db)
-		return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+		return len(wrs), &DoorbellError{Provider: "rxe", Posted: len(wrs), Err: err}
 	}
 	runtime.KeepAlive(qp.db)
 	return len(wrs), nil
@@ -190,20 +191,6 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	}
 	return nil
 }
-
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw write (abi.File.Doorbell, RawSyscall). Linux 6.1
-// runs the QP's requester inside the doorbell's write(), one packet after
-// another until the send queue is empty (up to 1024 packets a run), and a
-// raw syscall keeps its P all that time: the GC's stop-the-world waits for
-// it. Below this size the run is a few packets (microseconds natively,
-// tens under TCG) and the raw write saves the P hand-off that sysmon forces
-// on a regular syscall over 20 µs, which made every small send twice as
-// slow under TCG. Above it the doorbell is a regular write (abi.File.Write,
-// Syscall): the P is handed off, and the GC and other goroutines run while
-// the kernel sends. 6.12 runs the requester from a work queue, so there
-// the write is short either way.
-const rawDoorbellMax = 16 << 10
 
 // fillSend writes wr into the send queue slot at index i, as librxe's
 // init_send_wqe lays it out (ABI-NOTES §3 and §8: the kernel sends to iova,
@@ -298,7 +285,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		// would never complete. Moving it to ERR again is the doorbell
 		// that flushes them: every receive gets its completion.
 		if err := qp.c.k.ModifyQPState(qp.handle, provider.QPStateErr); err != nil {
-			return n, &DoorbellError{Posted: n, Err: err}
+			return n, &DoorbellError{Provider: "rxe", Posted: n, Err: err}
 		}
 	}
 	return n, err

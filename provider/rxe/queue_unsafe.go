@@ -2,11 +2,11 @@ package rxe
 
 import (
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -148,32 +148,16 @@ func (q *queue) close() error {
 }
 
 // retire releases a mapped queue that a lock-free reader (CQ.Poll) may
-// still be reading: the mapping of the command file is replaced, in place
-// and atomically, by private zeroed memory (abi.File.Unshare: one mmap, the
-// one syscall rdma-core's munmap costs), so the kernel's file and queue are
-// released now and a reader in flight reads zeros, never unmapped memory.
-// Such a reader sees its CQ state replaced before it publishes anything
-// (CQ.Poll), so what it read is discarded. The zeroed memory is unmapped
-// once q is unreachable (runtime.AddCleanup): a reader keeps q alive
-// (runtime.KeepAlive) for as long as it reads. If the replacement fails,
-// the file mapping itself stays until then.
+// still be reading (package retire: replaced by zeroed memory now, unmapped
+// once q is unreachable). Such a reader sees its CQ state replaced before
+// it publishes anything (CQ.Poll), so what it read is discarded; it keeps q
+// alive (runtime.KeepAlive) for as long as it reads.
 func (q *queue) retire() error {
 	if q == nil || q.mem == nil || q.f == nil {
 		return nil
 	}
-	mem := q.mem
-	var err error
-	if e := q.f.Unshare(mem); e != nil {
-		err = fmt.Errorf("rxe: replacing a retired queue's mapping by private memory: %w (the mapping stays until the queue is collected)", e)
+	if err := retire.Mapping(q, q.f, q.mem); err != nil {
+		return fmt.Errorf("rxe: %w", err)
 	}
-	runtime.AddCleanup(q, func(r retired) { r.f.MunmapCleanup(r.mem) }, retired{q.f, mem})
-	return err
-}
-
-// retired is what the cleanup of a retired queue unmaps: the private copy,
-// through the command file for a file mapping left in place (and for the
-// tests' fakes, which own the memory and unmap nothing themselves).
-type retired struct {
-	f   *abi.File
-	mem []byte
+	return nil
 }

@@ -23,8 +23,11 @@
 //
 // A post writes the entry, then stores the 32-bit word that holds flags,
 // num_sge and opcode with one atomic store; an entry whose flags are still
-// valid is a full queue (ENOMEM, nothing written). A poll loads a CQE's
+// valid is a full queue (ENOMEM, nothing posted). A poll loads a CQE's
 // flags word atomically, copies the entry if it is valid, and stores 0.
+// What each atomic of PostRecv is for is in recvQueue.post: per entry an
+// acquire load and a release store (sequentially consistent in Go), per
+// call the mutex.
 //
 // # The doorbell rule
 //
@@ -71,10 +74,13 @@
 // # Checks
 //
 // PostSend runs provider.CheckSend, then the rules above, then checks
-// room for the whole list; PostRecv runs provider.CheckRecv. A refused
-// list returns a *provider.WRError (WRError here) naming the request and
-// wrapping the cause (EINVAL, ENOMEM for a full queue, ErrNotSupported,
-// ErrClosed), and leaves the ring exactly as it was.
+// room for the whole list; PostRecv checks provider.CheckRecv's rules in
+// the pass that writes the entries. A refused list returns a
+// *provider.WRError (WRError here) naming the request and wrapping the
+// cause (EINVAL, ENOMEM for a full queue, ErrNotSupported, ErrClosed), and
+// hands nothing to the kernel: no flags word changes (PostSend leaves the
+// ring's bytes as they were; PostRecv may have written entries that stay
+// ours, which the kernel reads only once their flags say valid).
 //
 // siw flushes a QP's mapped send and receive rings only when the QP enters
 // ERR (siw_qp_modify); entries written afterwards would never complete, and

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,14 +18,6 @@ type WRError = provider.WRError
 
 // DoorbellError is a doorbell write the kernel refused after the requests
 // were placed in the send queue, and which could not be taken back (the
-// kernel already owned some of them): they stay posted.
-type DoorbellError struct {
-	Posted int // requests placed in the queue by this call
-	Err    error
-}
-
-func (e *DoorbellError) Error() string {
-	return fmt.Sprintf("siw: PostSend: %d work requests placed in the send queue, but the doorbell write failed: %v", e.Posted, e.Err)
-}
-
-func (e *DoorbellError) Unwrap() error { return e.Err }
+// kernel already owned some of them): they stay posted. rxe returns the
+// same type.
+type DoorbellError = writedoorbell.Error

@@ -2,15 +2,14 @@ package siw
 
 import (
 	"encoding/binary"
-	"fmt"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/fakefile"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -19,10 +18,8 @@ import (
 // writes. What the kernel does with the rings is the rig's business; these
 // tests check the bytes the provider writes and the rules it enforces.
 type fakeSIW struct {
-	t       testing.TB
-	mu      sync.Mutex
-	regions map[uint64]*mmap.Region
-	next    uint64
+	fakefile.Regions // the rings, by key
+	t                testing.TB
 
 	doorbells atomic.Int64
 	// dbErr, if set, is the doorbell's error (ENOTCONN: not in RTS).
@@ -31,47 +28,21 @@ type fakeSIW struct {
 	onDoorbell func(handle uint32)
 }
 
-var fakePaths atomic.Int64
-
 func newFake(t testing.TB) (*fakeSIW, *abi.File) {
 	t.Helper()
-	fk := &fakeSIW{t: t, regions: map[uint64]*mmap.Region{}, next: 0x1000}
-	path := fmt.Sprintf("/dev/infiniband/fake-siw-%d", fakePaths.Add(1))
-	unregister := kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, fk, nil })
-	f, err := abi.Open(path, abi.RDMA_DRIVER_SIW)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		f.Close()
-		unregister()
-		for _, r := range fk.regions {
-			r.Close()
-		}
-	})
-	return fk, f
+	fk := &fakeSIW{t: t}
+	return fk, fakefile.Open(t, abi.RDMA_DRIVER_SIW, fk)
 }
 
 // addRing allocates size bytes and returns their key.
 func (fk *fakeSIW) addRing(size int) uint64 {
-	fk.mu.Lock()
-	defer fk.mu.Unlock()
-	r, err := mmap.Anonymous(size)
-	if err != nil {
-		fk.t.Fatal(err)
-	}
-	key := fk.next
-	fk.next += uint64((size + 4095) &^ 4095)
-	fk.regions[key] = r
-	return key
+	off, _ := fk.Add(fk.t, size)
+	return uint64(off)
 }
 
 // ringAt is the kernel's view of the ring at key.
 func (fk *fakeSIW) ringAt(key uint64, n uint32, elem, extra int) *ring {
-	fk.mu.Lock()
-	reg := fk.regions[key]
-	fk.mu.Unlock()
-	r, err := newRing(reg.Bytes(), "fake", n, elem, extra)
+	r, err := newRing(fk.Bytes(int64(key)), "fake", n, elem, extra)
 	if err != nil {
 		fk.t.Fatal(err)
 	}
@@ -83,34 +54,19 @@ func (fk *fakeSIW) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTT
 func (fk *fakeSIW) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
 
 func (fk *fakeSIW) Write(fd int, p []byte) (int, error) {
-	ne := binary.NativeEndian
-	if len(p) != postSendCmdSize || ne.Uint32(p) != abi.IB_USER_VERBS_CMD_POST_SEND ||
-		ne.Uint32(p[20:]) != 0 || ne.Uint32(p[28:]) != uint32(sendWRSize) {
+	handle, ok := writedoorbell.Parse(p)
+	if !ok {
 		return 0, unix.EINVAL
 	}
 	fk.doorbells.Add(1)
 	if fk.onDoorbell != nil {
-		fk.onDoorbell(ne.Uint32(p[16:]))
+		fk.onDoorbell(handle)
 	}
 	if fk.dbErr != nil {
 		return 0, fk.dbErr
 	}
 	return len(p), nil
 }
-
-func (fk *fakeSIW) Mmap(fd int, offset int64, length int) ([]byte, error) {
-	fk.mu.Lock()
-	defer fk.mu.Unlock()
-	r, ok := fk.regions[uint64(offset)]
-	if !ok || length > r.Len() {
-		return nil, unix.EINVAL
-	}
-	return r.Bytes()[:length], nil
-}
-
-func (fk *fakeSIW) Munmap(b []byte) error  { return nil }
-func (fk *fakeSIW) Unshare(b []byte) error { clear(b); return nil }
-func (fk *fakeSIW) Close(fd int) error     { return nil }
 
 type fakeOps struct {
 	fk *fakeSIW

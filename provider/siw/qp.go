@@ -7,7 +7,9 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -33,7 +35,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 	if err != nil {
 		return nil, err
 	}
-	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: newDoorbell(cr.Handle)}
+	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: writedoorbell.New(cr.Handle)}
 	qp.sq = sendQueue{r: sq, caps: provider.SendQueueCaps{Type: a.Type,
 		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: min(cr.Cap.MaxInlineData, abi.SIW_MAX_INLINE)}}
 	if a.SRQ == nil {
@@ -60,7 +62,7 @@ type QP struct {
 	state  atomic.Uint32 // provider.QPState, as MODIFY_QP left it
 	sq     sendQueue
 	rq     *recvQueue // nil when the QP uses an SRQ
-	db     *doorbell
+	db     *writedoorbell.Doorbell
 }
 
 var _ provider.QP = (*QP)(nil)
@@ -156,10 +158,10 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return len(wrs), nil
 	}
 	var err error
-	if out <= rawDoorbellMax {
-		err = qp.c.f.Doorbell(qp.db.cmd[:])
+	if out <= writedoorbell.RawMax {
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
-		err = qp.c.f.Write(qp.db.cmd[:])
+		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil {
 		return len(wrs), nil
@@ -171,7 +173,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
 	}
-	return len(wrs), &DoorbellError{Posted: len(wrs), Err: err}
+	return len(wrs), &DoorbellError{Provider: "siw", Posted: len(wrs), Err: err}
 }
 
 // withdraw clears the flags words PostSend stored, last first, each only
@@ -231,13 +233,6 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	return nil
 }
 
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw write (abi.File.Doorbell): siw runs the send queue
-// inside the doorbell's write() on Linux 6.1 and 6.12 alike (in_syscall),
-// until the queue is empty or the socket is full, and a raw syscall keeps
-// its P all that time. Above this size the doorbell is a regular write.
-const rawDoorbellMax = 16 << 10
-
 // fillSend writes wr into send entry i and makes it valid; it returns the
 // request's length.
 func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
@@ -283,7 +278,7 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 		dst := sqeInline(e)
 		off := 0
 		for _, s := range wr.SGL {
-			off += copy(dst[off:], userBytes(s.Addr, s.Length))
+			off += copy(dst[off:], usermem.Bytes(s.Addr, int(s.Length)))
 		}
 		sges[0] = abi.SiwSge{Length: length}
 		flags |= abi.SIW_WQE_INLINE
@@ -303,21 +298,25 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	return length
 }
 
-// PostRecv checks every request, then writes them into the receive ring.
+// PostRecv writes the requests into the receive ring (see recvQueue.post).
 // No syscall: siw takes receive entries from the ring when data arrives.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	if qp.rq == nil {
 		if len(wrs) == 0 {
 			return 0, nil
 		}
-		return 0, &WRError{Provider: "siw", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
+		return 0, errRecvOnSRQ
 	}
-	if len(wrs) > 0 && qp.State() == provider.QPStateErr {
-		return 0, &WRError{Provider: "siw", Verb: "PostRecv",
-			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped receive queue only when the QP enters ERR, so a request posted now would never complete")}
-	}
-	return qp.rq.post("PostRecv", wrs)
+	return qp.rq.post("PostRecv", wrs, &qp.state)
 }
+
+// The refusals of PostRecv that name no request (preallocated: they are
+// the same every time).
+var (
+	errRecvOnSRQ = &WRError{Provider: "siw", Verb: "PostRecv", Err: provider.Invalid("the QP receives through an SRQ; post to the SRQ")}
+	errRecvInErr = &WRError{Provider: "siw", Verb: "PostRecv",
+		Err: provider.Invalid("the QP is in the error state: siw flushes its mapped receive queue only when the QP enters ERR, so a request posted now would never complete")}
+)
 
 // Close unmaps the rings; uverbs calls it after the kernel QP is destroyed.
 func (qp *QP) Close() error {
@@ -337,47 +336,107 @@ type recvQueue struct {
 	c      *Context
 	mu     sync.Mutex
 	r      *ring
-	put    uint32
+	put    uint32 // next entry to write; we are the only producer
 	maxSGE uint32
 }
 
-func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
+// maxRecvBytes is the most bytes a receive's SGL may describe (2^31, the
+// bound provider.CheckRecv enforces).
+const maxRecvBytes = 1 << 31
+
+// post writes wrs into the ring as siw's ownership rule asks, and no more.
+//
+// The rule (siw_rqe_get and siw_rq_flush in siw_qp_rx.c and siw_qp.c; libsiw's
+// siw_post_recv): an entry whose flags word has SIW_WQE_VALID belongs to the
+// kernel, any other to us. The kernel takes entries in order from its own
+// index when a message arrives, reading the flags, then id, num_sge and the
+// SGEs, and hands the entry back by clearing the flags with a full barrier
+// (smp_store_mb) after its last read. It needs no doorbell: a receive it
+// does not find is the peer's error, not a wake-up to wait for. So a post
+// needs, per entry, an acquire load of the flags (ours only if clear: the
+// kernel's reads of the old contents come before our writes of the new)
+// and a release store of the flags (our writes of the contents come before
+// the kernel can see the entry valid); nothing orders one entry against
+// another, and there is no Dekker pattern with the kernel (unlike the send
+// queue's doorbell rule), so nothing stronger. Go's sync/atomic has no
+// release-only store: the publishing Store is sequentially consistent (one
+// XCHG on amd64, a locked instruction; STLR on arm64), the load is a plain
+// MOV on amd64 (LDAR on arm64). A store-release in assembly (a plain MOVL
+// on amd64) was tried: the call it costs made PostRecv 182 instructions
+// instead of 167 and no faster, natively or under TCG, so the XCHG stays.
+// The mutex is the one lock concurrent posters need (two atomic
+// read-modify-writes: Lock's CAS and Unlock's add); held from reading put
+// to writing it back.
+//
+// One pass over the list checks each request (provider.CheckRecv's rules,
+// inline: at most maxSGE SGEs describing at most 2^31 bytes), checks that
+// its entry is ours and writes id and SGEs; a second loop stores the flags
+// words, in order, only once the whole list passed. A refused list hands
+// nothing to the kernel: no flags word changes and put stays (the entries
+// written are still ours, and the next post rewrites them).
+func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint32) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
 	rq.mu.Lock()
-	defer rq.mu.Unlock()
 	r := rq.r
-	if r == nil || r.mem == nil {
-		return 0, &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
-	}
-	if rq.c.lost.Load() {
-		return 0, &WRError{Provider: "siw", Verb: op, Err: errDeviceLost}
-	}
-	for i := range wrs {
-		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {
-			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: err}
-		}
+	if r == nil || r.mem == nil || rq.c.lost.Load() ||
+		(qpState != nil && provider.QPState(qpState.Load()) == provider.QPStateErr) {
+		rq.mu.Unlock()
+		return 0, rq.refused(op, qpState)
 	}
 	put := rq.put
 	for i := range wrs {
-		if i >= int(r.n) || r.word(put+uint32(i), offRqFlags).Load()&wqeValid != 0 {
-			return i, &WRError{Provider: "siw", Verb: op, Index: i,
-				Err: fmt.Errorf("%w: the receive queue is full (%d entries, %d requests in the list)", unix.ENOMEM, r.n, len(wrs))}
+		wr := &wrs[i]
+		if uint32(len(wr.SGL)) > rq.maxSGE {
+			rq.mu.Unlock()
+			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
+		}
+		e, flags := r.recvEntry(put + uint32(i))
+		if uint32(i) >= r.n || flags.Load()&wqeValid != 0 { // acquire: the kernel is done with a clear entry
+			rq.mu.Unlock()
+			return i, rq.full(op, i, r.n, len(wrs))
+		}
+		e.Id = wr.ID
+		sges := e.Sge[:len(wr.SGL)]
+		var total uint64
+		for j := range sges {
+			s := &wr.SGL[j]
+			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			total += uint64(s.Length)
+		}
+		if total > maxRecvBytes {
+			rq.mu.Unlock()
+			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
 	}
 	for i := range wrs {
-		wr := &wrs[i]
-		e := r.rqe(put)
-		e.Id = wr.ID
-		for j, s := range wr.SGL {
-			e.Sge[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-		}
-		r.word(put, offRqFlags).Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wr.SGL)), 0))
-		put++
+		_, flags := r.recvEntry(put + uint32(i))
+		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
-	rq.put = put
+	rq.put = put + uint32(len(wrs))
+	rq.mu.Unlock()
 	return len(wrs), nil
+}
+
+// refused is post's answer to a queue that takes nothing: closed, its
+// device gone, or (qpState not nil) its QP in ERR.
+func (rq *recvQueue) refused(op string, qpState *atomic.Uint32) error {
+	rq.mu.Lock()
+	closed := rq.r == nil || rq.r.mem == nil
+	rq.mu.Unlock()
+	switch {
+	case closed:
+		return &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
+	case rq.c.lost.Load():
+		return &WRError{Provider: "siw", Verb: op, Err: errDeviceLost}
+	}
+	return errRecvInErr
+}
+
+func (rq *recvQueue) full(op string, i int, n uint32, wrs int) error {
+	return &WRError{Provider: "siw", Verb: op, Index: i,
+		Err: fmt.Errorf("%w: the receive queue is full (%d entries, %d requests in the list)", unix.ENOMEM, n, wrs)}
 }
 
 func (rq *recvQueue) close() error {

@@ -3,16 +3,16 @@ package siw
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
-// mapped rings as siw's C structs, the ownership words, and the read of
-// user memory for inline sends.
+// mapped rings as siw's C structs and the ownership words. (Inline sends
+// read user memory through internal/usermem, as rxe's do.)
 
 // Sizes and offsets in siw-abi.h, checked against the generated layouts by
 // TestLayout.
@@ -88,6 +88,13 @@ func (r *ring) word(i uint32, off int) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Add(r.entry(i), off))
 }
 
+// recvEntry is entry i of a receive ring (of siw_rqe, so the size is a
+// constant) and its flags word.
+func (r *ring) recvEntry(i uint32) (*abi.SiwRqe, *atomic.Uint32) {
+	p := unsafe.Add(r.base, uintptr(i&(r.n-1))*uintptr(rqeSize))
+	return (*abi.SiwRqe)(p), (*atomic.Uint32)(unsafe.Add(p, offRqFlags))
+}
+
 func (r *ring) sqe(i uint32) *abi.SiwSqe { return (*abi.SiwSqe)(r.entry(i)) }
 func (r *ring) rqe(i uint32) *abi.SiwRqe { return (*abi.SiwRqe)(r.entry(i)) }
 func (r *ring) cqe(i uint32) *abi.SiwCqe { return (*abi.SiwCqe)(r.entry(i)) }
@@ -127,37 +134,16 @@ func (r *ring) close() error {
 }
 
 // retire releases a mapped ring that a lock-free reader (CQ.Poll) may still
-// be reading: the mapping is replaced in place by private zeroed memory
-// (abi.File.Unshare), so the kernel's memory is released now and a reader
-// in flight reads zeros (no valid flag), never unmapped memory; the zeroed
-// memory is unmapped once r is unreachable.
+// be reading (package retire: replaced by zeroed memory now, so a reader in
+// flight finds no valid flag; unmapped once r is unreachable).
 func (r *ring) retire() error {
 	if r == nil || r.mem == nil || r.f == nil {
 		return nil
 	}
-	mem := r.mem
-	var err error
-	if e := r.f.Unshare(mem); e != nil {
-		err = fmt.Errorf("siw: replacing a retired ring's mapping by private memory: %w (the mapping stays until the ring is collected)", e)
+	if err := retire.Mapping(r, r.f, r.mem); err != nil {
+		return fmt.Errorf("siw: %w", err)
 	}
-	runtime.AddCleanup(r, func(x retired) { x.f.MunmapCleanup(x.mem) }, retired{r.f, mem})
-	return err
-}
-
-type retired struct {
-	f   *abi.File
-	mem []byte
-}
-
-// userBytes views n bytes of this process at addr: the bytes an inline
-// send's SGE points at. Like libsiw (and any memcpy from an address the
-// caller handed over) it trusts addr: a bad address faults.
-func userBytes(addr uint64, n uint32) []byte {
-	if n == 0 {
-		return nil
-	}
-	p := *(*unsafe.Pointer)(unsafe.Pointer(&addr))
-	return unsafe.Slice((*byte)(p), n)
+	return nil
 }
 
 // flagWord is the native-endian 32-bit word holding a send or receive

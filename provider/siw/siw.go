@@ -6,6 +6,7 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +54,7 @@ var (
 // place of a revoked ring, so a call already in progress when DeviceLost
 // runs reads and writes that page and nothing else.
 func (c *Context) DeviceLost() {
-	if err := c.f.Write(newDoorbell(^uint32(0)).cmd[:]); errors.Is(err, unix.EIO) {
+	if err := c.f.Write(writedoorbell.New(^uint32(0)).Cmd[:]); errors.Is(err, unix.EIO) {
 		c.lost.Store(true)
 	}
 }

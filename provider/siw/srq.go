@@ -29,10 +29,10 @@ type SRQ struct {
 
 var _ provider.SRQ = (*SRQ)(nil)
 
-// PostRecv checks every request, then writes them into the ring. No
+// PostRecv writes the requests into the ring (see recvQueue.post). No
 // syscall.
 func (s *SRQ) PostRecv(wrs []provider.RecvWR) (int, error) {
-	return s.rq.post("PostSRQRecv", wrs)
+	return s.rq.post("PostSRQRecv", wrs, nil)
 }
 
 // Close unmaps the ring, after the kernel SRQ is destroyed.
