@@ -29,12 +29,29 @@ func (r *Region) Uint64(off int) *atomic.Uint64 {
 // otherwise, or after Close, Pointer panics. The pointer is valid until
 // Close.
 func (r *Region) Pointer(off int) unsafe.Pointer {
-	return r.at(off, 1, "Pointer")
+	// at's check for one byte, short enough to inline into the fast paths
+	// (the doorbell stores) that call Pointer.
+	b := r.b
+	if uint(off) >= uint(len(b)) {
+		r.badAt(off, 1, "Pointer")
+	}
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off)
 }
 
 // at checks that size bytes at off fit in the region and are size-aligned,
 // and returns their address.
 func (r *Region) at(off, size int, what string) unsafe.Pointer {
+	b := r.b // nil after Close: then no off fits
+	if off < 0 || off > len(b)-size || (uintptr(unsafe.Pointer(unsafe.SliceData(b)))+uintptr(off))&uintptr(size-1) != 0 {
+		r.badAt(off, size, what)
+	}
+	return unsafe.Add(unsafe.Pointer(unsafe.SliceData(b)), off)
+}
+
+// badAt panics with the reason at refused off.
+//
+//go:noinline
+func (r *Region) badAt(off, size int, what string) {
 	b := r.b
 	if b == nil {
 		panic("mmap: Region." + what + " on a closed region")
@@ -43,11 +60,6 @@ func (r *Region) at(off, size int, what string) unsafe.Pointer {
 		panic("mmap: Region." + what + "(" + strconv.Itoa(off) + "): " + strconv.Itoa(size) +
 			" bytes at that offset do not fit in a region of " + strconv.Itoa(len(b)) + " bytes")
 	}
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	p = unsafe.Add(p, off)
-	if uintptr(p)&uintptr(size-1) != 0 {
-		panic("mmap: Region." + what + "(" + strconv.Itoa(off) + "): address is not " +
-			strconv.Itoa(size) + "-byte aligned, as atomic access needs")
-	}
-	return p
+	panic("mmap: Region." + what + "(" + strconv.Itoa(off) + "): address is not " +
+		strconv.Itoa(size) + "-byte aligned, as atomic access needs")
 }

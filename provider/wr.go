@@ -84,6 +84,49 @@ const (
 //
 // The error wraps unix.EINVAL and says why; it allocates only then.
 func CheckSend(c *SendQueueCaps, wr *SendWR) error {
+	if SendOK(c, wr) {
+		return nil
+	}
+	return checkSend(c, wr)
+}
+
+// SendOK reports whether CheckSend accepts wr, without the reason, for the
+// fast path's requests (a SEND, RDMA WRITE or READ of a few SGEs on an RC
+// or UC QP): it is short enough to be inlined into a provider's PostSend
+// loop, which calls CheckSend only when SendOK is false. It is false for
+// whatever else (atomics, LOCAL_INV and BIND_MW have rules of their own,
+// and so has UD, its address), or anything wrong: then CheckSend runs
+// every rule and says why.
+func SendOK(c *SendQueueCaps, wr *SendWR) bool {
+	var total uint64
+	for _, s := range wr.SGL {
+		total += uint64(s.Length)
+	}
+	// The opcodes allowed by QP type and INLINE flag (1<<op is 0 for an op
+	// past 31: no bit, refused).
+	return plainOps[c.Type&7|QPType(wr.Flags&SendInline)]&(1<<wr.Opcode) != 0 &&
+		wr.Flags&^sendFlags == 0 && uint32(len(wr.SGL)) <= c.MaxSGE && total <= maxMessage &&
+		(wr.Flags&SendInline == 0 || total <= uint64(c.MaxInline))
+}
+
+// The opcodes SendOK accepts, by QP type and INLINE flag: on RC and UC,
+// those with no rule of their own, and of them, with INLINE, those that
+// send data.
+const (
+	sendFlags = SendFence | SendSignaled | SendSolicited | SendInline
+	inlineOps = 1<<WRSend | 1<<WRSendWithImm | 1<<WRSendWithInv | 1<<WRRDMAWrite | 1<<WRRDMAWriteWithImm
+	ucOps     = 1<<WRSend | 1<<WRSendWithImm | 1<<WRRDMAWrite | 1<<WRRDMAWriteWithImm
+	inl       = QPType(SendInline) // the INLINE flag's bit, as an index
+)
+
+var plainOps = [16]uint32{
+	QPTypeRC: inlineOps | 1<<WRRDMARead, QPTypeUC: ucOps,
+	QPTypeRC | inl: inlineOps, QPTypeUC | inl: ucOps & inlineOps,
+}
+
+// checkSend is CheckSend's every rule, in order: the first broken one is
+// the error.
+func checkSend(c *SendQueueCaps, wr *SendWR) error {
 	op := wr.Opcode
 	if op > WRSendWithInv {
 		return Invalid("unknown opcode %d", uint8(op))
@@ -164,10 +207,24 @@ func CheckSend(c *SendQueueCaps, wr *SendWR) error {
 	return nil
 }
 
+// RecvOK reports whether CheckRecv accepts wr, without the reason: it is
+// short enough to be inlined into a provider's PostRecv loop, which calls
+// CheckRecv for the error only when RecvOK is false.
+func RecvOK(maxSGE uint32, wr *RecvWR) bool {
+	var total uint64
+	for _, s := range wr.SGL {
+		total += uint64(s.Length)
+	}
+	return uint32(len(wr.SGL)) <= maxSGE && total <= maxMessage
+}
+
 // CheckRecv is the provider-independent check of one receive request for a
 // queue whose WQEs hold maxSGE SGEs: at most maxSGE SGEs, describing at
 // most 2^31 bytes. The error wraps unix.EINVAL.
 func CheckRecv(maxSGE uint32, wr *RecvWR) error {
+	if RecvOK(maxSGE, wr) {
+		return nil
+	}
 	if n := uint32(len(wr.SGL)); n > maxSGE {
 		return Invalid("%d SGEs, the queue takes at most %d", n, maxSGE)
 	}

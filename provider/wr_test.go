@@ -72,3 +72,59 @@ func TestCheckSend(t *testing.T) {
 		t.Errorf("CheckSend of a good request allocates")
 	}
 }
+
+// TestCheckSendShortcut: SendOK, CheckSend's shortcut, accepts only what
+// every rule (checkSend) accepts, and CheckSend agrees with checkSend, over
+// requests drawn around each rule's edges.
+func TestCheckSendShortcut(t *testing.T) {
+	x := uint64(0x9e3779b97f4a7c15)
+	rnd := func(n int) int { // xorshift: the same requests every run
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		return int(x % uint64(n))
+	}
+	lengths := []uint32{0, 1, 8, 16, 17, 1 << 30, 1 << 31, 1<<31 + 1, ^uint32(0)}
+	types := []QPType{QPTypeRC, QPTypeUC, QPTypeUD, 0, 7}
+	flags := []SendFlags{0, SendSignaled, SendInline, SendInline | SendSignaled | SendSolicited | SendFence, 1 << 7, SendInline | 1<<5}
+	accepted := 0
+	for i := 0; i < 200000; i++ {
+		c := SendQueueCaps{Type: types[rnd(len(types))], MaxSGE: uint32(rnd(4)), MaxInline: uint32(rnd(3) * 8)}
+		wr := SendWR{Opcode: WROpcode(rnd(12)), Flags: flags[rnd(len(flags))], RemoteAddr: uint64(rnd(3) * 4)}
+		for k := rnd(4); k > 0; k-- {
+			wr.SGL = append(wr.SGL, SGE{Addr: 0x1000, Length: lengths[rnd(len(lengths))], LKey: 1})
+		}
+		if rnd(4) != 0 {
+			wr.UD.AH = testAH{}
+		}
+		wr.UD.RemoteQPN = []uint32{1, 0xffffff, 0x1000000}[rnd(3)]
+		ok, fast, full := SendOK(&c, &wr), CheckSend(&c, &wr), checkSend(&c, &wr)
+		if (fast == nil) != (full == nil) || (ok && full != nil) {
+			t.Fatalf("caps %+v, %+v: SendOK %v, CheckSend %v, every rule %v", c, wr, ok, fast, full)
+		}
+		if ok {
+			accepted++
+		}
+	}
+	if accepted == 0 {
+		t.Fatal("SendOK accepted no request: the shortcut was never taken")
+	}
+}
+
+// TestRecvOK: RecvOK is true exactly when CheckRecv accepts.
+func TestRecvOK(t *testing.T) {
+	lengths := []uint32{0, 1, 1 << 30, 1 << 31, 1<<31 + 1, ^uint32(0)}
+	for maxSGE := uint32(0); maxSGE < 4; maxSGE++ {
+		for n := 0; n < 4; n++ {
+			for _, l := range lengths {
+				wr := RecvWR{}
+				for i := 0; i < n; i++ {
+					wr.SGL = append(wr.SGL, SGE{Length: l})
+				}
+				if ok, err := RecvOK(maxSGE, &wr), CheckRecv(maxSGE, &wr); ok != (err == nil) {
+					t.Errorf("max %d SGEs, %d of %d bytes: RecvOK %v, CheckRecv %v", maxSGE, n, l, ok, err)
+				}
+			}
+		}
+	}
+}

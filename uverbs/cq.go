@@ -198,11 +198,16 @@ func (cq *CQ) Channel() *CompChannel { return cq.channel }
 // Poll fills wc with up to len(wc) completions and returns how many. It
 // makes no syscall and allocates nothing.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	if cq.ctx.rec.Load() != nil || cq.gone.Load() {
+		return cq.pollSlow(wc)
+	}
+	return cq.prov.Poll(wc)
+}
+
+// pollSlow is Poll with a recorder or a closed CQ.
+func (cq *CQ) pollSlow(wc []WorkCompletion) (int, error) {
 	if cq.gone.Load() {
 		return 0, errPollClosed
-	}
-	if cq.ctx.rec.Load() == nil {
-		return cq.prov.Poll(wc)
 	}
 	sp := cq.ctx.begin("PollCQ")
 	n, err := cq.prov.Poll(wc)

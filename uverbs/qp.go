@@ -249,6 +249,16 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 // kernel after the QP is destroyed (its handle may name another QP by then).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 	c := qp.pd.ctx
+	// The common case in one test: no reference to take, no recorder, open.
+	if c.postNamesQP || c.rec.Load() != nil || qp.gone.Load() {
+		return qp.postSendSlow(c, wrs)
+	}
+	return qp.prov.PostSend(wrs)
+}
+
+// postSendSlow is PostSend with a fast-path reference, a recorder or a
+// closed QP.
+func (qp *QP) postSendSlow(c *Context, wrs []SendWR) (int, error) {
 	if c.postNamesQP {
 		if !qp.fastAcquire() {
 			return 0, errPostSendClosed
@@ -268,12 +278,17 @@ func (qp *QP) PostSend(wrs []SendWR) (int, error) {
 
 // PostRecv posts receive work requests.
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	c := qp.pd.ctx
+	if c.rec.Load() != nil || qp.gone.Load() {
+		return qp.postRecvSlow(c, wrs)
+	}
+	return qp.prov.PostRecv(wrs)
+}
+
+// postRecvSlow is PostRecv with a recorder or a closed QP.
+func (qp *QP) postRecvSlow(c *Context, wrs []RecvWR) (int, error) {
 	if qp.gone.Load() {
 		return 0, errPostRecvClosed
-	}
-	c := qp.pd.ctx
-	if c.rec.Load() == nil {
-		return qp.prov.PostRecv(wrs)
 	}
 	sp := c.begin("PostRecv")
 	n, err := qp.prov.PostRecv(wrs)

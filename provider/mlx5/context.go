@@ -90,6 +90,10 @@ type context struct {
 	devx       bool // the context has a DEVX uid
 	askedDyn   bool // the request carried MLX5_LIB_CAP_DYN_UAR
 	cqeVersion uint8
+	// lost is set when the device is gone (DeviceLost): every fast path
+	// then fails with errDeviceLost. It sits with the other fields the
+	// fast paths read, away from the resource table's 32 KiB.
+	lost       atomic.Bool
 	cqeSize    int
 	noBF       bool
 	copyOnFork bool
@@ -109,9 +113,6 @@ type context struct {
 	// live holds the CQs, QPs and SRQs not closed yet: Close closes them
 	// before it unmaps the doorbell pages their fast paths write to.
 	live map[closer]struct{}
-	// lost is set when the device is gone (DeviceLost): every fast path
-	// then fails with errDeviceLost.
-	lost atomic.Bool
 }
 
 var _ provider.DeviceLoser = (*context)(nil)
@@ -132,9 +133,7 @@ func (c *context) DeviceLost() {
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *cq:
-			o.mu.Lock()
-			// a barrier: waits for a Poll or Arm in progress
-			o.mu.Unlock()
+			o.lose() // after a Poll or Arm in progress
 		case *qp:
 			o.sqMu.Lock()
 			o.rqMu.Lock()

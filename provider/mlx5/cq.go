@@ -28,13 +28,20 @@ type cq struct {
 	cqn     uint32
 	stamps  bool // created with CQAttr.Timestamps (PollTimestamps)
 
-	mu     sync.Mutex
-	closed bool   // Close ran: the ring is unmapped, nothing may read it
-	dead   error  // a resize left no ring to read: Poll returns this
-	ci     uint32 // consumer index, free running
-	armSN  uint32 // arm sequence number: events consumed
-	stray  uint64 // CQEs that named no live QP or SRQ (skipped)
+	mu    sync.Mutex
+	halt  uint8  // why Poll cannot run (cqClosed, cqLost, cqDead bits); 0 while it can
+	dead  error  // with cqDead: a resize left no ring to read, Poll returns this
+	ci    uint32 // consumer index, free running
+	armSN uint32 // arm sequence number: events consumed
+	stray uint64 // CQEs that named no live QP or SRQ (skipped)
 }
+
+// The bits of cq.halt: one test of the field is Poll's whole check.
+const (
+	cqClosed uint8 = 1 << iota // Close ran: the ring is unmapped, nothing may read it
+	cqLost                     // the device is gone (context.DeviceLost)
+	cqDead                     // a resize left no ring to read (cq.dead says why)
+)
 
 // cqSetup is a CREATE_CQ in progress.
 type cqSetup struct {
@@ -99,6 +106,9 @@ func (s *cqSetup) Complete(c provider.CQCreated) (provider.CQ, error) {
 		q.mem.Close()
 		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
 	}
+	if q.ctx.lost.Load() {
+		q.lose() // DeviceLost may have listed the live objects before track
+	}
 	return q, nil
 }
 
@@ -125,7 +135,7 @@ func (q *cq) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 	s := &cqResize{q: q, log: log}
 	req := abi.Mlx5IbResizeCq{CqeSize: uint16(q.cqeSize)}
 	q.mu.Lock()
-	if q.closed {
+	if q.halt&cqClosed != 0 {
 		q.mu.Unlock()
 		return nil, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
 	}
@@ -165,7 +175,7 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.halt&cqClosed != 0 {
 		s.mem.Close()
 		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
 	}
@@ -173,6 +183,7 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 		// The device writes a ring of another size than the one handed
 		// over: nothing can be read from it safely. Poll says so.
 		q.dead = fmt.Errorf("mlx5: CQ %d: the kernel resized it to %d entries, the new ring has %d; close it", q.cqn, got+1, 1<<s.log)
+		q.halt |= cqDead
 		if q.mem != q.dbMem {
 			q.mem.Close()
 		}
@@ -217,10 +228,10 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 func (q *cq) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.halt&cqClosed != 0 {
 		return nil
 	}
-	q.closed = true
+	q.halt |= cqClosed
 	q.ctx.forget(q)
 	err := q.mem.Close()
 	if q.dbMem != q.mem {
@@ -236,7 +247,7 @@ func (q *cq) Close() error {
 // one 64-bit store to the CQ doorbell of the context's UAR. No syscall.
 func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
-	if q.closed || q.ctx.lost.Load() {
+	if q.halt&(cqClosed|cqLost) != 0 {
 		err := q.stopped()
 		q.mu.Unlock()
 		return err
@@ -266,8 +277,65 @@ func (q *cq) Event() {
 // Poll reads up to len(wc) new CQEs. A CQE is new when its opcode is not
 // INVALID and its owner bit equals the pass bit of the consumer index; its
 // other fields are read only after a from-device barrier. The consumer index
-// goes to the doorbell record once per call.
-func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) { return q.poll(wc, nil, true) }
+// goes to the doorbell record once per call. Poll is poll without
+// timestamps, written out: it is the fast path, and this saves it a call.
+func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
+	q.mu.Lock()
+	if q.halt != 0 {
+		return 0, q.halted()
+	}
+	n := 0
+	var err error
+	start := q.ci
+	for n < len(wc) {
+		c := q.next()
+		if c == nil {
+			break
+		}
+		doorbell.FromDevice()
+		q.ci++
+		ok, e := q.ctx.complete(c, &wc[n])
+		if e != nil {
+			err = q.cqeError(e)
+			break
+		}
+		if !ok {
+			q.stray++
+			continue
+		}
+		n++
+	}
+	if q.ci != start { // publishCI, written out
+		doorbell.ToDevice()
+		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	}
+	q.mu.Unlock()
+	return n, err
+}
+
+// next returns the CQE at the consumer index if it is new, else nil (not
+// written yet, or a RESIZE CQE: the end of this ring, Resize moves on).
+func (q *cq) next() []byte {
+	log := q.log & 31 // < 22: the mask tells the compiler so
+	off := int(q.ci&(1<<log-1))*q.cqeSize + q.cqeSize - cqe64Size
+	c := q.buf[off : off+cqe64Size : off+cqe64Size]
+	op := c[cqeOpOwn]
+	if op>>4 == cqeInvalid || op>>4 == cqeResize || uint32(op&cqeOwnerMask) != (q.ci>>log)&1 {
+		return nil
+	}
+	return c
+}
+
+// publishCI writes the consumer index to the doorbell record.
+func (q *cq) publishCI() {
+	doorbell.ToDevice()
+	doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+}
+
+// cqeError is Poll's error for a CQE it cannot read (the CQE at ci-1).
+func (q *cq) cqeError(e error) error {
+	return fmt.Errorf("mlx5: CQ %d: CQE %d: %w", q.cqn, q.ci-1, e)
+}
 
 // errNoStamps is PollTimestamps' error on a CQ created without
 // timestamps (preallocated: the fast path allocates nothing).
@@ -283,7 +351,6 @@ func (q *cq) PollTimestamps(wc []provider.WorkCompletion, ts []uint64) (int, err
 	return q.poll(wc, ts[:len(wc)], true)
 }
 
-// poll is Poll, and PollTimestamps when ts is not nil.
 var _ provider.PassPoller = (*cq)(nil)
 
 // PollPass is Poll (PollTimestamps with ts) for a pass over the CQ
@@ -296,16 +363,18 @@ func (q *cq) PollPass(wc []provider.WorkCompletion, ts []uint64) (int, error) {
 // EndPass writes the consumer index a pass reached to the doorbell record.
 func (q *cq) EndPass() {
 	q.mu.Lock()
-	if !q.closed && q.dead == nil && !q.ctx.lost.Load() {
-		doorbell.ToDevice()
-		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	if q.halt == 0 {
+		q.publishCI()
 	}
 	q.mu.Unlock()
 }
 
+// poll is Poll that also reads timestamps into ts when ts is not nil, and
+// leaves the consumer index to EndPass when publish is false
+// (PollTimestamps, PollPass).
 func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int, error) {
 	q.mu.Lock()
-	if q.closed || q.dead != nil || q.ctx.lost.Load() {
+	if q.halt != 0 {
 		err := q.stopped()
 		q.mu.Unlock()
 		return 0, err
@@ -313,19 +382,16 @@ func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int,
 	n := 0
 	var err error
 	start := q.ci
-	mask := uint32(1)<<q.log - 1
 	for n < len(wc) {
-		off := int(q.ci&mask)*q.cqeSize + q.cqeSize - cqe64Size
-		c := q.buf[off : off+cqe64Size : off+cqe64Size]
-		op := c[cqeOpOwn]
-		if op>>4 == cqeInvalid || uint32(op&cqeOwnerMask) != (q.ci>>q.log)&1 || op>>4 == cqeResize {
-			break // not written yet, or the end of this ring (Resize moves on)
+		c := q.next()
+		if c == nil {
+			break
 		}
 		doorbell.FromDevice()
 		q.ci++
 		ok, e := q.ctx.complete(c, &wc[n])
 		if e != nil {
-			err = fmt.Errorf("mlx5: CQ %d: CQE %d: %w", q.cqn, q.ci-1, e)
+			err = q.cqeError(e)
 			break
 		}
 		if !ok {
@@ -338,8 +404,7 @@ func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int,
 		n++
 	}
 	if publish && q.ci != start {
-		doorbell.ToDevice()
-		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+		q.publishCI()
 	}
 	q.mu.Unlock()
 	return n, err
@@ -358,7 +423,7 @@ func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int,
 func (q *cq) clean(key uint32, s *srq) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.halt&cqClosed != 0 {
 		return
 	}
 	n := uint32(1) << q.log
@@ -424,12 +489,28 @@ func isResponder(op uint8) bool {
 // device is gone, or a resize left it without a ring. Called under q.mu.
 func (q *cq) stopped() error {
 	switch {
-	case q.closed:
+	case q.halt&cqClosed != 0:
 		return errCQClosed
-	case q.ctx.lost.Load():
+	case q.halt&cqLost != 0:
 		return errDeviceLost
 	}
 	return q.dead
+}
+
+// halted is Poll's way out of a CQ that cannot be read: it unlocks q.mu
+// and says why (kept out of Poll, which it would only lengthen).
+func (q *cq) halted() error {
+	err := q.stopped()
+	q.mu.Unlock()
+	return err
+}
+
+// lose stops the CQ's fast path for good: the device is gone. It waits for
+// a Poll or Arm in progress (it takes the lock).
+func (q *cq) lose() {
+	q.mu.Lock()
+	q.halt |= cqLost
+	q.mu.Unlock()
 }
 
 var _ provider.TimestampPoller = (*cq)(nil)

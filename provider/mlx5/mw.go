@@ -78,13 +78,13 @@ func (c *context) MWFreed(rkey uint32) {
 
 // planUMR plans the UMR WQE of a BIND_MW or LOCAL_INV request (which
 // provider.CheckSend accepted: no SGL, a window key with the same index).
-func planUMR(s *sqShape, wr *provider.SendWR) (sendPlan, error) {
-	p := sendPlan{opcode: opUMR}
+func planUMR(s *sqShape, wr *provider.SendWR, p *sendPlan) error {
+	p.opcode = opUMR
 	size := uint32(ctrlSize + umrCtrlSize + mkeyCtxSize)
 	if wr.Opcode == provider.WRBindMW {
 		p.type1 = s.mws != nil && s.mws.isType1(wr.Bind.MWRKey)
 		if wr.Bind.Length > maxBindLength {
-			return p, notSupported("a window of %d bytes: one KLM maps at most 2^31", wr.Bind.Length)
+			return notSupported("a window of %d bytes: one KLM maps at most 2^31", wr.Bind.Length)
 		}
 		if wr.Bind.Length > 0 {
 			size += klmBlockSize
@@ -93,9 +93,9 @@ func planUMR(s *sqShape, wr *provider.SendWR) (sendPlan, error) {
 	p.ds = size / segSize
 	p.bbs = (size + wqeBB - 1) / wqeBB
 	if p.bbs > s.maxBBs {
-		return p, invalid("the WQE needs %d bytes, the queue was sized for %d", size, s.maxBBs*wqeBB)
+		return invalid("the WQE needs %d bytes, the queue was sized for %d", size, s.maxBBs*wqeBB)
 	}
-	return p, nil
+	return nil
 }
 
 // buildUMR writes the UMR segments of a bind (type 1 or 2) or a local

@@ -34,6 +34,10 @@ type sendQueue struct {
 
 	shape  sqShape
 	sigAll bool
+	// plans holds the plans of a list's first WRs from the check pass to
+	// the build pass (under qp.sqMu; kept here so that PostSend need not
+	// zero an array on every call).
+	plans [8]sendPlan
 	// fmCache is the fence the next WQE carries: the initiator small
 	// fence after a UMR (a window bind or invalidation), so that what
 	// follows sees the window changed, as rdma-core's fm_cache.
@@ -44,16 +48,15 @@ type sendQueue struct {
 // before it; it returns the WQE's wr_id and opcode, and false if no such WQE
 // is outstanding (a CQE left from before the QP was reset). It runs under
 // the CQ's lock.
-func (s *sendQueue) retire(counter uint16) (uint64, provider.WCOpcode, bool) {
+func (s *sendQueue) retire(counter uint16) (id uint64, op provider.WCOpcode, ok bool) {
 	head := s.pub.Load() // pairs with PostSend's publish: wrid and next are written
 	t := s.tail.Load()
-	if (uint32(counter)-t)&0xffff >= head-t {
-		return 0, 0, false
+	if ok = (uint32(counter)-t)&0xffff < head-t; ok {
+		i := uint32(counter) & (s.cnt - 1)
+		id, op = s.wrid[i], s.op[i]
+		s.tail.Store(s.next[i]) // after the reads: PostSend may reuse the slot from here on
 	}
-	i := uint32(counter) & (s.cnt - 1)
-	id, op := s.wrid[i], s.op[i]
-	s.tail.Store(s.next[i]) // after the reads: PostSend may reuse the slot from here on
-	return id, op, true
+	return
 }
 
 // recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
@@ -387,11 +390,18 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	sq := &q.sq
 	free := sq.cnt - (sq.head - sq.tail.Load())
 	need := uint32(0)
-	var plans [8]sendPlan // the first WRs' plans, kept for the build pass
+	var spare sendPlan // the plan of a WR past the first len(sq.plans)
 	for i := range wrs {
-		p, err := checkSend(&sq.shape, &wrs[i])
-		if i < len(plans) {
-			plans[i] = p
+		p := &spare
+		if i < len(sq.plans) {
+			p = &sq.plans[i]
+		}
+		var err error
+		if !provider.SendOK(&sq.shape.caps, &wrs[i]) { // inlined; CheckSend says why
+			err = provider.CheckSend(&sq.shape.caps, &wrs[i])
+		}
+		if err == nil {
+			err = planSend(&sq.shape, &wrs[i], p)
 		}
 		if err == nil && need+p.bbs > free {
 			err = fmt.Errorf("%w: the send queue is full (%d of %d WQEBBs in use)", errNoMemory, sq.cnt-free+need, sq.cnt)
@@ -405,15 +415,15 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	var last, lastBBs uint32
 	for i := range wrs {
 		wr := &wrs[i]
-		var p sendPlan
-		if i < len(plans) {
-			p = plans[i]
+		p := &spare
+		if i < len(sq.plans) {
+			p = &sq.plans[i]
 		} else {
-			p, _ = planSend(&sq.shape, wr)
+			planSend(&sq.shape, wr, p) // accepted in the check pass
 		}
 		signal := sq.sigAll || wr.Flags&provider.SendSignaled != 0
 		p.fence, sq.fmCache = sq.fmCache, 0
-		buildSend(sq.ring, head, q.qpn, wr, &p, signal)
+		buildSend(sq.ring, head, q.qpn, wr, p, signal)
 		idx := head & (sq.cnt - 1)
 		sq.wrid[idx] = wr.ID
 		sq.next[idx] = head + p.bbs
@@ -460,7 +470,10 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq := &q.rq
 	used := rq.head - rq.tail.Load()
 	for i := range wrs {
-		err := provider.CheckRecv(rq.maxSGE, &wrs[i])
+		var err error
+		if !provider.RecvOK(rq.maxSGE, &wrs[i]) { // inlined; CheckRecv says why
+			err = provider.CheckRecv(rq.maxSGE, &wrs[i])
+		}
 		if err == nil && used+uint32(i) >= rq.cnt {
 			err = fmt.Errorf("%w: the receive queue is full (%d WQEs)", errNoMemory, rq.cnt)
 		}

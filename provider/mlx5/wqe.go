@@ -19,23 +19,24 @@ type sqShape struct {
 	mws    *mwTable // the context's memory windows (binds need their type)
 }
 
-// checkSend runs the common checks, then plans the WQE.
-func checkSend(s *sqShape, wr *provider.SendWR) (sendPlan, error) {
-	if err := provider.CheckSend(&s.caps, wr); err != nil {
-		return sendPlan{}, err
+// checkSend runs the common checks, then plans the WQE: what PostSend does
+// for each WR (written out there, into its plans).
+func checkSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
+	if err = provider.CheckSend(&s.caps, wr); err == nil {
+		err = planSend(s, wr, &p)
 	}
-	return planSend(s, wr)
+	return p, err
 }
 
 // sendPlan is what validation found out about one send WR: everything the
 // builder needs besides the WR itself.
 type sendPlan struct {
-	opcode uint8  // MLX5_OPCODE_*
-	inline bool   // data copied into the WQE
+	ah     *ah    // UD destination
 	bytes  uint32 // inline data length
 	ds     uint32 // WQE size in 16-byte units
 	bbs    uint32 // WQE size in WQEBBs
-	ah     *ah    // UD destination
+	opcode uint8  // MLX5_OPCODE_*
+	inline bool   // data copied into the WQE
 	type1  bool   // BIND_MW of a type 1 window
 	xrc    bool   // an XRC initiator's: the XRC segment follows the control segment
 	// fence is the initiator small fence a WQE after a UMR carries
@@ -54,11 +55,12 @@ func notSupported(format string, args ...any) error {
 }
 
 // planSend works out the WQE of wr, which provider.CheckSend accepted for
-// a queue of shape s, and refuses what only mlx5 cannot carry (a window
-// longer than 2 GiB, an address handle of another provider, a WQE larger
-// than the queue was sized for). It reads only the WR (not the memory its SGEs point
-// to) and allocates nothing unless it fails.
-func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
+// a queue of shape s, into p, and refuses what only mlx5 cannot carry (a
+// window longer than 2 GiB, an address handle of another provider, a WQE
+// larger than the queue was sized for). It reads only the WR (not the
+// memory its SGEs point to) and allocates nothing unless it fails.
+func planSend(s *sqShape, wr *provider.SendWR, p *sendPlan) error {
+	*p = sendPlan{}
 	hdr := uint32(ctrlSize)
 	switch wr.Opcode {
 	case provider.WRSend:
@@ -78,9 +80,9 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	case provider.WRAtomicFetchAndAdd:
 		p.opcode, hdr = opAtomicFA, hdr+raddrSize+atomicSize
 	case provider.WRLocalInv, provider.WRBindMW:
-		return planUMR(s, wr)
+		return planUMR(s, wr, p)
 	default:
-		return p, invalid("unknown opcode %d", uint8(wr.Opcode))
+		return invalid("unknown opcode %d", uint8(wr.Opcode))
 	}
 	if s.typ == provider.QPTypeXRCIni {
 		p.xrc, hdr = true, hdr+xrcSegSize
@@ -88,7 +90,7 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	if s.typ == provider.QPTypeUD {
 		a, ok := wr.UD.AH.ProviderAH().(*ah)
 		if !ok || a == nil {
-			return p, invalid("the address handle was not created on an mlx5 device")
+			return invalid("the address handle was not created on an mlx5 device")
 		}
 		p.ah = a
 		hdr += avSize
@@ -116,9 +118,9 @@ func planSend(s *sqShape, wr *provider.SendWR) (p sendPlan, err error) {
 	p.ds = size / segSize
 	p.bbs = (size + wqeBB - 1) / wqeBB
 	if p.bbs > s.maxBBs {
-		return p, invalid("the WQE needs %d bytes, the queue was sized for %d", size, s.maxBBs*wqeBB)
+		return invalid("the WQE needs %d bytes, the queue was sized for %d", size, s.maxBBs*wqeBB)
 	}
-	return p, nil
+	return nil
 }
 
 // wqeWriter hands out the 16-byte segments of one WQE in the send ring,

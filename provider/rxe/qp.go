@@ -180,6 +180,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 // bad list never reaches the queue: the checks every provider shares
 // (provider.CheckSend), then an rxe address handle on UD.
 func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
+	if provider.SendOK(&qp.sq.caps, wr) { // inlined: the common request, RC or UC
+		return nil
+	}
 	err := provider.CheckSend(&qp.sq.caps, wr)
 	if err == nil && qp.typ == provider.QPTypeUD {
 		if _, ok := wr.UD.AH.ProviderAH().(*AH); !ok {
@@ -330,8 +333,8 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 		return 0, &WRError{Provider: "rxe", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
 	}
 	for i := range wrs {
-		if err := provider.CheckRecv(rq.maxSGE, &wrs[i]); err != nil {
-			return i, &WRError{Provider: "rxe", Verb: op, Index: i, Err: err}
+		if !provider.RecvOK(rq.maxSGE, &wrs[i]) { // inlined; CheckRecv says why
+			return i, &WRError{Provider: "rxe", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, &wrs[i])}
 		}
 	}
 	prod := rq.prod
