@@ -38,9 +38,14 @@ func TestRigShutdown(t *testing.T) {
 			bc := newBuffers(t, client.PD(), 8192)
 			bs := newBuffers(t, server.PD(), 8192)
 			exchange(t, ctx, client, server, bc, bs, "before the shutdown")
-			closer, peer := client, server
+			closer, peer, closerBuf := client, server, bc
 			if c.serverCloses {
-				closer, peer = server, client
+				closer, peer, closerBuf = server, client, bs
+			}
+			// The closer's MR goes first: Close deallocates the channel's PD
+			// with the device's last connection, which an MR would keep busy.
+			if err := closerBuf.mr.Close(); err != nil {
+				t.Fatal(err)
 			}
 			start := time.Now()
 			if err := closer.Shutdown(ctx); err != nil {
