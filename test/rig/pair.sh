@@ -19,7 +19,9 @@
 #     --cm             the rdma_cm schedule (guest/pair-cm.sh): goverbs' rping
 #                      and rdma-core's rping connecting through each guest's
 #                      kernel CM, every pairing, both roles, both directions,
-#                      data verified; after --pingpong's steps when both are given
+#                      data verified; then ucmatose and udaddy against goverbs'
+#                      rdmacm in both roles; after --pingpong's steps when both
+#                      are given
 # In each guest, before the command: guest/pair-net.sh has set up the NIC
 # 10.77.0.1 (A) / 10.77.0.2 (B) and rxe1 on it, and exported PAIR_SELF (1|2),
 # PAIR_IP, PAIR_PEER, PAIR_NET and PAIR_DEV. The guests are watched like every
@@ -95,6 +97,10 @@ for i in 0 1; do
   for p in ${gos[@]+"${gos[@]}"}; do
     ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p ($arch) failed"
   done
+  # --cm: goverbs' side of the ucmatose/udaddy steps (rdmacm's TestRigPairPeer)
+  if [ -n "$cm" ]; then
+    ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go test -c -o "$ov/rig/bin/rdmacm.test" ./rdmacm ) || die "go test -c ./rdmacm ($arch) failed"
+  fi
 done
 
 # ---- the socket network: A listens on a free port of 127.0.0.1, B connects ----
@@ -171,7 +177,7 @@ for i in 0 1; do
 done
 ids=()
 [ -z "$pingpong" ] || ids+=(1 2 3 4 5 6)
-[ -z "$cm" ] || ids+=(c1 c2 c3 c4 c5 c6)
+[ -z "$cm" ] || ids+=(c1 c2 c3 c4 c5 c6 c7 c8 c9 c10)
 if [ ${#ids[@]} != 0 ]; then
   pass=0 bad=0
   for n in "${ids[@]}"; do
