@@ -30,17 +30,19 @@ import (
 //     with the destination as its own source: a loopback on rxeb, not a
 //     crossing.
 //
-// And such a loopback connection on rxeb fails: the listener's CM answers
-// the REQ with a REP to GID 10.99.0.2, whose MAC the kernel resolves out
-// of vb (the rule "oif vb lookup 102"); ARP for it is answered by va (the
-// host owns the address, arp_ignore 0), so the REP goes to va's MAC,
-// leaves rxeb and is dropped by rxea (not its GID). The dialer's REQ times
-// out: UNREACHABLE (or, on 5.10, no answer for minutes while it is
-// retried). The third case checks exactly that, and the neighbour entry
-// that causes it (10.99.0.2 on vb at va's MAC, 02:00:0a:63:00:01).
-// rdma-core's rping without -I ends the same way (UNREACHABLE, seen in
-// the rig on 6.12); so does perftest's -R client, which cannot name a
-// source at all (TestRigVethPerftestNoSource).
+// And such a loopback connection on rxeb fails (checked by the third
+// case): the listener gets the REQ (TestRigVethPerftestNoSource reads it)
+// but the dialer never sees ESTABLISHED. The neighbour table shows why the
+// listener's answer cannot come back: its CM resolves GID 10.99.0.2's MAC
+// out of vb (the rule "oif vb lookup 102"), ARP for it is answered by va
+// (the host owns the address, arp_ignore 0), so 10.99.0.2 on vb is va's
+// MAC, 02:00:0a:63:00:01 (checked), and a REP sent there leaves rxeb for
+// rxea, whose GID it is not. How the dialer hears of it differs: 6.1 and
+// 7.3.4 report UNREACHABLE (ETIMEDOUT) after ~0.1 s, faster than a REQ
+// timeout (not traced further), 6.12's rping without -I gets UNREACHABLE
+// within 20 s, 5.10 answers nothing for 90 s and more. rdma-core's perftest
+// -R client, which cannot name a source at all, fails the same way
+// (TestRigVethPerftestNoSource).
 //
 // Rules that send a lookup with no interface out of the other end ("to
 // 10.99.0.2 lookup 101", "to 10.99.0.1 lookup 102") make the source-less
@@ -119,10 +121,9 @@ func TestRigVethRouteChoice(t *testing.T) {
 			}
 		}()
 		start := time.Now()
-		// How soon the dialer hears of it depends on the kernel: 7.3.4
-		// reports UNREACHABLE after ~0.1 s, 6.12 within 20 s, 5.10 not
-		// within 90 s (its REQ is still being retried): 30 s, then a
-		// deadline is the same answer.
+		// How soon the dialer hears of it depends on the kernel (see
+		// above; 5.10 not within 90 s): after 30 s a deadline is the same
+		// answer.
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		c, err := rdmacm.Dial(dctx, netip.AddrPortFrom(addrRXEB, l.Addr().Port()), nil)
