@@ -55,9 +55,12 @@ func (w *workload) cmRows() error {
 	// as ibvcost's main goroutine is (for the syscall counters, which these
 	// rows do not use): a Go program waits for CM events so, and a locked
 	// waiter pays an OS thread switch (futex wake, sleep) for every event
-	// the channel's reader goroutine hands it. Under TCG that made every
-	// row 1.2-3.5 times librdmacm's on 5.10, 6.1 and 7.3.4 (session 5),
-	// while rdmacm's TestRigCMSteps, unlocked, was faster than cmtime.
+	// the channel's reader goroutine hands it. On 6.1 under TCG (session
+	// 5, one boot each, a loaded host) the rows went from 1.35-3.55 times
+	// librdmacm's, locked, to 1.04-2.24 times, unlocked; cm_connect,
+	// cm_accept and cm_disconnect stayed ~1.6-1.8 times (not explained
+	// yet: rdmacm's TestRigCMSteps, against cmtime's server, is faster
+	// than cmtime on every kernel).
 	errc := make(chan error, 1)
 	go func() { errc <- w.cmRowsUnlocked() }()
 	return <-errc
