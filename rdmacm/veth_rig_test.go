@@ -37,10 +37,10 @@ import (
 // out of vb (the rule "oif vb lookup 102"), ARP for it is answered by va
 // (the host owns the address, arp_ignore 0), so 10.99.0.2 on vb is va's
 // MAC, 02:00:0a:63:00:01 (checked), and a REP sent there leaves rxeb for
-// rxea, whose GID it is not. How the dialer hears of it differs: 6.1 and
-// 7.3.4 report UNREACHABLE (ETIMEDOUT) after ~0.1 s, faster than a REQ
-// timeout (not traced further), 6.12's rping without -I gets UNREACHABLE
-// within 20 s, 5.10 answers nothing for 90 s and more. rdma-core's perftest
+// rxea, whose GID it is not. How the dialer hears of it differs: 6.1,
+// 6.12 and 7.3.4 report UNREACHABLE (ETIMEDOUT) after 0.05-0.13 s, faster
+// than a REQ timeout (not traced further); 5.10 answers nothing for 90 s
+// and more. rdma-core's perftest
 // -R client, which cannot name a source at all, fails the same way
 // (TestRigVethPerftestNoSource).
 //
