@@ -6,6 +6,8 @@
 #   make rig     the rig suite: rig tests on Debian's kernels in QEMU (test/rig/README.md);
 #                KERNELS may name any of the matrix: 5.10 6.1 6.12 newest 6.12-arm64
 #   make pair    two guests (PAIR_KERNELS) on a QEMU socket network: pingpong interop between them
+#                (PAIR_CM=1: the rdma_cm steps of pair-cm too, in the same two boots)
+#   make pair-cm two guests: rdma_cm interop between them (goverbs' and rdma-core's rping, both roles)
 #   make demo    boot one kernel (KERNEL=5.10|6.1|6.12|newest|6.12-arm64) and show goverbs working in it
 #   make lint    gofmt, go vet, staticcheck (pinned: STATICCHECK_VERSION)
 #   make setup   install the host packages the rig needs (Debian 12)
@@ -43,7 +45,7 @@ STATICCHECK := $(GOBIN_CACHE)/staticcheck-$(STATICCHECK_VERSION)
 DEMO ?= tools
 DEMO_CMD ?= set -eo pipefail; ibvinfo; pp() { until netstat -ltn | grep -q ":18515 "; do sleep 0.1; done; }; pair() { echo "== $$1 server, $$2 client: rxe0 loopback, RC, -g 1 -c -n 200"; $$3 -d rxe0 -g 1 -c -n 200 2>&1 | sed "s/^/  $$1 server | /" & pp; $$4 -d rxe0 -g 1 -c -n 200 127.0.0.1 2>&1 | sed "s/^/  $$2 client | /"; wait $$!; }; pair goverbs rdma-core "pingpong rc" ibv_rc_pingpong; pair rdma-core goverbs ibv_rc_pingpong "pingpong rc"; echo "demo: goverbs and rdma-core ping-ponged both ways"
 
-.PHONY: test unit fuzz rig pair demo lint setup
+.PHONY: test unit fuzz rig pair pair-cm demo lint setup
 
 test: setup lint unit fuzz rig pair
 
@@ -73,7 +75,10 @@ rig: setup
 	test/rig/suite.sh --kernels "$(KERNELS)" $(if $(RIG_TOOLS),--tools '$(RIG_TOOLS)')
 
 pair: setup
-	test/rig/pair.sh --pingpong --kernels "$(PAIR_KERNELS)"
+	test/rig/pair.sh --pingpong $(if $(PAIR_CM),--cm) --kernels "$(PAIR_KERNELS)"
+
+pair-cm: setup
+	test/rig/pair.sh --cm --kernels "$(PAIR_KERNELS)"
 
 demo: setup
 ifeq ($(DEMO),tools)

@@ -19,9 +19,19 @@ import (
 // cmtimeFailed fails t if a cmtime client's output reports a failed
 // connection: cmtime prints the event ("event: RDMA_CM_EVENT_REJECTED,
 // error: 28") and still exits 0 with figures that include it.
+//
+// One failure line is not a connection's: cmtime's event thread reads the
+// channel in a loop that only an error ends, and main destroys the channel
+// at exit, so a finished run can print "failure in rdma_get_cm_event in
+// process_server_events: Bad file descriptor" (seen on 6.1, session 5,
+// after a complete table). With the table's last row there, it is ignored.
 func cmtimeFailed(t *testing.T, out []byte) {
 	t.Helper()
+	done := strings.Contains(string(out), "\ndestroy ")
 	for _, l := range strings.Split(string(out), "\n") {
+		if done && strings.HasPrefix(l, "failure in rdma_get_cm_event in process_server_events: Bad file descriptor") {
+			continue
+		}
 		if strings.Contains(l, "RDMA_CM_EVENT_") || strings.HasPrefix(l, "failure") {
 			t.Fatalf("cmtime's own connection failed (%s):\n%s", strings.TrimSpace(l), out)
 		}

@@ -154,9 +154,33 @@ func (c *Conn) Done() <-chan struct{} { return c.ID.Done() }
 // work requests flush) and both sides get DISCONNECTED.
 func (c *Conn) Disconnect() error { return c.ID.Disconnect() }
 
+// Shutdown disconnects gracefully, then closes the connection as Close
+// does. Close destroys the ID right after its DISCONNECT, which cancels the
+// kernel's retransmission of the DREQ (IB, RoCE): a lost DREQ then leaves
+// the peer connected until it notices otherwise. Shutdown sends the DREQ
+// (unless the connection is already down) and waits until the CM reports
+// the connection down — the peer's DREP arrived, the DREQ's retries ran
+// out, or the peer disconnected first (Done is closed) — before it
+// destroys anything. If ctx ends first, Shutdown closes anyway and returns
+// an *OpError wrapping ctx's error. On iWARP the DISCONNECTED event comes
+// once the peer has closed its side of the stream.
+func (c *Conn) Shutdown(ctx context.Context) error {
+	var werr error
+	if c.ID.Err() == nil && c.QP != nil && c.ID.Disconnect() == nil {
+		select {
+		case <-c.ID.Done():
+		case <-c.ID.closedCh: // another goroutine's Close
+		case <-ctx.Done():
+			werr = opError("Shutdown", ctx.Err())
+		}
+	}
+	return errors.Join(werr, c.Close())
+}
+
 // Close disconnects (unless the connection is already down), destroys the
 // QP, CQ and ID, and closes the channel if the connection owns it. It is
-// idempotent; blocked calls return an error matching ErrClosed.
+// idempotent; blocked calls return an error matching ErrClosed. Shutdown
+// is the graceful way.
 func (c *Conn) Close() error {
 	var err error
 	c.closeOnce.Do(func() { err = c.close() })

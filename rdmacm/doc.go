@@ -52,6 +52,11 @@
 // application). A removed device's uverbs context is closed with its last
 // connection, which lets the kernel finish the removal.
 //
+// Conn.Close disconnects and destroys at once; Conn.Shutdown disconnects,
+// waits (bounded by its ctx) until the CM reports the connection down —
+// the peer's DREP, or the DREQ's retries exhausted — and then closes, so
+// the kernel's DREQ retransmission is not cancelled by the destroy.
+//
 // An ID makes one request at a time: Dial, Accept, ResolveAddr,
 // ResolveRoute and JoinMulticast must not run concurrently on the same ID.
 // Close, Disconnect, NextEvent, Done and Err may be called from any

@@ -78,7 +78,9 @@
 // Then the connection manager (package rdmacm; verbs_cost.c times
 // librdmacm's calls), on the IPv4 address of the device's netdev, a dialer
 // and a listener of the same program on event channels opened beforehand,
-// RC QPs of one WR and SGE each way; timed only (no syscall counts: the
+// RC QPs of one WR and SGE each way, from a goroutine not locked to an OS
+// thread (as a Go program waits for CM events; ibvcost's main goroutine is
+// locked for the syscall counters); timed only (no syscall counts: the
 // work spans goroutines):
 //
 //	cm_create_id, cm_destroy_id   CreateID; Close of an id with its route resolved

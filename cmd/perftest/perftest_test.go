@@ -416,7 +416,12 @@ func TestInteropRDMACMRig(t *testing.T) {
 	// own client does not connect across the pair in the rig, to its own
 	// server either (6.12, with and without --source_ip: its REQ ends in
 	// UNREACHABLE, the server's REP times out, reason 4), so there only
-	// goverbs' client runs: against perftest's server and goverbs'.
+	// goverbs' client runs: against perftest's server and goverbs'. Why:
+	// perftest 4.5-0.17's --source_ip is its raw-Ethernet option (getopt
+	// takes the first of two of that name), so its CM client names no
+	// source, the kernel binds it to rxeb (10.99.0.2 is local) and the
+	// loopback connection's REP goes to va's MAC: rdmacm's
+	// TestRigVethPerftestNoSource and TestRigVethRouteChoice check both.
 	topos := []struct {
 		name, srvDev, cliDev, host string
 		srvFlags, cliFlags         []string

@@ -5,7 +5,7 @@
 # own rxe (rxe1) on its own NIC there, runs a command on each and collects
 # both results.
 #   test/rig/pair.sh [--kernels "A B"] [--bin DIR] [--go PKGS] [--timeout S] -- 'command on A' 'command on B'
-#   test/rig/pair.sh --pingpong [--kernels "A B"]
+#   test/rig/pair.sh --pingpong [--cm] [--kernels "A B"]
 #     --kernels "A B"  the two guests' kernels, any of the matrix (default "6.1 6.12",
 #                      or $PAIR_KERNELS); the same one twice is fine
 #     --bin DIR        copy DIR's files into both guests' PATH; repeatable
@@ -16,6 +16,12 @@
 #                      pingpong and ibv_rc_pingpong between the guests, every
 #                      pairing, both roles, both directions; prints one line per
 #                      step and a summary line
+#     --cm             the rdma_cm schedule (guest/pair-cm.sh): goverbs' rping
+#                      and rdma-core's rping connecting through each guest's
+#                      kernel CM, every pairing, both roles, both directions,
+#                      data verified; then ucmatose and udaddy against goverbs'
+#                      rdmacm in both roles; after --pingpong's steps when both
+#                      are given
 # In each guest, before the command: guest/pair-net.sh has set up the NIC
 # 10.77.0.1 (A) / 10.77.0.2 (B) and rxe1 on it, and exported PAIR_SELF (1|2),
 # PAIR_IP, PAIR_PEER, PAIR_NET and PAIR_DEV. The guests are watched like every
@@ -28,7 +34,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${PAIR_KERNELS:-6.1 6.12}; bins=(); gos=(); tmo=${RIG_TIMEOUT:-1800}; pingpong=
+kernels=${PAIR_KERNELS:-6.1 6.12}; bins=(); gos=(); tmo=${RIG_TIMEOUT:-1800}; pingpong=; cm=
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -37,6 +43,7 @@ while [ $# -gt 0 ]; do
     --go) gos+=("$2"); shift ;;
     --timeout) tmo=$2; shift ;;
     --pingpong) pingpong=1 ;;
+    --cm) cm=1 ;;
     -h|--help) usage 0 ;;
     --) shift; break ;;
     *) usage ;;
@@ -45,10 +52,17 @@ while [ $# -gt 0 ]; do
 done
 read -ra ks <<<"$kernels"
 [ ${#ks[@]} = 2 ] || die "--kernels needs two kernels, got '$kernels'"
-if [ -n "$pingpong" ]; then
+if [ -n "$pingpong" ] && [ -z "$cm" ]; then
   [ $# = 0 ] || usage
   gos+=(./cmd/pingpong)
   set -- 'bash /rig/pair-pingpong.sh' 'bash /rig/pair-pingpong.sh'
+elif [ -n "$cm" ]; then
+  [ $# = 0 ] || usage
+  gos+=(./cmd/rping)
+  c='bash /rig/pair-cm.sh'
+  # shellcheck disable=SC2016 # expanded in the guest
+  [ -z "$pingpong" ] || { gos+=(./cmd/pingpong); c='bash /rig/pair-pingpong.sh; pp=$?; bash /rig/pair-cm.sh && [ $pp = 0 ]'; }
+  set -- "$c" "$c"
 fi
 [ $# = 2 ] || usage
 t_all=$(now)
@@ -77,12 +91,16 @@ for i in 0 1; do
   arch=$(ARCH=amd64; . "${envs[$i]}"; echo "$ARCH")
   printf '#!/bin/sh\nexport PAIR_SELF=%d\n. /rig/pair-net.sh || exit 97\n%s\n' "$side" "${cmds[$i]}" > "$work/cmd$i"
   make_overlay "$ov" "$work/cmd$i"
-  cp "$RIG_DIR/guest/pair-net.sh" "$RIG_DIR/guest/pair-pingpong.sh" "$ov/rig/"
-  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL
+  cp "$RIG_DIR/guest/pair-net.sh" "$RIG_DIR/guest/pair-pingpong.sh" "$RIG_DIR/guest/pair-cm.sh" "$ov/rig/"
+  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL PAIR_CM_COUNT
   for d in ${bins[@]+"${bins[@]}"}; do cp -a "$d"/. "$ov/rig/bin/"; done
   for p in ${gos[@]+"${gos[@]}"}; do
     ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p ($arch) failed"
   done
+  # --cm: goverbs' side of the ucmatose/udaddy steps (rdmacm's TestRigPairPeer)
+  if [ -n "$cm" ]; then
+    ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go test -c -o "$ov/rig/bin/rdmacm.test" ./rdmacm ) || die "go test -c ./rdmacm ($arch) failed"
+  fi
 done
 
 # ---- the socket network: A listens on a free port of 127.0.0.1, B connects ----
@@ -157,9 +175,12 @@ for i in 0 1; do
     "$name" "$k" "$rc" "${builds[$i]}" "${ready:-?}" "${secs:-?}" "${accel:-no boot}" "${why:+; $why}${note:+; $note}")")
   while read -r _ n pair role r st s; do steps+=("$n $pair $role $r $st $s"); done < <(tr -d '\r' < "$logf" | grep '^PAIR-STEP: ')
 done
-if [ -n "$pingpong" ]; then
+ids=()
+[ -z "$pingpong" ] || ids+=(1 2 3 4 5 6)
+[ -z "$cm" ] || ids+=(c1 c2 c3 c4 c5 c6 c7 c8 c9 c10)
+if [ ${#ids[@]} != 0 ]; then
   pass=0 bad=0
-  for n in 1 2 3 4 5 6; do
+  for n in "${ids[@]}"; do
     both=$(printf '%s\n' "${steps[@]}" | awk -v n="$n" '$1==n' | sort -k3,3r)   # server first
     pair=$(awk 'NR==1{print $2}' <<<"$both")
     if [ "$(grep -c ' PASS ' <<<"$both")" = 2 ]; then r=PASS pass=$((pass + 1)); else r=FAIL bad=$((bad + 1)); fi
@@ -169,5 +190,5 @@ if [ -n "$pingpong" ]; then
 fi
 echo "pair: ==== two machines: ${ks[0]} <-> ${ks[1]} ($(since "$t_all")s) ===="
 printf 'pair: %s\n' "${lines[@]}"
-[ -z "$pingpong" ] || echo "pair: pingpong ${ks[0]} <-> ${ks[1]}: $pass passed, $bad failed"
+[ ${#ids[@]} = 0 ] || echo "pair: $([ -n "$pingpong" ] && echo pingpong)$([ -n "$pingpong" ] && [ -n "$cm" ] && echo ' and ')$([ -n "$cm" ] && echo 'rdma_cm') ${ks[0]} <-> ${ks[1]}: $pass passed, $bad failed"
 exit "$fail"

@@ -1,0 +1,166 @@
+#!/bin/bash
+# The two-machine rdma_cm interop (pair.sh --cm), run in both guests after
+# pair-net.sh: goverbs' cmd/rping (on goverbs' rdmacm) and rdma-core's rping
+# (on librdmacm) connect through the CM over rxe1, each guest's own kernel
+# CM answering the other's MADs, every pairing in both roles and both
+# directions, one step after the other; rping -v -V -C $PAIR_CM_COUNT, a
+# different -S per step:
+#   step  server (guest)       client (guest)      -S
+#   c1    goverbs (A)          rdma-core (B)       64
+#   c2    rdma-core (A)        goverbs (B)         4000
+#   c3    goverbs (B)          rdma-core (A)       65535
+#   c4    rdma-core (B)        goverbs (A)         26
+#   c5    goverbs (A)          goverbs (B)         1024
+#   c6    goverbs (B)          goverbs (A)         65535
+# then rdma-core's ucmatose (RC, 4 connections, 10 messages of 100 bytes each
+# way) and udaddy (UD through SIDR, 10 messages each way) against goverbs'
+# rdmacm (the rdmacm test binary's TestRigPairPeer, the same protocols):
+#   c7    ucmatose (A)         goverbs (B)
+#   c8    goverbs (A)          ucmatose (B)
+#   c9    udaddy (A)           goverbs (B)
+#   c10   goverbs (A)          udaddy (B)
+# Each step has its own port. A client whose connect is rejected (no
+# listener on that port yet: the peer's CM answers REJ, "REJECTED" in both
+# tools' words) and that printed no ping retries for up to PAIR_STEP_WAIT s;
+# every tool ends within PAIR_STEP_TIMEOUT s (SIGKILL). The data is checked
+# three ways: -V (each side compares what came back), every one of the
+# -C pings printed by -v (client: "ping data: rdma-ping-N", server:
+# "server ping data: rdma-ping-N"), and both exit statuses. Once the first
+# ping is printed, PAIR_STALL s (default 30) without a packet sent or
+# received on rxe1 end that side's tool after a STALL: line. ucmatose and
+# udaddy pass with exit 0 and their own success line ("return status 0",
+# "data transfers complete"), goverbs' side with TestRigPairPeer's PASS;
+# their clients retry a REJECTED/UNREACHABLE connect like rping's, and each
+# such tool ends within min(PAIR_STEP_TIMEOUT, 180) s. Each side prints
+#   PAIR-STEP: <id> <server>@<A|B>-><client>@<A|B> <server|client> PASS|FAIL <status> <seconds>
+# and the script exits non-zero if any of its sides failed.
+C=${PAIR_CM_COUNT:-100} W=${PAIR_STEP_WAIT:-600} T=${PAIR_STEP_TIMEOUT:-600} S=${PAIR_STALL:-30}
+me=$([ "$PAIR_SELF" = 1 ] && echo A || echo B)
+# rdma-core's rping is /usr/bin's: goverbs' own, also called rping, is first in PATH.
+tool() { case $1 in goverbs) echo /rig/bin/rping ;; rdma-core) echo /usr/bin/rping ;; esac; }
+# ucm KIND ADDR TOOL ROLE: rdma-core's side of a ucmatose/udaddy step.
+ucm() {
+  case $3 in
+    ucmatose) if [ "$4" = server ]; then echo "ucmatose -b $2 -p 7471 -c 4 -C 10 -S 100"; else echo "ucmatose -s $2 -p 7471 -c 4 -C 10 -S 100"; fi ;;
+    udaddy) if [ "$4" = server ]; then echo "udaddy -b $2 -C 10 -S 100"; else echo "udaddy -s $2 -C 10 -S 100"; fi ;;
+  esac
+}
+hw=${PAIR_HW:-/sys/class/infiniband/$PAIR_DEV/ports/1/hw_counters}
+counters() { echo "sent_pkts $(cat "$hw/sent_pkts" 2>/dev/null) rcvd_pkts $(cat "$hw/rcvd_pkts" 2>/dev/null)"; }
+# run_tool TOOL ARGS...: the tool under the step's timeout, stdout in
+# /tmp/cm.out and stderr in /tmp/cm.err (kept apart: rdma-core's stdout is
+# block-buffered into a file, its stderr lines would split a ping line),
+# watched for a stall; both printed with the step's prefix afterwards.
+run_tool() {
+  : > /tmp/cm.out; : > /tmp/cm.err; rm -f /tmp/cm-tool.pid
+  watch_tool &
+  local w=$!
+  # shellcheck disable=SC2016 # $$ is the inner shell's: the tool's pid after exec
+  timeout -s KILL "$T" bash -c 'echo $$ > /tmp/cm-tool.pid; exec "$@"' _ "$@" > /tmp/cm.out 2> /tmp/cm.err
+  local rc=$?
+  kill "$w" 2>/dev/null; wait "$w" 2>/dev/null
+  return "$rc"
+}
+watch_tool() {
+  local pid='' last='' still=0 c
+  until [ -n "$pid" ]; do sleep 0.2; pid=$(cat /tmp/cm-tool.pid 2>/dev/null); done
+  while sleep 1 && kill -0 "$pid" 2>/dev/null; do
+    grep -q 'ping data: rdma-ping-' /tmp/cm.out || continue
+    c=$(counters)
+    if [ "$c" != "$last" ]; then last=$c still=0; continue; fi
+    still=$((still + 1))
+    [ "$still" -ge "$S" ] || continue
+    echo "  step $id $role | STALL: no packet sent or received on $PAIR_DEV for ${S}s after the first ping;" \
+      "$PAIR_DEV $c; last ping: $(grep 'rdma-ping-' /tmp/cm.out | tail -1 | cut -c1-60)" >> /tmp/cm.err
+    kill -KILL "$pid" 2>/dev/null
+    return
+  done
+}
+# show: the step's output, long ping lines cut, the middle pings elided.
+show() {
+  { sed 's/^/out: /' /tmp/cm.out; sed 's/^/err: /' /tmp/cm.err; } | cut -c1-100 |
+    awk -v p="  step $id $role | " 'NR<=3 || /err: / || !/rdma-ping-/ {print p $0; next} {last=p $0; n++} END {if (n) print p "... " n " more ping lines, the last: " substr(last, length(p) + 1)}'
+}
+failed=0
+while read -r id kind stool sside ctool cside size; do
+  port=$((7700 + ${id#c})) name="$stool@$sside->$ctool@$cside"
+  if [ "$sside" = "$me" ]; then role=server t=$stool; elif [ "$cside" = "$me" ]; then role=client t=$ctool; else continue; fi
+  s=$(cut -d' ' -f1 /proc/uptime)
+  if [ "$kind" != rping ]; then
+    addr=$PAIR_IP; [ "$role" = client ] && addr=$PAIR_PEER
+    # shellcheck disable=SC2207 # ucm prints a command's words
+    cmd=($(ucm "$kind" "$addr" "$t" "$role"))
+    [ "$t" = goverbs ] && cmd=(env "RDMACM_PAIR_PEER=$kind-$role" "RDMACM_PAIR_ADDR=$addr" /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
+    echo "  step $id $role | ${cmd[*]}"
+    end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
+    while :; do
+      tries=$((tries + 1))
+      T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
+      rc=$?
+      if [ "$role" = client ] && [ "$t" != goverbs ] && [ "$rc" != 0 ] && grep -Eq 'REJECTED|UNREACHABLE' /tmp/cm.out /tmp/cm.err &&
+         ! grep -q 'data transfers' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
+        sleep 0.5; continue
+      fi
+      break
+    done
+    [ $tries = 1 ] || echo "  step $id $role | $tries attempts (the server was not listening yet)"
+    show
+    e=$(cut -d' ' -f1 /proc/uptime)
+    case $t in
+      goverbs) ok='^--- PASS: TestRigPairPeer' ;;
+      ucmatose) ok='return status 0' ;;
+      udaddy) ok='data transfers complete' ;;
+    esac
+    if [ "$rc" = 0 ] && grep -q "$ok" /tmp/cm.out && ! grep -q -- '--- SKIP' /tmp/cm.out; then
+      r=PASS
+    else
+      r=FAIL failed=$((failed + 1))
+      echo "  step $id $role | FAIL: exit $rc, no '$ok'"
+    fi
+    echo "PAIR-STEP: $id $name $role $r $rc $(awk "BEGIN{printf \"%.1f\", $e - $s}")"
+    continue
+  fi
+  echo "  step $id $role | $t rping -$([ "$role" = server ] && echo s || echo c) -S $size -C $C, port $port"
+  if [ "$role" = server ]; then
+    run_tool "$(tool "$t")" -s -a "$PAIR_IP" -p "$port" -v -V -C "$C" -S "$size"
+    rc=$? want="server ping data: rdma-ping-"
+  else
+    end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
+    while :; do
+      tries=$((tries + 1))
+      run_tool "$(tool "$t")" -c -a "$PAIR_PEER" -p "$port" -v -V -C "$C" -S "$size"
+      rc=$?
+      if [ "$rc" != 0 ] && grep -q REJECTED /tmp/cm.err && ! grep -q 'rdma-ping-' /tmp/cm.out &&
+         [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
+        sleep 0.5; continue
+      fi
+      break
+    done
+    [ $tries = 1 ] || echo "  step $id $role | $tries attempts (the server was not listening yet)"
+    want="ping data: rdma-ping-"
+  fi
+  show
+  e=$(cut -d' ' -f1 /proc/uptime)
+  # every ping printed, the last one too, and no data mismatch
+  pings=$(grep -c "^$want" /tmp/cm.out)
+  if [ "$rc" = 0 ] && [ "$pings" = "$C" ] && grep -q "^${want}$((C - 1)): " /tmp/cm.out &&
+     ! grep -qi mismatch /tmp/cm.out /tmp/cm.err; then
+    r=PASS
+  else
+    r=FAIL failed=$((failed + 1))
+    echo "  step $id $role | FAIL: exit $rc, $pings of $C pings printed"
+  fi
+  echo "PAIR-STEP: $id $name $role $r $rc $(awk "BEGIN{printf \"%.1f\", $e - $s}")"
+done <<STEPS
+c1 rping goverbs A rdma-core B 64
+c2 rping rdma-core A goverbs B 4000
+c3 rping goverbs B rdma-core A 65535
+c4 rping rdma-core B goverbs A 26
+c5 rping goverbs A goverbs B 1024
+c6 rping goverbs B goverbs A 65535
+c7 ucmatose ucmatose A goverbs B -
+c8 ucmatose goverbs A ucmatose B -
+c9 udaddy udaddy A goverbs B -
+c10 udaddy goverbs A udaddy B -
+STEPS
+[ $failed = 0 ]
