@@ -9,7 +9,8 @@
 # (seconds per binary, default 600 like go test), RIG_TEST_ARGS (more test
 # flags), RIG_TIMEOUT (host timeout per boot; default leaves every binary its
 # time), RIG_STALL (seconds of console silence that mean a hung guest),
-# RIG_RACE (packages also run built with -race; default ./provider/rxe).
+# RIG_RACE (packages also run built with -race; default ./provider/rxe),
+# RIG_PKGS (only these rig-test packages, e.g. "./rdmacm ./rsocket"; default all).
 # Prints one line per binary and kernel, then "N passed, N failed"; exits
 # non-zero if anything failed, hung or did not build.
 set -euo pipefail
@@ -50,6 +51,9 @@ names=(); broken=(); rigpkgs=()
 while IFS=$'\t' read -r pkg dir imports; do
   case " $imports " in *" $mod/internal/rigtest "*) ;; *) continue ;; esac
   rel=${pkg#"$mod"}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
+  if [ -n "${RIG_PKGS:-}" ]; then
+    case " $RIG_PKGS " in *" ./$rel "*|*" $pkg "*) ;; *) continue ;; esac
+  fi
   mkdir -p "$ov/rig/tests/$name"
   if ! CGO_ENABLED=0 go test -c -o "$ov/rig/tests/$name/$name.test" "$pkg"; then
     broken+=("$name"); rm -rf "${ov:?}/rig/tests/$name"; continue
