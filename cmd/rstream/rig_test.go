@@ -93,7 +93,7 @@ func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bo
 // its last log lines, for a case that hung.
 func kernelState() string {
 	var b strings.Builder
-	for _, c := range [][]string{{"rdma", "resource", "show", "qp"}, {"rdma", "statistic", "show"}, {"dmesg"}} {
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"dmesg"}} {
 		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if c[0] == "dmesg" && len(lines) > 30 {
