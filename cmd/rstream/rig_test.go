@@ -67,7 +67,9 @@ func newSide(ctx context.Context, who, bin string, args ...string) *side {
 			exe = os.Args[0]
 		}
 		s.cmd = exec.CommandContext(ctx, exe, args...)
-		s.cmd.Env = append(os.Environ(), mainEnv+"=1")
+		// GOTRACEBACK=all: SIGQUIT's dump lists the goroutines, not the
+		// runtime's frames and registers
+		s.cmd.Env = append(os.Environ(), mainEnv+"=1", "GOTRACEBACK=all")
 		s.cmd.Cancel = func() error { return s.cmd.Process.Signal(syscall.SIGQUIT) }
 	} else {
 		s.cmd = exec.CommandContext(ctx, bin, args...)
