@@ -93,6 +93,22 @@ func TestSlowPathRig(t *testing.T) {
 	}
 }
 
+// hasMW reports whether d has the MEM_WINDOW capability, asked on a
+// context of its own (the caller's counts its syscalls).
+func hasMW(t *testing.T, d Device) bool {
+	t.Helper()
+	c, err := Open(d)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer c.Close()
+	attr, err := c.QueryDevice()
+	if err != nil {
+		t.Fatalf("QueryDevice: %v", err)
+	}
+	return attr.CapFlags&DeviceMemWindow != 0
+}
+
 // slowPath returns how many GID queries the provider made inside other
 // verbs (CreateAH's, where the kernel gave no AH number).
 func slowPath(t *testing.T, c *Context, iwarp bool) (gidQueries uint64) {
@@ -131,6 +147,14 @@ func slowPath(t *testing.T, c *Context, iwarp bool) (gidQueries uint64) {
 	if iwarp {
 		if !errors.Is(err, ErrNotSupported) {
 			t.Errorf("AllocMW on siw: err = %v, want ErrNotSupported", err)
+		}
+	} else if !hasMW(t, c.Device()) {
+		// rxe before memory windows (5.10): no MEM_WINDOW capability, and
+		// the refusal must say not supported.
+		if !errors.Is(err, ErrNotSupported) {
+			t.Errorf("AllocMW on %s without the MEM_WINDOW capability: err = %v, want ErrNotSupported", c.Device().Name, err)
+		} else {
+			t.Logf("AllocMW refused, the device has no MEM_WINDOW capability: %v", err)
 		}
 	} else if err != nil {
 		t.Errorf("AllocMW: %v", err)
