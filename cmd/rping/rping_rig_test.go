@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -157,9 +159,10 @@ func TestRigRpingGoClient(t *testing.T) {
 					t.Fatalf("goverbs rping client exited %d", rc)
 				}
 			case <-time.After(60 * time.Second):
+				state := hangState(srv.Process.Pid)
 				srv.Process.Kill()
 				srv.Wait()
-				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s", sout.String(), serr.String())
+				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s\n%s", sout.String(), serr.String(), state)
 			}
 			if err := srv.Wait(); err != nil {
 				t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
@@ -186,4 +189,34 @@ func TestRigRpingGoBoth(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hangState is what a case that hung leaves to look at: where this
+// process's goroutines wait (the goverbs side runs in it), the kernel stacks
+// of its threads and of the peer process pid (blocked in a CM or uverbs
+// call, or in user space), the kernel's CM IDs and QPs, and the kernel
+// log's tail.
+func hangState(pid int) string {
+	var b strings.Builder
+	b.WriteString("goroutines of the goverbs side:\n")
+	pprof.Lookup("goroutine").WriteTo(&b, 1) //nolint:errcheck // a strings.Builder
+	for _, p := range []string{"self", strconv.Itoa(pid)} {
+		tasks, _ := filepath.Glob("/proc/" + p + "/task/*/stack")
+		for _, f := range tasks {
+			st, err := os.ReadFile(f)
+			if err != nil || strings.Count(string(st), "\n") <= 1 {
+				continue // a thread idle in user space, or gone
+			}
+			fmt.Fprintf(&b, "kernel stack of %s (pid %s):\n%s", f, p, st)
+		}
+	}
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"dmesg"}} {
+		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", strings.Join(c, " "), err, strings.Join(lines, "\n"))
+	}
+	return b.String()
 }

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
-// syncBuffer is an io.Writer safe for the goroutine that runs a side.
+// syncBuffer is an io.Writer safe for the goroutines that fill it.
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -31,11 +33,77 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// goSide runs goverbs' rstream with args in this process.
-func goSide(args ...string) (code int, out string) {
-	var b syncBuffer
-	code = run(append([]string{"rstream"}, args...), &b, &b)
-	return code, b.String()
+// mainEnv makes this test binary run as goverbs' rstream (TestMain), so
+// that a case can end a goverbs side that hangs, as it ends rdma-core's.
+const mainEnv = "GOVERBS_RSTREAM_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		os.Exit(run(append([]string{"rstream"}, os.Args[1:]...), os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// caseTimeout bounds one interop case: connection retries, the transfers
+// (16 MiB twice, verified, takes seconds even under TCG) and both exits.
+const caseTimeout = 2 * time.Minute
+
+// side is one rstream process of a case.
+type side struct {
+	who string
+	cmd *exec.Cmd
+	out syncBuffer
+}
+
+// newSide makes rdma-core's rstream (bin) or, with bin "", goverbs' (this
+// binary again). When ctx ends, goverbs' side gets SIGQUIT, so its output
+// ends with its goroutines (where it waited), rdma-core's gets SIGKILL;
+// either is killed 5 s later if it is still there.
+func newSide(ctx context.Context, who, bin string, args ...string) *side {
+	s := &side{who: who}
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			exe = os.Args[0]
+		}
+		s.cmd = exec.CommandContext(ctx, exe, args...)
+		// GOTRACEBACK=all: SIGQUIT's dump lists the goroutines, not the
+		// runtime's frames and registers
+		s.cmd.Env = append(os.Environ(), mainEnv+"=1", "GOTRACEBACK=all")
+		s.cmd.Cancel = func() error { return s.cmd.Process.Signal(syscall.SIGQUIT) }
+	} else {
+		s.cmd = exec.CommandContext(ctx, bin, args...)
+	}
+	s.cmd.WaitDelay = 5 * time.Second
+	s.cmd.Stdout, s.cmd.Stderr = &s.out, &s.out
+	return s
+}
+
+// watch bounds a case: if it has not ended by caseTimeout, it fails the
+// test saying what hung, with the kernel's view of the QPs and the kernel
+// log's tail, then cancels the case, which ends both sides (their outputs
+// are reported by the case). The returned stop ends the watch.
+func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bool) {
+	timer := time.AfterFunc(caseTimeout, func() {
+		t.Errorf("%s: not finished after %v; ending both sides. The kernel's QPs and log:\n%s", what, caseTimeout, kernelState())
+		cancel()
+	})
+	return timer.Stop
+}
+
+// kernelState is what the guest's kernel shows of the RDMA resources and
+// its last log lines, for a case that hung.
+func kernelState() string {
+	var b strings.Builder
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"dmesg"}} {
+		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if c[0] == "dmesg" && len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", strings.Join(c, " "), err, strings.Join(lines, "\n"))
+	}
+	return b.String()
 }
 
 func rdmaCore(t *testing.T) string {
@@ -71,6 +139,56 @@ var interopSizes = []struct{ size, count int }{
 	{1, 100}, {64, 100}, {4096, 100}, {65536, 50}, {1 << 20, 10}, {16 << 20, 2},
 }
 
+// interop runs one case: the server, then the client, retried (at most 50
+// times, 200 ms apart) while it cannot reach a server that is not listening
+// yet; both bounded by caseTimeout together.
+func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	what := fmt.Sprintf("%s server %v, %s client %v", name(srvBin), srvArgs, name(cliBin), cliArgs)
+	stop := watch(t, cancel, what)
+	defer stop()
+	srv := newSide(ctx, name(srvBin)+" server", srvBin, srvArgs...)
+	if err := srv.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var cli *side
+	var cerr error
+	for try := 1; ; try++ {
+		cli = newSide(ctx, name(cliBin)+" client", cliBin, cliArgs...)
+		cerr = cli.cmd.Run()
+		if cerr == nil || !strings.Contains(cli.out.String(), "rconnect") || try == 50 || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if cerr != nil {
+		// a server whose client gave up may wait for it forever
+		defer time.AfterFunc(10*time.Second, cancel).Stop()
+	}
+	serr := srv.cmd.Wait()
+	if !stop() {
+		// the watch fired: what each side printed, goverbs' goroutines included
+		t.Fatalf("%s: %v\n%s\n%s: %v\n%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String())
+	}
+	if cerr != nil {
+		t.Errorf("%s %v: %v\n%s", cli.who, cliArgs, cerr, cli.out.String())
+	}
+	if serr != nil {
+		t.Errorf("%s %v: %v\n%s", srv.who, srvArgs, serr, srv.out.String())
+	}
+	result(t, cli.who, cli.out.String())
+	result(t, srv.who, srv.out.String())
+}
+
+// name says whose rstream a bin is ("" is goverbs').
+func name(bin string) string {
+	if bin == "" {
+		return "goverbs"
+	}
+	return "rdma-core"
+}
+
 // TestRigInteropRDMACoreServer: rdma-core's rstream serves, goverbs'
 // dials; -T v checks every byte on both sides.
 func TestRigInteropRDMACoreServer(t *testing.T) {
@@ -81,37 +199,13 @@ func TestRigInteropRDMACoreServer(t *testing.T) {
 		for _, s := range interopSizes {
 			port++
 			t.Run(fmt.Sprintf("%s/%d", p.name, s.size), func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
 				size, count := fmt.Sprint(s.size), fmt.Sprint(s.count)
-				srv := exec.CommandContext(ctx, bin, "-b", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "b", "-T", "v")
-				var sout bytes.Buffer
-				srv.Stdout, srv.Stderr = &sout, &sout
-				if err := srv.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer srv.Process.Kill()
-				args := []string{"-s", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "v"}
+				srv := []string{"-b", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "b", "-T", "v"}
+				cli := []string{"-s", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "v"}
 				if p.client != "" {
-					args = append(args, "-b", p.client)
+					cli = append(cli, "-b", p.client)
 				}
-				var code int
-				var out string
-				for try := 0; try < 50; try++ {
-					if code, out = goSide(args...); code == 0 || !strings.Contains(out, "rconnect") {
-						break
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				if code != 0 {
-					t.Errorf("goverbs rstream %v: exit %d\n%s", args, code, out)
-				}
-				err := srv.Wait()
-				if err != nil {
-					t.Errorf("rdma-core rstream server: %v\n%s", err, sout.String())
-				}
-				result(t, "goverbs client", out)
-				result(t, "rdma-core server", sout.String())
+				interop(t, bin, "", srv, cli)
 			})
 		}
 	}
@@ -127,44 +221,13 @@ func TestRigInteropRDMACoreClient(t *testing.T) {
 		for _, s := range interopSizes {
 			port++
 			t.Run(fmt.Sprintf("%s/%d", p.name, s.size), func(t *testing.T) {
-				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-				defer cancel()
 				size, count := fmt.Sprint(s.size), fmt.Sprint(s.count)
-				type res struct {
-					code int
-					out  string
-				}
-				done := make(chan res, 1)
-				go func() {
-					c, o := goSide("-b", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "v")
-					done <- res{c, o}
-				}()
-				args := []string{"-s", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "b", "-T", "v"}
+				srv := []string{"-b", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "v"}
+				cli := []string{"-s", p.server, "-p", fmt.Sprint(port), "-S", size, "-C", count, "-T", "b", "-T", "v"}
 				if p.client != "" {
-					args = append(args, "-b", p.client)
+					cli = append(cli, "-b", p.client)
 				}
-				var out []byte
-				var err error
-				for try := 0; try < 50; try++ {
-					out, err = exec.CommandContext(ctx, bin, args...).CombinedOutput()
-					if err == nil || !strings.Contains(string(out), "rconnect") {
-						break
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				if err != nil {
-					t.Errorf("rdma-core rstream %v: %v\n%s", args, err, out)
-				}
-				select {
-				case r := <-done:
-					if r.code != 0 {
-						t.Errorf("goverbs rstream server: exit %d\n%s", r.code, r.out)
-					}
-					result(t, "goverbs server", r.out)
-				case <-ctx.Done():
-					t.Fatal("goverbs rstream server did not finish")
-				}
-				result(t, "rdma-core client", string(out))
+				interop(t, "", bin, srv, cli)
 			})
 		}
 	}

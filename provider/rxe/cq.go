@@ -92,6 +92,9 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	n := 0
 	for n < len(wc) && head != prod {
 		toWC(&wc[n], q.wc(head))
+		if st := wc[n].Status; st != provider.WCSuccess && st != provider.WCWRFlushErr {
+			cq.c.errorCompletion(wc[n].QPNum)
+		}
 		head = (head + 1) & q.mask
 		n++
 	}

@@ -1,6 +1,8 @@
 package rxe
 
 import (
+	"sync"
+
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -25,6 +27,23 @@ func (Driver) NewContext(k provider.Kernel) (provider.Context, error) {
 type Context struct {
 	k provider.Kernel
 	f *abi.File
+
+	qpMu sync.Mutex
+	qps  map[uint32]*QP // RC and UC QPs by number, for errorCompletion
+}
+
+// errorCompletion marks the RC or UC QP qpn in ERR: the kernel moved it
+// there when it completed one of its work requests with an error other
+// than a flush. 5.10's requester does not flush sends posted to a QP in
+// ERR (PostSend then moves it to ERR again, which does), and the QP may
+// have got there by itself: a retry-exceeded send, a remote access error.
+func (c *Context) errorCompletion(qpn uint32) {
+	c.qpMu.Lock()
+	qp := c.qps[qpn]
+	c.qpMu.Unlock()
+	if qp != nil {
+		qp.state.Store(uint32(provider.QPStateErr))
+	}
 }
 
 var _ provider.Context = (*Context)(nil)

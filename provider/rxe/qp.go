@@ -60,6 +60,14 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 		}
 		qp.rq = newRecvQueue(rq, cr.Cap.MaxRecvSGE)
 	}
+	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC {
+		c.qpMu.Lock()
+		if c.qps == nil {
+			c.qps = map[uint32]*QP{}
+		}
+		c.qps[qp.qpn] = qp
+		c.qpMu.Unlock()
+	}
 	return qp, nil
 }
 
@@ -296,6 +304,11 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 
 // Close unmaps the queues; uverbs calls it after the kernel QP is destroyed.
 func (qp *QP) Close() error {
+	qp.c.qpMu.Lock()
+	if qp.c.qps[qp.qpn] == qp {
+		delete(qp.c.qps, qp.qpn)
+	}
+	qp.c.qpMu.Unlock()
 	qp.sq.mu.Lock()
 	q := qp.sq.q
 	qp.sq.q = nil

@@ -71,6 +71,7 @@ func testRDMAWrite(t *testing.T, e *env) {
 		RemoteAddr: b.buf.addr(8192), RKey: b.buf.mr.RKey(), SGL: []uverbs.SGE{a.buf.sge(100, 128)}})
 	w := e.wait(t, a.cq, 1)[0]
 	expect(t, w, 0xA3, uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	e.writePlaced(t, a, b)
 	if !bytes.Equal(b.buf.bytes()[8192:8192+128], a.buf.bytes()[100:228]) {
 		t.Errorf("remote memory does not hold the written bytes")
 	}
@@ -278,9 +279,31 @@ func testInline(t *testing.T, e *env) {
 	post(t, a.qp, uverbs.SendWR{ID: 0xA7, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendInline,
 		RemoteAddr: b.buf.addr(1024), RKey: b.buf.mr.RKey(), SGL: []uverbs.SGE{{Addr: uint64(src.Addr()), Length: 14}}})
 	expect(t, e.wait(t, a.cq, 1)[0], 0xA7, uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	e.writePlaced(t, a, b)
 	if got := string(b.buf.bytes()[1024 : 1024+14]); got != "written inline" {
 		t.Errorf("inline write left %q", got)
 	}
+}
+
+// writePlaced returns once an RDMA WRITE from a to b that completed at a
+// is placed in b's memory. On IB and RoCE the WRITE completes with the
+// responder's ACK, after placement: nothing to do. An iWARP WRITE is not
+// acknowledged (RFC 5040): its completion says the data left (siw completes
+// it once TCP has taken it), and the test may look before the peer placed
+// it (seen on siw0, 5.10: a multi-SGE write's bytes not there yet). A SEND
+// that follows is delivered only after the WRITEs before it are placed
+// (RFC 5040, 5.5), so on iWARP writePlaced sends one byte (the buffers'
+// last) and waits for its receive.
+func (e *env) writePlaced(t *testing.T, a, b *end) {
+	t.Helper()
+	if !e.o.IWARP {
+		return
+	}
+	last := len(b.buf.bytes()) - 1
+	postRecv(t, b.qp, uverbs.RecvWR{ID: 0xBF, SGL: []uverbs.SGE{b.buf.sge(last, 1)}})
+	post(t, a.qp, uverbs.SendWR{ID: 0xAF, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: []uverbs.SGE{a.buf.sge(last, 1)}})
+	expect(t, e.wait(t, a.cq, 1)[0], 0xAF, uverbs.WCSuccess, uverbs.WCSend)
+	expect(t, e.wait(t, b.cq, 1)[0], 0xBF, uverbs.WCSuccess, uverbs.WCRecv)
 }
 
 func testMultiSGE(t *testing.T, e *env) {
@@ -307,6 +330,7 @@ func testMultiSGE(t *testing.T, e *env) {
 		RemoteAddr: b.buf.addr(40000), RKey: b.buf.mr.RKey(),
 		SGL: []uverbs.SGE{a.buf.sge(0, 100), a.buf.sge(5000, 1), a.buf.sge(9000, 300)}})
 	expect(t, e.wait(t, a.cq, 1)[0], 0xA9, uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	e.writePlaced(t, a, b)
 	if !bytes.Equal(bb[40000:40401], want) {
 		t.Errorf("multi-SGE write: remote bytes differ")
 	}

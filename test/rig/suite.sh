@@ -9,14 +9,15 @@
 # (seconds per binary, default 600 like go test), RIG_TEST_ARGS (more test
 # flags), RIG_TIMEOUT (host timeout per boot; default leaves every binary its
 # time), RIG_STALL (seconds of console silence that mean a hung guest),
-# RIG_RACE (packages also run built with -race; default ./provider/rxe).
+# RIG_RACE (packages also run built with -race; default ./provider/rxe),
+# RIG_PKGS (only these rig-test packages, e.g. "./rdmacm ./rsocket"; default all).
 # Prints one line per binary and kernel, then "N passed, N failed"; exits
 # non-zero if anything failed, hung or did not build.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-6.1 6.12 6.12-arm64}; tools=()
+kernels=${KERNELS:-5.10 6.1 6.12 newest 6.12-arm64}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
@@ -50,6 +51,9 @@ names=(); broken=(); rigpkgs=()
 while IFS=$'\t' read -r pkg dir imports; do
   case " $imports " in *" $mod/internal/rigtest "*) ;; *) continue ;; esac
   rel=${pkg#"$mod"}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
+  if [ -n "${RIG_PKGS:-}" ]; then
+    case " $RIG_PKGS " in *" ./$rel "*|*" $pkg "*) ;; *) continue ;; esac
+  fi
   mkdir -p "$ov/rig/tests/$name"
   if ! CGO_ENABLED=0 go test -c -o "$ov/rig/tests/$name/$name.test" "$pkg"; then
     broken+=("$name"); rm -rf "${ov:?}/rig/tests/$name"; continue
