@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -190,11 +191,8 @@ func (s *session) writeLat() error {
 				for loadByte(buf, pollAt) != byte(rcnt) && !s.over() {
 				}
 			}
-			// A -D run writes once more even when it stopped waiting because
-			// it ended, as perftest does: a peer spinning for that write may
-			// not notice its own end (perftest's spin reads a state its
-			// SIGALRM handler sets through a non-volatile field), and without
-			// it hangs.
+			// A -D run writes once more after its wait ended, as perftest's
+			// run_iter_lat_write does.
 			if c.duration > 0 || scnt < c.iters {
 				if c.duration == 0 {
 					s.posted[scnt] = s.now()
@@ -232,8 +230,24 @@ func (s *session) writeLat() error {
 		s.printLat(size, 2)
 	}
 	fmt.Fprint(s.out, resultLine)
+	if c.duration > 0 {
+		// ib_write_lat has no closing handshake, and a -D peer's clock
+		// ends a little after or before ours: its last write may still be
+		// on the way when our run ends. Keep the QP alive a while so the
+		// kernel ACKs it: perftest waits for that write's completion
+		// without looking at its clock, and rxe (6.1) retransmits to a
+		// destroyed QP without ever giving up (completer_retry_err grew
+		// 16 a second, retry_exceeded_err stayed 0), so perftest spun
+		// forever in 3 of 14 runs against a goverbs side that exited at
+		// once.
+		time.Sleep(durationLinger)
+	}
 	return nil
 }
+
+// durationLinger is how long a -D write_lat side keeps its QP after its
+// run ended, for the peer's last write.
+const durationLinger = time.Second
 
 // readLat is ib_read_lat and ib_atomic_lat: the client reads (or runs an
 // atomic on) the server's buffer and waits for each to complete; the
