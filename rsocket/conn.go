@@ -198,10 +198,23 @@ func (c *Conn) start(peer []byte) error {
 	if a, err := c.rc.ID.RemoteAddr(); err == nil {
 		c.raddr = &Addr{a}
 	}
+	// A waiter parked in CQ.Wait wakes when the CM reports the connection
+	// down, even if nothing is left to complete.
+	c.rc.AfterDone(c.interrupt)
 	c.mu.Lock()
 	c.updateCredits()
 	c.mu.Unlock()
 	return nil
+}
+
+// interrupt wakes the calls blocked on the connection once the CM reported
+// it down: they look at the CM and fail the connection.
+func (c *Conn) interrupt() {
+	c.rdl.interrupt()
+	c.wdl.interrupt()
+	c.mu.Lock()
+	c.broadcast()
+	c.mu.Unlock()
 }
 
 func haveData(c *Conn) bool { return c.rmsgHead != c.rmsgTail || c.state&stReadable == 0 }
