@@ -154,13 +154,20 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	}
 	var cli *side
 	var cerr error
+	var tries []string // the earlier tries' errors and output, for a case that fails
 	for try := 1; ; try++ {
 		cli = newSide(ctx, name(cliBin)+" client", cliBin, cliArgs...)
+		start := time.Now()
 		cerr = cli.cmd.Run()
 		if cerr == nil || !strings.Contains(cli.out.String(), "rconnect") || try == 50 || ctx.Err() != nil {
 			break
 		}
+		tries = append(tries, fmt.Sprintf("try %d (%v, %.1fs): %s", try, cerr, time.Since(start).Seconds(), strings.TrimSpace(cli.out.String())))
 		time.Sleep(200 * time.Millisecond)
+	}
+	earlier := ""
+	if len(tries) > 0 {
+		earlier = fmt.Sprintf("\nthe client's %d earlier tries:\n%s", len(tries), strings.Join(tries, "\n"))
 	}
 	if cerr != nil {
 		// a server whose client gave up may wait for it forever
@@ -169,13 +176,13 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	serr := srv.cmd.Wait()
 	if !stop() {
 		// the watch fired: what each side printed, goverbs' goroutines included
-		t.Fatalf("%s: %v\n%s\n%s: %v\n%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String())
+		t.Fatalf("%s: %v\n%s\n%s: %v\n%s%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String(), earlier)
 	}
 	if cerr != nil {
-		t.Errorf("%s %v: %v\n%s", cli.who, cliArgs, cerr, cli.out.String())
+		t.Errorf("%s %v: %v\n%s%s", cli.who, cliArgs, cerr, cli.out.String(), earlier)
 	}
 	if serr != nil {
-		t.Errorf("%s %v: %v\n%s", srv.who, srvArgs, serr, srv.out.String())
+		t.Errorf("%s %v: %v\n%s%s", srv.who, srvArgs, serr, srv.out.String(), earlier)
 	}
 	result(t, cli.who, cli.out.String())
 	result(t, srv.who, srv.out.String())
