@@ -143,7 +143,7 @@ func (d *Dialer) dial(ctx context.Context, ap netip.AddrPort) (*Conn, error) {
 		return nil, err
 	}
 	c.rc = rc
-	if err := c.start(rc.PeerData); err != nil {
+	if err := c.start(rc.PeerData, false); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -333,7 +333,7 @@ func (l *Listener) accept(req *rdmacm.ConnRequest, s sizes) (*Conn, error) {
 	if testHookAccepted != nil {
 		testHookAccepted(c)
 	}
-	if err := c.start(peer); err != nil {
+	if err := c.start(peer, true); err != nil {
 		c.release()
 		return nil, err
 	}

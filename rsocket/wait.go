@@ -48,6 +48,7 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 				continue
 			}
 			reposts++
+			c.quiet = false // the initiator has sent: we may too
 			var msg uint32
 			if wc.Flags&uverbs.WCWithImm != 0 {
 				msg = wc.Imm
