@@ -193,10 +193,11 @@ func (c *Conn) start(peer []byte, accepted bool) error {
 	c.storeTarget(0, d.DataBuffer)
 	c.sseqComp = d.Credits
 	c.state = stConnected | stReadable | stWritable
-	// MPA (RFC 5044 7.1.2): the responder sends no FPDU before the
-	// initiator's first one. siw's initiator reads the MPA reply's private
-	// data with 4 bytes to spare and fails the connect (CONNECT_ERROR,
-	// EINVAL) if an FPDU is already behind it: our first credit update,
+	// MPA (RFC 5044; RFC 6581's RTR exchange is what lifts it) has the
+	// initiator send the first FPDU. siw's initiator reads the MPA reply's
+	// private data with 4 bytes to spare and fails the connect
+	// (CONNECT_ERROR, EINVAL) if an FPDU is already behind it (Linux's
+	// siw_recv_mpa_rr, siw_proc_mpareply): our first credit update,
 	// sent the moment ESTABLISHED came, did that about once in 40 connects
 	// under TCG. rsocket peers send first (goverbs' Dial its credits at
 	// once, rsocket.c its credits or data on its first call).
