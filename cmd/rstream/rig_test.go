@@ -95,7 +95,10 @@ func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bo
 // its last log lines, for a case that hung.
 func kernelState() string {
 	var b strings.Builder
-	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"dmesg"}} {
+	// The TCP sockets (siw's connections among them) with their queues: a
+	// Recv-Q left unread on a connected siw socket is an FPDU the QP's
+	// receive path was never told of.
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"sh", "-c", "ss -tna 2>/dev/null || netstat -tn"}, {"dmesg"}} {
 		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if c[0] == "dmesg" && len(lines) > 30 {
