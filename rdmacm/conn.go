@@ -150,6 +150,10 @@ func (c *Conn) NextEvent(ctx context.Context) (Event, error) { return c.ID.NextE
 // Done is closed when the connection is disconnected or its device removed.
 func (c *Conn) Done() <-chan struct{} { return c.ID.Done() }
 
+// AfterDone runs f, in a goroutine of its own, once Done is closed (see
+// ID.AfterDone).
+func (c *Conn) AfterDone(f func()) { c.ID.AfterDone(f) }
+
 // Disconnect disconnects: the QP moves to the error state (its posted
 // work requests flush) and both sides get DISCONNECTED.
 func (c *Conn) Disconnect() error { return c.ID.Disconnect() }

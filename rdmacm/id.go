@@ -44,6 +44,7 @@ type ID struct {
 	asig     chan struct{} // cap 1: async changed
 	broken   error         // DISCONNECTED or DEVICE_REMOVAL seen
 	brokenCh chan struct{} // closed when broken is set
+	onBreak  []func()      // AfterDone's functions, run when brokenCh closes
 	closeErr error         // ErrClosed (or the channel's error) once closed
 	closedCh chan struct{}
 	closing  sync.Once
@@ -134,7 +135,14 @@ func (id *ID) deliver(ev Event) {
 			}
 			close(id.brokenCh)
 		}
+		var fs []func()
+		if breaks {
+			fs, id.onBreak = id.onBreak, nil
+		}
 		id.mu.Unlock()
+		for _, f := range fs {
+			go f()
+		}
 		poke(id.asig)
 		if ev.Type == EventDeviceRemoval && id.dev != nil {
 			id.ch.removeDevice(id.dev)
@@ -167,6 +175,7 @@ func (id *ID) stop(err error) {
 	if id.closeErr == nil {
 		id.closeErr = err
 		close(id.closedCh)
+		id.onBreak = nil
 	}
 	id.mu.Unlock()
 }
@@ -436,6 +445,26 @@ func (id *ID) NextEvent(ctx context.Context) (Event, error) {
 // Done is closed when a DISCONNECTED or DEVICE_REMOVAL event arrives for
 // the ID; Err says which.
 func (id *ID) Done() <-chan struct{} { return id.brokenCh }
+
+// AfterDone arranges for f to run, in a goroutine of its own, once Done
+// is closed (at once if it already is): a way to wake a goroutine that
+// waits on something else, such as CQ.Wait on a QP whose work requests
+// had all completed (flushed) before the CM reported the disconnect, with
+// no goroutine per connection while it is up. f is dropped, not run, if
+// the ID is closed first.
+func (id *ID) AfterDone(f func()) {
+	id.mu.Lock()
+	if id.broken == nil && id.closeErr == nil {
+		id.onBreak = append(id.onBreak, f)
+		id.mu.Unlock()
+		return
+	}
+	broken := id.broken != nil
+	id.mu.Unlock()
+	if broken {
+		go f()
+	}
+}
 
 // Err is ErrDisconnected or ErrDeviceRemoved once Done is closed, nil before.
 func (id *ID) Err() error {

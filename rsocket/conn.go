@@ -76,6 +76,7 @@ type Conn struct {
 	state     int
 	err       error // why the connection is in stError
 	closing   bool
+	quiet     bool          // accepted on iWARP: send nothing before the peer's first message
 	prog      chan struct{} // closed when the state moved on (waiters)
 	progWait  int           // goroutines that may be waiting on prog
 	sseqNo    uint16
@@ -181,7 +182,7 @@ func (c *Conn) prepare(rc *rdmacm.Conn, priv []byte) error {
 
 // start takes the peer's rs_conn_data (rs_save_conn_data): its target SGL,
 // its first buffer as our target entry 0, and its credits.
-func (c *Conn) start(peer []byte) error {
+func (c *Conn) start(peer []byte, accepted bool) error {
 	d, err := parseConnData(peer)
 	if err != nil {
 		return err
@@ -192,16 +193,38 @@ func (c *Conn) start(peer []byte) error {
 	c.storeTarget(0, d.DataBuffer)
 	c.sseqComp = d.Credits
 	c.state = stConnected | stReadable | stWritable
+	// MPA (RFC 5044; RFC 6581's RTR exchange is what lifts it) has the
+	// initiator send the first FPDU. siw's initiator reads the MPA reply's
+	// private data with 4 bytes to spare and fails the connect
+	// (CONNECT_ERROR, EINVAL) if an FPDU is already behind it (Linux's
+	// siw_recv_mpa_rr, siw_proc_mpareply): our first credit update,
+	// sent the moment ESTABLISHED came, did that about once in 40 connects
+	// under TCG. rsocket peers send first (goverbs' Dial its credits at
+	// once, rsocket.c its credits or data on its first call).
+	c.quiet = c.msgSend && accepted
 	if a, err := c.rc.ID.LocalAddr(); err == nil {
 		c.laddr = &Addr{a}
 	}
 	if a, err := c.rc.ID.RemoteAddr(); err == nil {
 		c.raddr = &Addr{a}
 	}
+	// A waiter parked in CQ.Wait wakes when the CM reports the connection
+	// down, even if nothing is left to complete.
+	c.rc.AfterDone(c.interrupt)
 	c.mu.Lock()
 	c.updateCredits()
 	c.mu.Unlock()
 	return nil
+}
+
+// interrupt wakes the calls blocked on the connection once the CM reported
+// it down: they look at the CM and fail the connection.
+func (c *Conn) interrupt() {
+	c.rdl.interrupt()
+	c.wdl.interrupt()
+	c.mu.Lock()
+	c.broadcast()
+	c.mu.Unlock()
 }
 
 func haveData(c *Conn) bool { return c.rmsgHead != c.rmsgTail || c.state&stReadable == 0 }
@@ -210,6 +233,9 @@ func canSend(c *Conn) bool {
 	if c.state&stWritable == 0 {
 		return true
 	}
+	if c.quiet {
+		return false
+	}
 	sqe := c.sqeAvail > 0
 	if c.msgSend {
 		sqe = c.sqeAvail >= 2
@@ -217,7 +243,7 @@ func canSend(c *Conn) bool {
 	return sqe && c.sbufAvail >= sndLowat && c.sseqNo != c.sseqComp && c.targetLen(c.targetSGE) != 0
 }
 
-func ctrlReady(c *Conn) bool { return c.ctrlAvail() || c.state&stConnected == 0 }
+func ctrlReady(c *Conn) bool { return c.ctrlAvail() && !c.quiet || c.state&stConnected == 0 }
 
 func allSent(c *Conn) bool {
 	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.sqSize || c.state&stConnected == 0
@@ -360,12 +386,12 @@ func (c *Conn) writeData(p []byte) error {
 
 // sendCtrl sends a control message once a control slot is free. mu held.
 func (c *Conn) sendCtrl(ctrl uint32, dl *deadline) error {
-	if !c.ctrlAvail() {
+	if !ctrlReady(c) {
 		if err := c.wait(dl, ctrlReady); err != nil {
 			return err
 		}
 	}
-	if c.state&stConnected == 0 || !c.ctrlAvail() {
+	if c.state&stConnected == 0 || !c.ctrlAvail() || c.quiet {
 		return nil
 	}
 	c.ctrlSeq++
@@ -455,7 +481,12 @@ func (c *Conn) close() error {
 	drain.set(time.Now().Add(closeLinger))
 	c.mu.Lock()
 	c.closing = false // the drain below waits like a Write
-	if c.state&stConnected != 0 {
+	if c.state&stConnected != 0 && c.quiet {
+		c.pollLocked() // the peer's first message may be in
+	}
+	// Still quiet: nothing was exchanged, and the DISCONNECT message
+	// could not go before the peer sends; the CM's disconnect says it.
+	if c.state&stConnected != 0 && !c.quiet {
 		c.state &^= stReadable | stWritable
 		c.sendCtrl(ctrlDisconnect, &drain) //nolint:errcheck // best effort: the CM disconnects anyway
 		c.wait(&drain, allSent)            //nolint:errcheck
@@ -542,7 +573,7 @@ func (c *Conn) keepalive() {
 	if c.kaTimer == nil || c.closing {
 		return
 	}
-	if c.state&stConnected != 0 && c.ctrlAvail() {
+	if c.state&stConnected != 0 && c.ctrlAvail() && !c.quiet {
 		c.ctrlSeq++
 		c.swr[0] = uverbs.SendWR{ID: uint64(msgSet(opCtrl, ctrlKeepalive)), Opcode: uverbs.WRRDMAWrite,
 			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}

@@ -21,6 +21,7 @@ type deadline struct {
 	timer  *time.Timer
 	ch     chan struct{}
 	shut   bool // the connection closed: ch stays closed
+	broke  bool // the connection broke: ch stays closed, the time still counts
 	expire func()
 }
 
@@ -48,6 +49,10 @@ func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.shut {
+		return
+	}
+	if d.broke {
+		d.when = t // expired() still tells a timeout
 		return
 	}
 	if d.timer != nil {
@@ -89,6 +94,20 @@ func (d *deadline) expired() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return !d.shut && !d.when.IsZero() && !time.Now().Before(d.when)
+}
+
+// interrupt closes the channel for good without a deadline having passed:
+// the CM reported the connection down, and a waiter parked in CQ.Wait must
+// wake and look (it may have nothing left to complete: the flushes came
+// before the event). expired still reports the deadline only.
+func (d *deadline) interrupt() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.broke = true
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	closeOnce(d.ch)
 }
 
 // shutdown closes the channel for good: Close wakes every waiter.

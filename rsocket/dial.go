@@ -143,7 +143,7 @@ func (d *Dialer) dial(ctx context.Context, ap netip.AddrPort) (*Conn, error) {
 		return nil, err
 	}
 	c.rc = rc
-	if err := c.start(rc.PeerData); err != nil {
+	if err := c.start(rc.PeerData, false); err != nil {
 		c.release()
 		return nil, err
 	}
@@ -330,12 +330,35 @@ func (l *Listener) accept(req *rdmacm.ConnRequest, s sizes) (*Conn, error) {
 		return nil, err
 	}
 	c.rc = rc
-	if err := c.start(peer); err != nil {
+	if testHookAccepted != nil {
+		testHookAccepted(c)
+	}
+	if err := c.start(peer, true); err != nil {
 		c.release()
 		return nil, err
 	}
+	// The peer may have given up already: on iWARP the active side's MPA
+	// reply timer can fire while the accept is under way, and the
+	// listener still gets ESTABLISHED, then the reset. A connection that
+	// broke (CM DISCONNECTED, or its receives flushed) with nothing
+	// received is not handed out; one with data or an orderly end is.
+	c.mu.Lock()
+	c.pollLocked()
+	dead := c.state&stError != 0 && c.rmsgHead == c.rmsgTail
+	c.mu.Unlock()
+	if dead {
+		c.release()
+		return nil, errAbandoned
+	}
 	return c, nil
 }
+
+// errAbandoned is a connection that broke before Accept could return it.
+var errAbandoned = errors.New("rsocket: the peer abandoned the connection during its set-up")
+
+// testHookAccepted, if set (tests only), runs in Accept once the CM
+// reported a connection ESTABLISHED, before it is started and checked.
+var testHookAccepted func(*Conn)
 
 // Close stops listening; a blocked Accept returns net.ErrClosed.
 // Connections already accepted stay open.

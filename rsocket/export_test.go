@@ -21,3 +21,20 @@ func SetTestHookBeforeCM(f func(net.Conn)) {
 func SetSpin(d time.Duration) time.Duration {
 	return time.Duration(spinTime.Swap(int64(d)))
 }
+
+// SetTestHookAccepted sets the hook that runs in Accept once the CM
+// reported a connection ESTABLISHED, before Accept starts and checks it;
+// the hook gets the connection's CM Done channel (nil: no hook). Tests
+// only; set it while no Accept is in progress.
+func SetTestHookAccepted(f func(done <-chan struct{})) {
+	if f == nil {
+		testHookAccepted = nil
+		return
+	}
+	testHookAccepted = func(c *Conn) { f(c.rc.Done()) }
+}
+
+// Abort disconnects c at the CM without rsocket's DISCONNECT message, as
+// a peer that gives up on the connection or dies does: the QPs go to the
+// error state and both sides get DISCONNECTED.
+func Abort(c net.Conn) error { return c.(*Conn).rc.Disconnect() }

@@ -36,9 +36,19 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 		wc := &wcs[i]
 		if wc.ID&wrRecv != 0 {
 			if wc.Status != uverbs.WCSuccess {
+				// A receive fails only when the QP went to the error
+				// state (flushed): the connection broke, though the CM
+				// may not have said so yet (siw moves the QP to ERR and
+				// flushes before its DISCONNECTED event comes). What
+				// completed before it is applied already; a DISCONNECT
+				// or SHUTDOWN message among that is an orderly end.
+				if c.state&stConnected != 0 {
+					c.fail(wcError{wc.Status})
+				}
 				continue
 			}
 			reposts++
+			c.quiet = false // the initiator has sent: we may too
 			var msg uint32
 			if wc.Flags&uverbs.WCWithImm != 0 {
 				msg = wc.Imm

@@ -95,7 +95,10 @@ func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bo
 // its last log lines, for a case that hung.
 func kernelState() string {
 	var b strings.Builder
-	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"dmesg"}} {
+	// The TCP sockets (siw's connections among them) with their queues: a
+	// Recv-Q left unread on a connected siw socket is an FPDU the QP's
+	// receive path was never told of.
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"sh", "-c", "ss -tna 2>/dev/null || netstat -tn"}, {"dmesg"}} {
 		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
 		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 		if c[0] == "dmesg" && len(lines) > 30 {
@@ -154,13 +157,20 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	}
 	var cli *side
 	var cerr error
+	var tries []string // the earlier tries' errors and output, for a case that fails
 	for try := 1; ; try++ {
 		cli = newSide(ctx, name(cliBin)+" client", cliBin, cliArgs...)
+		start := time.Now()
 		cerr = cli.cmd.Run()
 		if cerr == nil || !strings.Contains(cli.out.String(), "rconnect") || try == 50 || ctx.Err() != nil {
 			break
 		}
+		tries = append(tries, fmt.Sprintf("try %d (%v, %.1fs): %s", try, cerr, time.Since(start).Seconds(), strings.TrimSpace(cli.out.String())))
 		time.Sleep(200 * time.Millisecond)
+	}
+	earlier := ""
+	if len(tries) > 0 {
+		earlier = fmt.Sprintf("\nthe client's %d earlier tries:\n%s", len(tries), strings.Join(tries, "\n"))
 	}
 	if cerr != nil {
 		// a server whose client gave up may wait for it forever
@@ -169,13 +179,13 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	serr := srv.cmd.Wait()
 	if !stop() {
 		// the watch fired: what each side printed, goverbs' goroutines included
-		t.Fatalf("%s: %v\n%s\n%s: %v\n%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String())
+		t.Fatalf("%s: %v\n%s\n%s: %v\n%s%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String(), earlier)
 	}
 	if cerr != nil {
-		t.Errorf("%s %v: %v\n%s", cli.who, cliArgs, cerr, cli.out.String())
+		t.Errorf("%s %v: %v\n%s%s", cli.who, cliArgs, cerr, cli.out.String(), earlier)
 	}
 	if serr != nil {
-		t.Errorf("%s %v: %v\n%s", srv.who, srvArgs, serr, srv.out.String())
+		t.Errorf("%s %v: %v\n%s%s", srv.who, srvArgs, serr, srv.out.String(), earlier)
 	}
 	result(t, cli.who, cli.out.String())
 	result(t, srv.who, srv.out.String())
