@@ -17,11 +17,14 @@ one() { # label server-cmd client-cmd args...
 	label=$1 srv=$2 cli=$3
 	shift 3
 	port=$((port + 1))
-	$srv -b "$addr" -p $port "$@" >/tmp/fig-srv.txt 2>&1 &
+	# A pair that hangs (rstream -T s at 64 B bw once sat for minutes) is
+	# killed after ${PAIR_TIMEOUT:-180} s and reported; the others still run.
+	timeout -k 5 "${PAIR_TIMEOUT:-180}" $srv -b "$addr" -p $port "$@" >/tmp/fig-srv.txt 2>&1 &
 	spid=$!
 	i=0
 	while :; do
-		out=$($cli -s "$addr" -p $port "$@" 2>&1)
+		out=$(timeout -k 5 "${PAIR_TIMEOUT:-180}" $cli -s "$addr" -p $port "$@" 2>&1) || out="$out
+timed out or failed (status $?)"
 		case "$out" in *rconnect*) i=$((i + 1)); [ $i -lt 50 ] && { sleep 0.2; continue; } ;; esac
 		break
 	done
