@@ -1,13 +1,13 @@
 package main
 
 import (
-	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/hexaddr"
 )
 
 // dest is one QP's address as the pingpong examples exchange it.
@@ -30,43 +30,21 @@ var done = []byte("done\x00")
 const maxQP = 256
 
 // encode formats d as "%04x:%06x:%06x:%s" with the GID as 32 hex digits
-// (gid_to_wire_gid: the GID's bytes in order), NUL-padded to msgSize.
+// (gid_to_wire_gid: the GID's bytes in order), NUL-padded to msgSize; never
+// longer: lid is 16 bits, qpn and psn 24.
 func (d dest) encode() []byte {
-	s := fmt.Sprintf("%04x:%06x:%06x:%s", d.lid, d.qpn, d.psn, hex.EncodeToString(d.gid[:]))
-	b := make([]byte, msgSize)
-	copy(b, s) // never longer: lid is 16 bits, qpn and psn 24
-	return b
+	return hexaddr.Encode(msgSize, fmt.Sprintf("%04x:%06x:%06x", d.lid, d.qpn, d.psn), d.gid)
 }
 
 // decodeDest parses a message as sscanf("%x:%x:%x:%s") and
 // wire_gid_to_gid do.
 func decodeDest(b []byte) (dest, error) {
-	s := string(b)
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
-	}
-	f := strings.Split(s, ":")
-	if len(f) != 4 {
-		return dest{}, fmt.Errorf("malformed address message %q", s)
-	}
 	var v [3]uint64
-	for i := range v {
-		n, err := strconv.ParseUint(f[i], 16, 32)
-		if err != nil {
-			return dest{}, fmt.Errorf("malformed address message %q: %v", s, err)
-		}
-		v[i] = n
+	gid, err := hexaddr.Decode(b, v[:])
+	if err != nil {
+		return dest{}, err
 	}
-	if v[0] > 0xffff {
-		return dest{}, fmt.Errorf("malformed address message %q: LID out of range", s)
-	}
-	d := dest{lid: uint16(v[0]), qpn: uint32(v[1]), psn: uint32(v[2])}
-	g, err := hex.DecodeString(f[3])
-	if err != nil || len(g) != 16 {
-		return dest{}, fmt.Errorf("malformed address message %q: bad GID", s)
-	}
-	copy(d.gid[:], g)
-	return d, nil
+	return dest{lid: uint16(v[0]), qpn: uint32(v[1]), psn: uint32(v[2]), gid: gid}, nil
 }
 
 // hasInterfaceID is rdma-core's test for addressing with a GRH: the GID's

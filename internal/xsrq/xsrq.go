@@ -19,15 +19,14 @@ package xsrq
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
-	"strings"
 
+	"github.com/goverbs/goverbs/internal/hexaddr"
 	"github.com/goverbs/goverbs/internal/inet"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
@@ -80,39 +79,16 @@ type dest struct {
 }
 
 func (d *dest) encode() []byte {
-	s := fmt.Sprintf("%04x:%06x:%06x:%06x:%06x:%s", d.lid, d.recvQPN, d.sendQPN, d.psn, d.srqn, hex.EncodeToString(d.gid[:]))
-	b := make([]byte, msgSize)
-	copy(b, s)
-	return b
+	return hexaddr.Encode(msgSize, fmt.Sprintf("%04x:%06x:%06x:%06x:%06x", d.lid, d.recvQPN, d.sendQPN, d.psn, d.srqn), d.gid)
 }
 
 func decode(b []byte) (dest, error) {
-	s := string(b)
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		s = s[:i]
-	}
-	f := strings.Split(s, ":")
-	if len(f) != 6 {
-		return dest{}, fmt.Errorf("malformed address message %q", s)
-	}
 	var v [5]uint64
-	for i := range v {
-		n, err := strconv.ParseUint(f[i], 16, 32)
-		if err != nil {
-			return dest{}, fmt.Errorf("malformed address message %q: %v", s, err)
-		}
-		v[i] = n
+	gid, err := hexaddr.Decode(b, v[:])
+	if err != nil {
+		return dest{}, err
 	}
-	if v[0] > 0xffff {
-		return dest{}, fmt.Errorf("malformed address message %q: LID out of range", s)
-	}
-	d := dest{lid: uint16(v[0]), recvQPN: uint32(v[1]), sendQPN: uint32(v[2]), psn: uint32(v[3]), srqn: uint32(v[4])}
-	g, err := hex.DecodeString(f[5])
-	if err != nil || len(g) != 16 {
-		return dest{}, fmt.Errorf("malformed address message %q: bad GID", s)
-	}
-	copy(d.gid[:], g)
-	return d, nil
+	return dest{lid: uint16(v[0]), recvQPN: uint32(v[1]), sendQPN: uint32(v[2]), psn: uint32(v[3]), srqn: uint32(v[4]), gid: gid}, nil
 }
 
 // session is struct pingpong_context.
