@@ -138,10 +138,12 @@ func abandoned(t *testing.T, p path, round int) {
 	defer gone.Close()
 	select {
 	case r := <-acc:
-		if r.err == nil {
-			r.c.Close()
+		if r.err != nil {
+			t.Fatalf("round %d: Accept failed instead of waiting for the next connection: %v", round, r.err)
 		}
-		t.Fatalf("round %d: Accept returned the abandoned connection (%v, %v)", round, r.c, r.err)
+		from := r.c.RemoteAddr()
+		r.c.Close()
+		t.Fatalf("round %d: Accept returned the abandoned connection (from %v)", round, from)
 	case <-time.After(time.Second):
 	}
 	client, err := d.DialContext(ctx, "tcp", l.Addr().String())
