@@ -137,6 +137,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 			Err: provider.Invalid("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st)}
 	}
 	for i := range wrs {
+		if provider.SendOK(&sq.caps, &wrs[i]) { // inlined: the common request, RC or UC
+			continue
+		}
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
 			sq.mu.Unlock()
 			return i, err
@@ -149,13 +152,12 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return int(free), &WRError{Provider: "rxe", Verb: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
 			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
-	var out uint64 // bytes the requester sends for this list
+	// out bounds the bytes the doorbell's requester run sends for this
+	// list: every request's length, an RDMA READ's and an atomic's too
+	// (an over-count only makes a large READ list ring with Write).
+	var out uint64
 	for i := range wrs {
-		n := qp.fillSend(q, prod, &wrs[i])
-		switch wrs[i].Opcode {
-		case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
-			out += uint64(n)
-		}
+		out += uint64(qp.fillSend(q, prod, &wrs[i]))
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
@@ -186,11 +188,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 
 // checkSend refuses what the kernel would fail or what librxe refuses, so a
 // bad list never reaches the queue: the checks every provider shares
-// (provider.CheckSend), then an rxe address handle on UD.
+// (provider.CheckSend), then an rxe address handle on UD. PostSend calls
+// it for a request provider.SendOK did not accept at once.
 func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
-	if provider.SendOK(&qp.sq.caps, wr) { // inlined: the common request, RC or UC
-		return nil
-	}
 	err := provider.CheckSend(&qp.sq.caps, wr)
 	if err == nil && qp.typ == provider.QPTypeUD {
 		if _, ok := wr.UD.AH.ProviderAH().(*AH); !ok {
@@ -253,11 +253,11 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		copy(w.Wr.Wr[udAVOffset:], ah.av[:])
 	}
 	var length uint32
-	for _, s := range wr.SGL {
-		length += s.Length
-	}
 	n := uint32(len(wr.SGL))
 	if wr.Flags&provider.SendInline != 0 {
+		for _, s := range wr.SGL {
+			length += s.Length
+		}
 		dst := q.sendInline(i, int(length))
 		off := 0
 		for _, s := range wr.SGL {
@@ -268,6 +268,7 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		sges := q.sendSGEs(i, len(wr.SGL))
 		for j, s := range wr.SGL {
 			sges[j] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += s.Length
 		}
 	}
 	w.Wr.Reserved = uint32(len(wr.SGL)) // num_sge before Linux 6.0
@@ -339,20 +340,22 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
+	rq.mu.Lock() // unlocked on every return, without a defer (PostRecv's cost)
 	q := rq.q
 	if q == nil || q.mem == nil {
+		rq.mu.Unlock()
 		return 0, &WRError{Provider: "rxe", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
 	}
 	for i := range wrs {
 		if !provider.RecvOK(rq.maxSGE, &wrs[i]) { // inlined; CheckRecv says why
+			rq.mu.Unlock()
 			return i, &WRError{Provider: "rxe", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, &wrs[i])}
 		}
 	}
 	prod := rq.prod
 	used := (prod - q.cons.Load()) & q.mask
 	if free := q.mask - used; uint32(len(wrs)) > free {
+		rq.mu.Unlock()
 		return int(free), &WRError{Provider: "rxe", Verb: op, Index: int(free),
 			Err: fmt.Errorf("%w: the receive queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
@@ -373,6 +376,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	}
 	rq.prod = prod
 	q.prod.Store(prod) // release
+	rq.mu.Unlock()
 	return len(wrs), nil
 }
 
