@@ -153,11 +153,15 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
 	// out bounds the bytes the doorbell's requester run sends for this
-	// list: every request's length, an RDMA READ's and an atomic's too
-	// (an over-count only makes a large READ list ring with Write).
+	// list: every request's length but an RDMA READ's (its requester
+	// sends a request only; an atomic's 8 bytes and the local
+	// operations' 0 count for nothing either way).
 	var out uint64
 	for i := range wrs {
-		out += uint64(qp.fillSend(q, prod, &wrs[i]))
+		n := qp.fillSend(q, prod, &wrs[i])
+		if wrs[i].Opcode != provider.WRRDMARead {
+			out += uint64(n)
+		}
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
