@@ -218,17 +218,18 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	w.Wr.WrId = wr.ID
 	w.Wr.Opcode = uint32(wr.Opcode)
 	w.Wr.SendFlags = uint32(wr.Flags)
+	// One switch with a case per opcode (a jump table): the fields each
+	// opcode uses.
 	switch wr.Opcode {
-	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+	case provider.WRSendWithImm:
 		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm) // __be32: the value travels as the application means it
 	case provider.WRSendWithInv, provider.WRLocalInv:
 		w.Wr.SetExInvalidateRkey(wr.InvalidateRKey)
-	}
-	switch wr.Opcode {
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
-		w.Wr.SetWrRdmaRemoteAddr(wr.RemoteAddr)
-		w.Wr.SetWrRdmaRkey(wr.RKey)
-		w.Iova = wr.RemoteAddr
+	case provider.WRRDMAWriteWithImm:
+		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm)
+		setRDMA(w, wr)
+	case provider.WRRDMAWrite, provider.WRRDMARead:
+		setRDMA(w, wr)
 	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
 		w.Wr.SetWrAtomicRemoteAddr(wr.RemoteAddr)
 		w.Wr.SetWrAtomicCompareAdd(wr.CompareAdd)
@@ -282,6 +283,13 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	w.Ssn = sq.ssn
 	sq.ssn++
 	return length
+}
+
+// setRDMA sets an RDMA WRITE's or READ's remote address and key.
+func setRDMA(w *abi.RxeSendWqe, wr *provider.SendWR) {
+	w.Wr.SetWrRdmaRemoteAddr(wr.RemoteAddr)
+	w.Wr.SetWrRdmaRkey(wr.RKey)
+	w.Iova = wr.RemoteAddr
 }
 
 // PostRecv checks every request, then copies them into the receive queue and
