@@ -386,6 +386,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 		return 0, rq.refused(op, qpState)
 	}
 	put := rq.put
+	var last *atomic.Uint32 // the last entry's flags word
 	for i := range wrs {
 		wr := &wrs[i]
 		if uint32(len(wr.SGL)) > rq.maxSGE {
@@ -398,22 +399,31 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 			return i, rq.full(op, i, r.n, len(wrs))
 		}
 		e.Id = wr.ID
-		sges := e.Sge[:len(wr.SGL)]
 		var total uint64
-		for j := range sges {
-			s := &wr.SGL[j]
-			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-			total += uint64(s.Length)
+		if len(wr.SGL) == 1 { // the common receive, without the loop
+			s := &wr.SGL[0]
+			e.Sge[0] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			total = uint64(s.Length)
+		} else {
+			sges := e.Sge[:len(wr.SGL)]
+			for j := range sges {
+				s := &wr.SGL[j]
+				sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+				total += uint64(s.Length)
+			}
 		}
 		if total > maxRecvBytes {
 			rq.mu.Unlock()
 			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
+		last = flags
 	}
-	for i := range wrs {
+	n := len(wrs) - 1
+	for i := range n {
 		_, flags := r.recvEntry(put + uint32(i))
 		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
+	last.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
 	rq.put = put + uint32(len(wrs))
 	rq.mu.Unlock()
 	return len(wrs), nil
