@@ -110,35 +110,46 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return 0, nil
 	}
 	sq := &qp.sq
-	sq.mu.Lock()
-	defer sq.mu.Unlock()
+	sq.mu.Lock() // unlocked on every return, without a defer (PostSend's cost)
 	r := sq.r
 	if r == nil || r.mem == nil {
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
 	}
 	if qp.c.lost.Load() {
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: errDeviceLost}
 	}
 	switch st := qp.State(); st {
 	case provider.QPStateReset:
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: provider.Invalid("the QP is in state RESET; sends need RTS")}
 	case provider.QPStateErr:
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped send queue only when the QP enters ERR, so a request posted now would never complete")}
 	}
 	for i := range wrs {
+		if wr := &wrs[i]; provider.SendOK(&sq.caps, wr) && 1<<wr.Opcode&plainOps != 0 { // inlined: a SEND or WRITE
+			continue
+		}
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
+			sq.mu.Unlock()
 			return i, err
 		}
 	}
 	put := sq.put
 	if uint32(len(wrs)) > r.n {
-		return int(r.n), qp.full(int(r.n), wrs)
+		err := qp.full(int(r.n), wrs) // reads the ring: before the unlock
+		sq.mu.Unlock()
+		return int(r.n), err
 	}
 	for i := range wrs {
 		if r.word(put+uint32(i), offFlags).Load()&wqeValid != 0 { // still the kernel's
-			return i, qp.full(i, wrs)
+			err := qp.full(i, wrs)
+			sq.mu.Unlock()
+			return i, err
 		}
 	}
 	var out uint64
@@ -155,6 +166,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	kick := uint32(len(wrs)) == r.n || r.word(put-1, offFlags).Load()&wqeValid == 0
 	sq.put = put + uint32(len(wrs))
 	if !kick {
+		sq.mu.Unlock()
 		return len(wrs), nil
 	}
 	var err error
@@ -164,15 +176,18 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil {
+		sq.mu.Unlock()
 		return len(wrs), nil
 	}
 	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
 	// the entries back if the kernel owns none of them.
 	if qp.withdraw(r, put, wrs) {
 		sq.put = put
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
 	}
+	sq.mu.Unlock()
 	return len(wrs), &DoorbellError{Provider: "siw", Posted: len(wrs), Err: err}
 }
 
@@ -193,6 +208,11 @@ func (qp *QP) full(i int, wrs []provider.SendWR) error {
 	return &WRError{Provider: "siw", Verb: "PostSend", Index: i, Opcode: wrs[i].Opcode,
 		Err: fmt.Errorf("%w: the send queue is full (%d entries, %d requests in the list)", unix.ENOMEM, qp.sq.r.n, len(wrs))}
 }
+
+// plainOps are the opcodes with no rule of siw's own beyond
+// provider.CheckSend's: PostSend takes them when provider.SendOK does,
+// and calls checkSend for any other.
+const plainOps = 1<<provider.WRSend | 1<<provider.WRRDMAWrite
 
 // errNoOp is an opcode siw cannot carry.
 func errNoOp(op provider.WROpcode, why string) error {
@@ -268,11 +288,11 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	}
 	sges := sqeSGEs(e)
 	var length uint32
-	for _, s := range wr.SGL {
-		length += s.Length
-	}
 	n := uint8(len(wr.SGL))
 	if wr.Flags&provider.SendInline != 0 {
+		for _, s := range wr.SGL {
+			length += s.Length
+		}
 		// The bytes follow sge[0], whose length is their count; the
 		// kernel points sge[0] at them (siw_activate_tx).
 		dst := sqeInline(e)
@@ -286,6 +306,7 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	} else {
 		for j, s := range wr.SGL {
 			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += s.Length
 		}
 		if wr.Opcode == provider.WRRDMARead && n == 0 {
 			// siw reads into sge[0] whatever num_sge says: a
