@@ -211,11 +211,15 @@ func checkSend(c *SendQueueCaps, wr *SendWR) error {
 // short enough to be inlined into a provider's PostRecv loop, which calls
 // CheckRecv for the error only when RecvOK is false.
 func RecvOK(maxSGE uint32, wr *RecvWR) bool {
+	sgl := wr.SGL
+	if len(sgl) == 1 { // the common receive: no loop to sum the lengths
+		return maxSGE != 0 && sgl[0].Length <= maxMessage
+	}
 	var total uint64
-	for _, s := range wr.SGL {
+	for _, s := range sgl {
 		total += uint64(s.Length)
 	}
-	return uint32(len(wr.SGL)) <= maxSGE && total <= maxMessage
+	return uint32(len(sgl)) <= maxSGE && total <= maxMessage
 }
 
 // CheckRecv is the provider-independent check of one receive request for a

@@ -111,7 +111,10 @@ func TestCheckSendShortcut(t *testing.T) {
 	}
 }
 
-// TestRecvOK: RecvOK is true exactly when CheckRecv accepts.
+// TestRecvOK: RecvOK is true exactly when CheckRecv accepts, and both
+// accept exactly what the rule says (at most maxSGE SGEs, at most 2^31
+// bytes; CheckRecv calls RecvOK first, so agreeing is not enough): for one
+// SGE (RecvOK's shortcut) and for lists.
 func TestRecvOK(t *testing.T) {
 	lengths := []uint32{0, 1, 1 << 30, 1 << 31, 1<<31 + 1, ^uint32(0)}
 	for maxSGE := uint32(0); maxSGE < 4; maxSGE++ {
@@ -121,8 +124,9 @@ func TestRecvOK(t *testing.T) {
 				for i := 0; i < n; i++ {
 					wr.SGL = append(wr.SGL, SGE{Length: l})
 				}
-				if ok, err := RecvOK(maxSGE, &wr), CheckRecv(maxSGE, &wr); ok != (err == nil) {
-					t.Errorf("max %d SGEs, %d of %d bytes: RecvOK %v, CheckRecv %v", maxSGE, n, l, ok, err)
+				want := uint32(n) <= maxSGE && uint64(n)*uint64(l) <= 1<<31
+				if ok, err := RecvOK(maxSGE, &wr), CheckRecv(maxSGE, &wr); ok != want || (err == nil) != want {
+					t.Errorf("max %d SGEs, %d of %d bytes: RecvOK %v, CheckRecv %v; want accepted %v", maxSGE, n, l, ok, err, want)
 				}
 			}
 		}

@@ -91,7 +91,11 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	head := s.head
 	n := 0
 	for n < len(wc) && head != prod {
-		toWC(&wc[n], q.wc(head))
+		k := q.wc(head)
+		copyWC(&wc[n], k) // toWC, inlined
+		if k.WcFlags != 0 {
+			toWCFlags(&wc[n], k)
+		}
 		if st := wc[n].Status; st != provider.WCSuccess && st != provider.WCWRFlushErr {
 			cq.c.errorCompletion(wc[n].QPNum)
 		}
@@ -115,8 +119,40 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	return n, nil
 }
 
-// toWC converts one kernel completion.
+// toWC converts one kernel completion. The part every completion needs
+// (copyWC) is short enough to be inlined into Poll's loop; the flags,
+// which most completions lack (every send completion), are converted out
+// of line.
 func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
+	copyWC(w, k)
+	if k.WcFlags != 0 {
+		toWCFlags(w, k)
+	}
+}
+
+// copyWC converts the fields of k that need no flag, and zeroes Flags and
+// Imm.
+func copyWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
+	*w = provider.WorkCompletion{
+		ID:           k.WrId,
+		Status:       provider.WCStatus(k.Status),
+		Opcode:       provider.WCOpcode(k.Opcode),
+		VendorErr:    k.VendorErr,
+		ByteLen:      k.ByteLen,
+		QPNum:        k.QpNum,
+		SrcQP:        k.SrcQp,
+		PKeyIndex:    k.PkeyIndex,
+		SLID:         k.Slid,
+		SL:           k.Sl,
+		DLIDPathBits: k.DlidPathBits,
+		Port:         k.PortNum,
+	}
+}
+
+// toWCFlags sets w's Flags and Imm from k's flags.
+//
+//go:noinline
+func toWCFlags(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 	flags := k.WcFlags
 	var pf provider.WCFlags
 	if flags&kwcGRH != 0 {
@@ -125,31 +161,15 @@ func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 	if flags&kwcIPCSumOK != 0 {
 		pf |= provider.WCIPCSumOK
 	}
-	var imm uint32
 	switch {
 	case flags&kwcWithImm != 0:
 		pf |= provider.WCWithImm
-		imm = binary.BigEndian.Uint32(k.Ex[:]) // __be32 on the wire and in the CQE
+		w.Imm = binary.BigEndian.Uint32(k.Ex[:]) // __be32 on the wire and in the CQE
 	case flags&kwcWithInv != 0:
 		pf |= provider.WCWithInv
-		imm = binary.NativeEndian.Uint32(k.Ex[:])
+		w.Imm = binary.NativeEndian.Uint32(k.Ex[:])
 	}
-	*w = provider.WorkCompletion{
-		ID:           k.WrId,
-		Status:       provider.WCStatus(k.Status),
-		Opcode:       provider.WCOpcode(k.Opcode),
-		VendorErr:    k.VendorErr,
-		ByteLen:      k.ByteLen,
-		Imm:          imm,
-		QPNum:        k.QpNum,
-		SrcQP:        k.SrcQp,
-		Flags:        pf,
-		PKeyIndex:    k.PkeyIndex,
-		SLID:         k.Slid,
-		SL:           k.Sl,
-		DLIDPathBits: k.DlidPathBits,
-		Port:         k.PortNum,
-	}
+	w.Flags = pf
 }
 
 // Arm asks the kernel (REQ_NOTIFY_CQ) for one completion event on the next

@@ -137,6 +137,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 			Err: provider.Invalid("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st)}
 	}
 	for i := range wrs {
+		if provider.SendOK(&sq.caps, &wrs[i]) { // inlined: the common request, RC or UC
+			continue
+		}
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
 			sq.mu.Unlock()
 			return i, err
@@ -149,11 +152,14 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return int(free), &WRError{Provider: "rxe", Verb: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
 			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
-	var out uint64 // bytes the requester sends for this list
+	// out bounds the bytes the doorbell's requester run sends for this
+	// list: every request's length but an RDMA READ's (its requester
+	// sends a request only; an atomic's 8 bytes and the local
+	// operations' 0 count for nothing either way).
+	var out uint64
 	for i := range wrs {
 		n := qp.fillSend(q, prod, &wrs[i])
-		switch wrs[i].Opcode {
-		case provider.WRSend, provider.WRSendWithImm, provider.WRSendWithInv, provider.WRRDMAWrite, provider.WRRDMAWriteWithImm:
+		if wrs[i].Opcode != provider.WRRDMARead {
 			out += uint64(n)
 		}
 		prod = (prod + 1) & q.mask
@@ -186,11 +192,9 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 
 // checkSend refuses what the kernel would fail or what librxe refuses, so a
 // bad list never reaches the queue: the checks every provider shares
-// (provider.CheckSend), then an rxe address handle on UD.
+// (provider.CheckSend), then an rxe address handle on UD. PostSend calls
+// it for a request provider.SendOK did not accept at once.
 func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
-	if provider.SendOK(&qp.sq.caps, wr) { // inlined: the common request, RC or UC
-		return nil
-	}
 	err := provider.CheckSend(&qp.sq.caps, wr)
 	if err == nil && qp.typ == provider.QPTypeUD {
 		if _, ok := wr.UD.AH.ProviderAH().(*AH); !ok {
@@ -214,17 +218,18 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	w.Wr.WrId = wr.ID
 	w.Wr.Opcode = uint32(wr.Opcode)
 	w.Wr.SendFlags = uint32(wr.Flags)
+	// One switch with a case per opcode (a jump table): the fields each
+	// opcode uses.
 	switch wr.Opcode {
-	case provider.WRSendWithImm, provider.WRRDMAWriteWithImm:
+	case provider.WRSendWithImm:
 		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm) // __be32: the value travels as the application means it
 	case provider.WRSendWithInv, provider.WRLocalInv:
 		w.Wr.SetExInvalidateRkey(wr.InvalidateRKey)
-	}
-	switch wr.Opcode {
-	case provider.WRRDMAWrite, provider.WRRDMAWriteWithImm, provider.WRRDMARead:
-		w.Wr.SetWrRdmaRemoteAddr(wr.RemoteAddr)
-		w.Wr.SetWrRdmaRkey(wr.RKey)
-		w.Iova = wr.RemoteAddr
+	case provider.WRRDMAWriteWithImm:
+		binary.BigEndian.PutUint32(w.Wr.Ex[:], wr.Imm)
+		setRDMA(w, wr)
+	case provider.WRRDMAWrite, provider.WRRDMARead:
+		setRDMA(w, wr)
 	case provider.WRAtomicCmpAndSwp, provider.WRAtomicFetchAndAdd:
 		w.Wr.SetWrAtomicRemoteAddr(wr.RemoteAddr)
 		w.Wr.SetWrAtomicCompareAdd(wr.CompareAdd)
@@ -253,11 +258,11 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		copy(w.Wr.Wr[udAVOffset:], ah.av[:])
 	}
 	var length uint32
-	for _, s := range wr.SGL {
-		length += s.Length
-	}
 	n := uint32(len(wr.SGL))
 	if wr.Flags&provider.SendInline != 0 {
+		for _, s := range wr.SGL {
+			length += s.Length
+		}
 		dst := q.sendInline(i, int(length))
 		off := 0
 		for _, s := range wr.SGL {
@@ -268,6 +273,7 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		sges := q.sendSGEs(i, len(wr.SGL))
 		for j, s := range wr.SGL {
 			sges[j] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += s.Length
 		}
 	}
 	w.Wr.Reserved = uint32(len(wr.SGL)) // num_sge before Linux 6.0
@@ -277,6 +283,13 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	w.Ssn = sq.ssn
 	sq.ssn++
 	return length
+}
+
+// setRDMA sets an RDMA WRITE's or READ's remote address and key.
+func setRDMA(w *abi.RxeSendWqe, wr *provider.SendWR) {
+	w.Wr.SetWrRdmaRemoteAddr(wr.RemoteAddr)
+	w.Wr.SetWrRdmaRkey(wr.RKey)
+	w.Iova = wr.RemoteAddr
 }
 
 // PostRecv checks every request, then copies them into the receive queue and
@@ -339,20 +352,22 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	rq.mu.Lock()
-	defer rq.mu.Unlock()
+	rq.mu.Lock() // unlocked on every return, without a defer (PostRecv's cost)
 	q := rq.q
 	if q == nil || q.mem == nil {
+		rq.mu.Unlock()
 		return 0, &WRError{Provider: "rxe", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
 	}
 	for i := range wrs {
 		if !provider.RecvOK(rq.maxSGE, &wrs[i]) { // inlined; CheckRecv says why
+			rq.mu.Unlock()
 			return i, &WRError{Provider: "rxe", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, &wrs[i])}
 		}
 	}
 	prod := rq.prod
 	used := (prod - q.cons.Load()) & q.mask
 	if free := q.mask - used; uint32(len(wrs)) > free {
+		rq.mu.Unlock()
 		return int(free), &WRError{Provider: "rxe", Verb: op, Index: int(free),
 			Err: fmt.Errorf("%w: the receive queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
 	}
@@ -373,6 +388,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 	}
 	rq.prod = prod
 	q.prod.Store(prod) // release
+	rq.mu.Unlock()
 	return len(wrs), nil
 }
 

@@ -75,7 +75,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	get := s.get
 	n := 0
 	for n < len(wc) {
-		w := r.word(get, offCqFlags)
+		e, w := r.cqEntry(get)
 		v := w.Load() // acquire: the entry is complete once its flag is set
 		flags, op, status := cqeFields(v)
 		if flags&abi.SIW_WQE_VALID == 0 {
@@ -84,7 +84,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		if cq.st.Load() != s {
 			break // closed meanwhile: r is a zeroed copy from now on
 		}
-		toWC(&wc[n], r.cqe(get), flags, op, status)
+		toWC(&wc[n], e, flags, op, status)
 		w.Store(0) // release: the kernel may reuse the entry
 		get++
 		n++

@@ -304,15 +304,22 @@ func TestPostRecv(t *testing.T) {
 	if n, err := qp.PostRecv([]provider.RecvWR{{ID: 1}, {SGL: huge}}); n != 1 || !errors.Is(err, unix.EINVAL) {
 		t.Errorf("PostRecv of 2^31+1 bytes in request 1 = %d, %v", n, err)
 	}
+	one := []provider.SGE{{Addr: 1, Length: 1<<31 + 1, LKey: 1}} // one SGE: post's loop-free path
+	if n, err := qp.PostRecv([]provider.RecvWR{{ID: 1}, {SGL: one}}); n != 1 || !errors.Is(err, unix.EINVAL) {
+		t.Errorf("PostRecv of one 2^31+1-byte SGE in request 1 = %d, %v", n, err)
+	}
 	if !slices.Equal(before, flagWords(rq)) {
 		t.Errorf("refused lists changed flags words: %#x, were %#x", flagWords(rq), before)
 	}
 	rq.word(0, offRqFlags).Store(0) // the kernel took entry 0
-	if n, err := qp.PostRecv([]provider.RecvWR{{ID: 12}}); n != 1 || err != nil {
+	sge := provider.SGE{Addr: 0x3000, Length: 1 << 31, LKey: 3}
+	if n, err := qp.PostRecv([]provider.RecvWR{{ID: 12, SGL: []provider.SGE{sge}}}); n != 1 || err != nil {
 		t.Fatal(n, err)
 	}
-	if f, nsge, _ := flagsOf(rq.word(2, offRqFlags).Load()); rq.rqe(2).Id != 12 || f != abi.SIW_WQE_VALID || nsge != 0 {
-		t.Errorf("the post after the refusals: rqe 2 id %d flags %#x num_sge %d; want id 12, valid", rq.rqe(2).Id, f, nsge)
+	if f, nsge, _ := flagsOf(rq.word(2, offRqFlags).Load()); rq.rqe(2).Id != 12 || f != abi.SIW_WQE_VALID || nsge != 1 ||
+		rq.rqe(2).Sge[0] != (abi.SiwSge{Laddr: 0x3000, Length: 1 << 31, Lkey: 3}) {
+		t.Errorf("the post after the refusals: rqe 2 id %d flags %#x num_sge %d sge[0] %+v; want id 12, valid, the SGE",
+			rq.rqe(2).Id, f, nsge, rq.rqe(2).Sge[0])
 	}
 	if fk.doorbells.Load() != 0 {
 		t.Error("PostRecv made a syscall")

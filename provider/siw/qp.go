@@ -110,35 +110,46 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		return 0, nil
 	}
 	sq := &qp.sq
-	sq.mu.Lock()
-	defer sq.mu.Unlock()
+	sq.mu.Lock() // unlocked on every return, without a defer (PostSend's cost)
 	r := sq.r
 	if r == nil || r.mem == nil {
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
 	}
 	if qp.c.lost.Load() {
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: errDeviceLost}
 	}
 	switch st := qp.State(); st {
 	case provider.QPStateReset:
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: provider.Invalid("the QP is in state RESET; sends need RTS")}
 	case provider.QPStateErr:
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: provider.Invalid("the QP is in the error state: siw flushes its mapped send queue only when the QP enters ERR, so a request posted now would never complete")}
 	}
 	for i := range wrs {
+		if wr := &wrs[i]; provider.SendOK(&sq.caps, wr) && 1<<wr.Opcode&plainOps != 0 { // inlined: a SEND or WRITE
+			continue
+		}
 		if err := qp.checkSend(i, &wrs[i]); err != nil {
+			sq.mu.Unlock()
 			return i, err
 		}
 	}
 	put := sq.put
 	if uint32(len(wrs)) > r.n {
-		return int(r.n), qp.full(int(r.n), wrs)
+		err := qp.full(int(r.n), wrs) // reads the ring: before the unlock
+		sq.mu.Unlock()
+		return int(r.n), err
 	}
 	for i := range wrs {
 		if r.word(put+uint32(i), offFlags).Load()&wqeValid != 0 { // still the kernel's
-			return i, qp.full(i, wrs)
+			err := qp.full(i, wrs)
+			sq.mu.Unlock()
+			return i, err
 		}
 	}
 	var out uint64
@@ -155,6 +166,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	kick := uint32(len(wrs)) == r.n || r.word(put-1, offFlags).Load()&wqeValid == 0
 	sq.put = put + uint32(len(wrs))
 	if !kick {
+		sq.mu.Unlock()
 		return len(wrs), nil
 	}
 	var err error
@@ -164,15 +176,18 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		err = qp.c.f.Write(qp.db.Cmd[:])
 	}
 	if err == nil {
+		sq.mu.Unlock()
 		return len(wrs), nil
 	}
 	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
 	// the entries back if the kernel owns none of them.
 	if qp.withdraw(r, put, wrs) {
 		sq.put = put
+		sq.mu.Unlock()
 		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
 			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
 	}
+	sq.mu.Unlock()
 	return len(wrs), &DoorbellError{Provider: "siw", Posted: len(wrs), Err: err}
 }
 
@@ -193,6 +208,11 @@ func (qp *QP) full(i int, wrs []provider.SendWR) error {
 	return &WRError{Provider: "siw", Verb: "PostSend", Index: i, Opcode: wrs[i].Opcode,
 		Err: fmt.Errorf("%w: the send queue is full (%d entries, %d requests in the list)", unix.ENOMEM, qp.sq.r.n, len(wrs))}
 }
+
+// plainOps are the opcodes with no rule of siw's own beyond
+// provider.CheckSend's: PostSend takes them when provider.SendOK does,
+// and calls checkSend for any other.
+const plainOps = 1<<provider.WRSend | 1<<provider.WRRDMAWrite
 
 // errNoOp is an opcode siw cannot carry.
 func errNoOp(op provider.WROpcode, why string) error {
@@ -268,11 +288,11 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	}
 	sges := sqeSGEs(e)
 	var length uint32
-	for _, s := range wr.SGL {
-		length += s.Length
-	}
 	n := uint8(len(wr.SGL))
 	if wr.Flags&provider.SendInline != 0 {
+		for _, s := range wr.SGL {
+			length += s.Length
+		}
 		// The bytes follow sge[0], whose length is their count; the
 		// kernel points sge[0] at them (siw_activate_tx).
 		dst := sqeInline(e)
@@ -286,6 +306,7 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	} else {
 		for j, s := range wr.SGL {
 			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += s.Length
 		}
 		if wr.Opcode == provider.WRRDMARead && n == 0 {
 			// siw reads into sge[0] whatever num_sge says: a
@@ -363,17 +384,20 @@ const maxRecvBytes = 1 << 31
 // XCHG on amd64, a locked instruction; STLR on arm64), the load is a plain
 // MOV on amd64 (LDAR on arm64). A store-release in assembly (a plain MOVL
 // on amd64) was tried: the call it costs made PostRecv 182 instructions
-// instead of 167 and no faster, natively or under TCG, so the XCHG stays.
+// instead of 167 (before the one-SGE path below; 138 now) and no faster,
+// natively or under TCG, so the XCHG stays.
 // The mutex is the one lock concurrent posters need (two atomic
 // read-modify-writes: Lock's CAS and Unlock's add); held from reading put
 // to writing it back.
 //
 // One pass over the list checks each request (provider.CheckRecv's rules,
 // inline: at most maxSGE SGEs describing at most 2^31 bytes), checks that
-// its entry is ours and writes id and SGEs; a second loop stores the flags
-// words, in order, only once the whole list passed. A refused list hands
-// nothing to the kernel: no flags word changes and put stays (the entries
-// written are still ours, and the next post rewrites them).
+// its entry is ours and writes id and SGEs (one SGE without a loop, as
+// most receives have); a second loop stores the flags words, in order,
+// only once the whole list passed (the last through the word the first
+// pass already holds: a one-request list needs no second loop). A refused
+// list hands nothing to the kernel: no flags word changes and put stays
+// (the entries written are still ours, and the next post rewrites them).
 func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint32) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
@@ -386,6 +410,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 		return 0, rq.refused(op, qpState)
 	}
 	put := rq.put
+	var last *atomic.Uint32 // the last entry's flags word
 	for i := range wrs {
 		wr := &wrs[i]
 		if uint32(len(wr.SGL)) > rq.maxSGE {
@@ -398,22 +423,31 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 			return i, rq.full(op, i, r.n, len(wrs))
 		}
 		e.Id = wr.ID
-		sges := e.Sge[:len(wr.SGL)]
 		var total uint64
-		for j := range sges {
-			s := &wr.SGL[j]
-			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-			total += uint64(s.Length)
+		if len(wr.SGL) == 1 { // the common receive, without the loop
+			s := &wr.SGL[0]
+			e.Sge[0] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			total = uint64(s.Length)
+		} else {
+			sges := e.Sge[:len(wr.SGL)]
+			for j := range sges {
+				s := &wr.SGL[j]
+				sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+				total += uint64(s.Length)
+			}
 		}
 		if total > maxRecvBytes {
 			rq.mu.Unlock()
 			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
+		last = flags
 	}
-	for i := range wrs {
+	n := len(wrs) - 1
+	for i := range n {
 		_, flags := r.recvEntry(put + uint32(i))
 		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
+	last.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
 	rq.put = put + uint32(len(wrs))
 	rq.mu.Unlock()
 	return len(wrs), nil

@@ -95,6 +95,13 @@ func (r *ring) recvEntry(i uint32) (*abi.SiwRqe, *atomic.Uint32) {
 	return (*abi.SiwRqe)(p), (*atomic.Uint32)(unsafe.Add(p, offRqFlags))
 }
 
+// cqEntry is entry i of a CQ ring (of siw_cqe, a constant size) and the
+// word holding its flags, opcode and status.
+func (r *ring) cqEntry(i uint32) (*abi.SiwCqe, *atomic.Uint32) {
+	p := unsafe.Add(r.base, uintptr(i&(r.n-1))*uintptr(cqeSize))
+	return (*abi.SiwCqe)(p), (*atomic.Uint32)(unsafe.Add(p, offCqFlags))
+}
+
 func (r *ring) sqe(i uint32) *abi.SiwSqe { return (*abi.SiwSqe)(r.entry(i)) }
 func (r *ring) rqe(i uint32) *abi.SiwRqe { return (*abi.SiwRqe)(r.entry(i)) }
 func (r *ring) cqe(i uint32) *abi.SiwCqe { return (*abi.SiwCqe)(r.entry(i)) }

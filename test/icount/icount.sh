@@ -7,15 +7,18 @@
 # valgrind --tool=callgrind, collecting only inside the case's loop, and
 # prints Ir per call: uverbs+mlx5 on the device model (PollEmpty, PollOne,
 # PostSendSGE, PostSendInline: 64 B WRITE from one SGE and 8 B inline,
-# PostRecv) and rxe on its fake command file (FakePostSend, FakePostRecv,
-# FakePoll). Each figure includes the harness loop's own 14 instructions.
-# To compare with an older commit, copy the two icount_test.go files into
+# PostRecv), rxe on its fake command file (FakePostSend, FakePostRecv,
+# FakePoll) and siw on its fake rings (SiwPostSend, SiwPostRecv, SiwPoll).
+# Each figure includes the harness loop's own 14 instructions (siw's: also
+# the store that plays the kernel, 25 in all).
+# To compare with an older commit, copy the icount_test.go files into
 # a worktree of it and run the script on that worktree.
 set -euo pipefail
 dir=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-(cd "$dir" && go test -c -o "$out/mlx5.test" ./provider/mlx5 && go test -c -o "$out/rxe.test" ./provider/rxe)
+(cd "$dir" && go test -c -o "$out/mlx5.test" ./provider/mlx5 && go test -c -o "$out/rxe.test" ./provider/rxe &&
+  { [ ! -f provider/siw/icount_test.go ] || go test -c -o "$out/siw.test" ./provider/siw; })
 run() { # run BIN CASE OPS
   local f=$out/cg.$2
   GODEBUG=asyncpreemptoff=1 ICOUNT=$2 valgrind --tool=callgrind --collect-atstart=no \
@@ -27,3 +30,6 @@ run() { # run BIN CASE OPS
 for c in PollEmpty PollOne PostSendSGE PostSendInline; do run "$out/mlx5.test" $c 8192; done
 run "$out/mlx5.test" PostRecv 2048
 for c in FakePostSend FakePostRecv FakePoll; do run "$out/rxe.test" $c 8192; done
+if [ -x "$out/siw.test" ]; then
+  for c in SiwPostSend SiwPostRecv SiwPoll; do run "$out/siw.test" $c 8192; done
+fi
