@@ -181,8 +181,10 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		inl = (inlHdrSize + capc.MaxInlineData + segSize - 1) &^ (segSize - 1)
 	}
 	wqe := sendHeader(a.Type) + max(capc.MaxSendSGE*dataSize, inl)
-	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC {
-		wqe = max(wqe, umrWQEBytes) // a memory-window bind fits any RC or UC WQE
+	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC || a.Type == provider.QPTypeXRCIni {
+		// A memory-window bind fits any RC, UC or XRC initiator WQE (on
+		// the initiator it has no XRC segment).
+		wqe = max(wqe, umrWQEBytes)
 	}
 	if wqe > limit {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send SGEs and %d bytes inline need %d-byte WQEs, the device takes %d",
