@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -24,17 +25,28 @@ func TestXRC(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		ver  int
-	}{{"cqe-v1", 0}, {"cqe-v0", -1}} {
-		t.Run(v.name, func(t *testing.T) { testXRC(t, v.ver) })
+		o    model.Options
+		pol  uverbs.CommandPolicy
+		want uverbs.CommandTransport // how CreateQP and CreateSRQEx reach the kernel
+	}{
+		{"cqe-v1", 0, model.Options{}, uverbs.PolicyAuto, uverbs.CommandIoctl},
+		{"cqe-v0", -1, model.Options{}, uverbs.PolicyAuto, uverbs.CommandIoctl},
+		{"write-policy", 0, model.Options{}, uverbs.PolicyWrite, uverbs.CommandWrite},
+		{"no-ioctl", 0, model.Options{NoIoctl: true}, uverbs.PolicyAuto, uverbs.CommandWrite},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			v.o.MaxCQEVersion = v.ver
+			testXRC(t, v.o, v.pol, v.want)
+		})
 	}
 }
 
-func testXRC(t *testing.T, cqeVersion int) {
+func testXRC(t *testing.T, o model.Options, pol uverbs.CommandPolicy, want uverbs.CommandTransport) {
 	f := model.NewFabric()
-	d1, dev1 := newModel(t, f, model.Options{MaxCQEVersion: cqeVersion})
-	d2, dev2 := newModel(t, f, model.Options{MaxCQEVersion: cqeVersion})
-	ini := openNode(t, d1, dev1, uverbs.OpenOptions{})
-	tgt := openNode(t, d2, dev2, uverbs.OpenOptions{})
+	d1, dev1 := newModel(t, f, o)
+	d2, dev2 := newModel(t, f, o)
+	ini := openNode(t, d1, dev1, uverbs.OpenOptions{Transport: pol})
+	tgt := openNode(t, d2, dev2, uverbs.OpenOptions{Transport: pol})
 
 	file, err := os.Create(filepath.Join(t.TempDir(), "xrcd"))
 	if err != nil {
@@ -75,6 +87,27 @@ func testXRC(t *testing.T, cqeVersion int) {
 	defer iq.Close()
 	connect(t, iq, tq.QPN(), lidTo(d2))
 	connect(t, tq, iq.QPN(), lidTo(d1))
+	// The XRC objects go by the ioctl methods where the kernel has them
+	// (the model answers them as uverbs_std_types_{qp,srq}.c do), by the
+	// write commands otherwise (uverbs' transport record says "ioctl" for
+	// a write command sent through INVOKE_WRITE too: the model counts the
+	// methods themselves).
+	n := map[bool]int{true: 1}[want == uverbs.CommandIoctl]
+	for _, c := range []struct {
+		d      *model.Device
+		obj    uint16
+		method uint16
+		want   int
+		what   string
+	}{
+		{d2, abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE, 2 * n, "SRQ_CREATE calls for the two XRC SRQs"},
+		{d2, abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, n, "QP_CREATE calls for the target QP"},
+		{d1, abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, n, "QP_CREATE calls for the initiator"},
+	} {
+		if got := c.d.MethodCalls(c.obj, c.method); got != c.want {
+			t.Errorf("%s: %d, want %d (%v)", c.what, got, c.want, want)
+		}
+	}
 
 	// Receives: SRQ i's buffer at 100000+i*10000 of the target's memory.
 	for i, s := range srqs {

@@ -141,6 +141,7 @@ type Device struct {
 	nextSRQN   uint32
 	nextPageID uint32
 	stats      Stats
+	methods    map[[2]uint16]int // ioctl calls by object and method (MethodCalls)
 	violations []string
 	paused     bool
 	lost       bool // disassociated: every command fails with EIO
@@ -209,6 +210,16 @@ func (d *Device) GUID() uint64 { return d.guid }
 
 // GID returns the port's GID at index (0 or 1).
 func (d *Device) GID(index int) [16]byte { return d.gids[index] }
+
+// MethodCalls is the number of RDMA_VERBS_IOCTL calls of method on
+// object the device has answered (successfully or not): it tells which
+// transport a verb took where uverbs' own record cannot (a write command
+// sent through the INVOKE_WRITE method counts as that method).
+func (d *Device) MethodCalls(object, method uint16) int {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	return d.methods[[2]uint16{object, method}]
+}
 
 // Stats returns what the hardware side counted so far.
 func (d *Device) Stats() Stats {
