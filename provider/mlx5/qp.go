@@ -108,6 +108,11 @@ type qp struct {
 	rq       recvQueue
 	closed   atomic.Bool
 	released bool
+
+	// ECE (ece.go), under the uverbs QP's modify lock.
+	ece, setECE uint32
+	eceIn       abi.Mlx5IbModifyQp
+	eceOut      abi.Mlx5IbModifyQpResp
 }
 
 // sendHeader is the largest fixed part of a send WQE for each QP type:
@@ -264,6 +269,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		s.in.Flags |= abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
 		s.in.BfregIndex = bf.index
 	}
+	if c.eceSupported() {
+		s.in.EceOptions = eceTrigger
+	}
 	s.ib = append([]byte(nil), abi.Bytes(&s.in)...)
 	s.ob = make([]byte, len(abi.Bytes(&s.out)))
 	return s, nil
@@ -275,6 +283,7 @@ func (s *qpSetup) Complete(c provider.QPCreated) (provider.QP, error) {
 	copy(abi.Bytes(&s.out), s.ob)
 	q := s.q
 	q.qpn = c.QPN
+	q.ece = s.out.EceOptions
 	if q.bf == nil {
 		bf, err := q.ctx.staticBfreg(s.out.BfregIndex)
 		if err != nil {

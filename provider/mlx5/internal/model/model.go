@@ -66,6 +66,14 @@ type Options struct {
 	// NoMemWindows models a device without the imaicl capability: no
 	// MEM_WINDOW device flags, and ALLOC_MW answers EOPNOTSUPP.
 	NoMemWindows bool
+	// ECE gives the device ece_support (the ucontext response's
+	// MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE) with a firmware that takes
+	// these ECE option bits: it answers a CREATE_QP's or MODIFY_QP's
+	// ece_options with the bits asked for that are among them. (What
+	// ConnectX firmware negotiates is not public; the model checks the
+	// options' way through the ABI, not their meaning.) 0: no
+	// ece_support, and the kernel passes no options and answers 0.
+	ECE uint32
 	// NoBlueFlame reports bf_reg_size 0.
 	NoBlueFlame bool
 	// NoWC refuses write-combining mappings of static UARs (EPERM).

@@ -146,6 +146,7 @@ type dest struct {
 
 // mqp is a QP as the device sees it.
 type mqp struct {
+	ece        uint32 // the ECE options the firmware answered last (ece.go)
 	handle     uint32
 	qpn        uint32
 	ctx        *ucontext

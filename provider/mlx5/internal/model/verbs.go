@@ -349,6 +349,9 @@ func (u *ufile) newContext(din, dout []byte) error {
 	}
 	// The dump-fill mkey (the null MR's key) when the device has one and
 	// the response reaches the field (mlx5_ib_alloc_ucontext).
+	if o.ECE != 0 {
+		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE
+	}
 	if !o.NoDumpFill && len(dout) >= size[abi.Mlx5IbAllocUcontextResp]() {
 		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY
 		resp.DumpFillMkey = dumpFillMkey
