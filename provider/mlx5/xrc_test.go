@@ -335,6 +335,23 @@ func TestXRCMemoryWindows(t *testing.T) {
 		t.Errorf("bind completion %+v, want BIND_MW of WR 0xb1", w)
 	}
 	k1 := uverbs.IncRKey(mw1.RKey())
+	// The initiator's UMR path allocates nothing: five rebinds (to the
+	// same key) posted while the model is paused, then completed.
+	rebind := []uverbs.SendWR{{ID: 0xb4, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled, Bind: uverbs.MWBind{MWRKey: k1, NewRKey: k1,
+		MRLKey: p.mr.LKey(), Addr: p.addr(4096), Length: 4096, Access: uint32(mwAcc)}}}
+	p.d.Pause()
+	allocs := testing.AllocsPerRun(4, func() {
+		if _, err := iq.PostSend(rebind); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p.d.Resume()
+	for _, w := range poll(t, icq, 5) {
+		ok(t, w, 0xb4, uverbs.WCBindMW)
+	}
+	if allocs != 0 {
+		t.Errorf("BIND_MW on the XRC initiator: %v allocations per post, want 0", allocs)
+	}
 	src := p.n.buf.Bytes()
 	for i := range src[:256] {
 		src[i] = byte(i ^ 0x5a)
