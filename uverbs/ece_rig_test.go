@@ -10,8 +10,10 @@ import (
 // TestECERig: rxe and siw have no ECE in user space (libibverbs' default
 // query_ece and set_ece answer EOPNOTSUPP for their providers; the
 // kernel's ECE lives in the mlx5 driver data and in rdma_cm), so
-// QP.QueryECE and QP.SetECE are ErrNotSupported without a syscall, and
-// the QP goes on working (a Modify after them succeeds).
+// QP.QueryECE and QP.SetECE are ErrNotSupported without a syscall; nor a
+// data-in-order query (no uverbs method; libibverbs' default answers 0):
+// QueryDataInOrder is 0 and ErrNotSupported. The QP goes on working (a
+// Modify after them succeeds).
 func TestECERig(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "siw0"} {
@@ -44,6 +46,13 @@ func TestECERig(t *testing.T) {
 				} else {
 					t.Logf("%v", err)
 				}
+			}
+			// No data-in-order query either: 0 (no guarantee), and
+			// ErrNotSupported.
+			if caps, err := qp.QueryDataInOrder(WRRDMAWrite, DataInOrderReturnCaps); caps != 0 || !errors.Is(err, ErrNotSupported) {
+				t.Errorf("QueryDataInOrder on %s: %v, %v; want 0, ErrNotSupported", name, caps, err)
+			} else {
+				t.Logf("%v", err)
 			}
 			if n := c.Syscalls() - before; n != 0 {
 				t.Errorf("the refusals made %d syscalls, want 0", n)

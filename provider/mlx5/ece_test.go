@@ -75,3 +75,26 @@ func TestECE(t *testing.T) {
 		t.Errorf("QueryECE after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestQueryDataInOrder: mlx5 answers ibv_query_qp_data_in_order with a
+// DEVX QUERY_QP firmware command, which goverbs does not send: the answer
+// is 0 (no guarantee) and ErrNotSupported naming that, with no command;
+// unknown flags are EINVAL.
+func TestQueryDataInOrder(t *testing.T) {
+	d, dev := newModel(t, nil, model.Options{})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	q := n.qp(uverbs.QPTypeRC, n.cq(4, nil), cap1)
+	before := n.ctx.Syscalls()
+	caps, err := q.QueryDataInOrder(uverbs.WRRDMAWrite, uverbs.DataInOrderReturnCaps)
+	if caps != 0 || !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("QueryDataInOrder: %v, %v; want 0, ErrNotSupported", caps, err)
+	} else {
+		t.Logf("%v", err)
+	}
+	if _, err := q.QueryDataInOrder(uverbs.WRSend, 4); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryDataInOrder with an unknown flag: %v, want EINVAL", err)
+	}
+	if s := n.ctx.Syscalls() - before; s != 0 {
+		t.Errorf("%d syscalls, want 0", s)
+	}
+}
