@@ -66,6 +66,11 @@ type Options struct {
 	// NoMemWindows models a device without the imaicl capability: no
 	// MEM_WINDOW device flags, and ALLOC_MW answers EOPNOTSUPP.
 	NoMemWindows bool
+	// ODP gives the device on-demand paging (odp.go): ODP capabilities
+	// in QUERY_DEVICE_EX (general ODP_SUPPORT; RC send, receive, write,
+	// read, atomic, SRQ receive), REG_MR with ON_DEMAND access, and page
+	// faults resolved at access time.
+	ODP bool
 	// ECE gives the device ece_support (the ucontext response's
 	// MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE) with a firmware that takes
 	// these ECE option bits: it answers a CREATE_QP's or MODIFY_QP's

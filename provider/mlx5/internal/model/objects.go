@@ -81,6 +81,7 @@ type mmr struct {
 	length uint64
 	iova   uint64
 	access uint32
+	odp    bool // ON_DEMAND: nothing pinned, pages faulted in at access (odp.go)
 }
 
 type mah struct {

@@ -494,6 +494,7 @@ func (u *ufile) cmdExQueryDevice(in, out, din, dout []byte) error {
 	r.DeviceCapFlagsEx = uint64(u.d.capFlags())
 	// MLX5_CAP_GEN(cq_moderation): MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD.
 	r.CqModerationCaps = abi.IbUverbsCqModerationCaps{MaxCqModerationCount: maxCQCount, MaxCqModerationPeriod: maxCQPeriod}
+	r.OdpCaps = u.d.odpCaps()
 	r.ResponseLength = uint32(min(len(out), size[abi.IbUverbsExQueryDeviceResp]()))
 	clear(out)
 	copy(out, abi.Bytes(&r))
