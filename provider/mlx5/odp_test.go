@@ -30,15 +30,20 @@ func TestODP(t *testing.T) {
 	if a0.ODPCaps.General&uverbs.ODPSupport == 0 || a0.ODPCaps.RC&(uverbs.ODPSupportWrite|uverbs.ODPSupportRead) != uverbs.ODPSupportWrite|uverbs.ODPSupportRead {
 		t.Fatalf("ODP caps %+v: want ODP_SUPPORT and RC write and read", a0.ODPCaps)
 	}
-	r, err := mmap.Anonymous(3 * ps)
+	// Three pages of this test's own (not an mmap.Region, whose Close
+	// would unmap the third page again after the test unmapped it, and
+	// whatever mapping had taken its place by then).
+	mem, err := unix.Mmap(-1, 0, 3*ps, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	mr, err := n.pd.RegMR(r.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead|uverbs.AccessOnDemand)
+	mr, err := n.pd.RegMR(mem, uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead|uverbs.AccessOnDemand)
 	if err != nil {
 		t.Fatalf("RegMR(OnDemand): %v", err)
 	}
+	base := uint64(mr.Addr())
+	// Last: the first two pages go (the third is unmapped below).
+	defer unix.Syscall(unix.SYS_MUNMAP, uintptr(base), uintptr(2*ps), 0)
 	defer mr.Close()
 	cq := n.cq(16, nil)
 	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
@@ -55,10 +60,9 @@ func TestODP(t *testing.T) {
 		}
 		return poll(t, cq, 1)[0]
 	}
-	base := uint64(mr.Addr())
 	w := post(uverbs.SendWR{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled, RemoteAddr: base + 100, RKey: mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 256)}})
 	ok(t, w, 1, uverbs.WCRDMAWrite)
-	if !bytes.Equal(r.Bytes()[100:356], src[:256]) {
+	if !bytes.Equal(mem[100:356], src[:256]) {
 		t.Errorf("the WRITE into the untouched ODP page did not land")
 	}
 	// READ n's buffer into the ODP MR's second page (the local side's
@@ -66,7 +70,7 @@ func TestODP(t *testing.T) {
 	w = post(uverbs.SendWR{ID: 2, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled, RemoteAddr: n.addr(256), RKey: n.mr.RKey(),
 		SGL: []uverbs.SGE{{Addr: base + uint64(ps), Length: 256, LKey: mr.LKey()}}})
 	ok(t, w, 2, uverbs.WCRDMARead)
-	if !bytes.Equal(r.Bytes()[ps:ps+256], src[256:512]) {
+	if !bytes.Equal(mem[ps:ps+256], src[256:512]) {
 		t.Errorf("the READ into the ODP MR did not land")
 	}
 	// The third page goes away: a fault there cannot be resolved.
@@ -79,8 +83,16 @@ func TestODP(t *testing.T) {
 		t.Errorf("WRITE into an unmapped page of the ODP MR: %+v, want a remote access error", w)
 	}
 
-	if _, err := n.pd.RegMR(r.Bytes()[:ps], uverbs.AccessLocalWrite|uverbs.AccessOnDemand|uverbs.AccessMWBind|uverbs.AccessRemoteAtomic); err != nil {
+	if m2, err := n.pd.RegMR(mem[:ps], uverbs.AccessLocalWrite|uverbs.AccessOnDemand|uverbs.AccessMWBind|uverbs.AccessRemoteAtomic); err != nil {
 		t.Errorf("a second ODP MR: %v", err)
+	} else {
+		defer m2.Close()
+	}
+
+	// The model has no ADVISE_MR method (as a kernel whose driver lacks
+	// advise_mr): ErrNotSupported.
+	if err := n.pd.AdviseMR(uverbs.AdvicePrefetchWrite, uverbs.AdviseFlush, []uverbs.SGE{{Addr: base, Length: uint32(ps), LKey: mr.LKey()}}); !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("AdviseMR on the model: %v, want ErrNotSupported (not modelled)", err)
 	}
 
 	nd, ndev := newModel(t, nil, model.Options{})
