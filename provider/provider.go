@@ -248,6 +248,26 @@ type QP interface {
 	Close() error
 }
 
+// ECEQP is implemented by a provider QP whose device negotiates enhanced
+// connection establishment options through its driver data (mlx5:
+// ece_options in the create and modify commands). uverbs' QP.SetECE and
+// QP.QueryECE use it; a QP without it has no ECE.
+type ECEQP interface {
+	// ECEVendorID is the vendor ID the device's options belong to, and
+	// ECESupported whether the device takes options at all.
+	ECEVendorID() uint32
+	ECESupported() bool
+	// ECE is the options the device answered last (at creation, or at the
+	// last MODIFY_QP that carried options; 0 after SetECE).
+	ECE() uint32
+	// SetECE queues options for the next MODIFY_QP.
+	SetECE(options uint32)
+	// ModifyUdata is the driver data of the next MODIFY_QP (nil, nil when
+	// no options are queued); ModifyDone takes the kernel's answer to it.
+	ModifyUdata() (in, out []byte)
+	ModifyDone(ok bool)
+}
+
 // SRQAttr is what an SRQ is asked for.
 type SRQAttr struct {
 	MaxWR, MaxSGE, Limit uint32

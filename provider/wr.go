@@ -143,7 +143,10 @@ func checkSend(c *SendQueueCaps, wr *SendWR) error {
 	case QPTypeUD:
 		ok = op == WRSend || op == WRSendWithImm
 	case QPTypeXRCIni:
-		ok = op != WRBindMW && op != WRLocalInv // the RC operations that reach the target
+		// Every RC operation: those that reach the target, and the local
+		// BIND_MW and LOCAL_INV (rdma-core's mlx5 posts them on an
+		// IBV_QPT_XRC_SEND QP without the XRC segment).
+		ok = true
 	}
 	if !ok {
 		return Invalid("%v is not valid on a %v QP", op, c.Type)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // Config says how Dial and Listen make connections. The zero value (or
@@ -78,6 +79,27 @@ type Config struct {
 	// Listener it applies to one Accept only: set it per request with
 	// ConnRequest.AcceptQP.
 	QP *uverbs.QP
+	// ECE is the enhanced connection establishment option this side
+	// offers (Linux 5.8 on; librdmacm's rdma_set_local_ece): sent with the
+	// connect request (Dial) or with the accept (Listen's accepts). The IB
+	// CM carries it (VendorID in the REQ's and REP's 24-bit vendor ID,
+	// AttrMod in the MAD header's attribute modifier), so a peer on IB or
+	// RoCE reads it in Conn.PeerECE; iWARP's CM carries none (the peer
+	// reads zero). VendorID must fit in 24 bits. The zero value offers
+	// none.
+	ECE ECE
+}
+
+// eceMaxVendorID is the largest vendor ID the IB CM's 24-bit field holds.
+const eceMaxVendorID = 1<<24 - 1
+
+// eceRequest is e as the kernel takes it, or an error naming verb if the
+// vendor ID does not fit the CM's field (the kernel would cut it short).
+func eceRequest(verb string, e ECE) (abi.RdmaUcmEce, error) {
+	if e.VendorID > eceMaxVendorID {
+		return abi.RdmaUcmEce{}, opError(verb, fmt.Errorf("%w: ECE vendor ID %#x does not fit the CM's 24-bit vendor ID field", unix.EINVAL, e.VendorID))
+	}
+	return abi.RdmaUcmEce{VendorId: e.VendorID, AttrMod: e.AttrMod}, nil
 }
 
 func (c *Config) orDefault() Config {
@@ -131,6 +153,11 @@ type Conn struct {
 	UD UDParam
 	// AH is an address handle for UD: the peer (Dial) or nil.
 	AH *uverbs.AH
+	// PeerECE is the enhanced connection establishment option the peer
+	// offered (librdmacm's rdma_get_remote_ece): in its connect request
+	// (Accept) or its accept (Dial); zero if it offered none or its CM
+	// carries none (iWARP).
+	PeerECE ECE
 
 	comp  *uverbs.CompChannel
 	dev   *device // the channel's device this connection holds (nil with a caller's PD)
@@ -423,6 +450,11 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 	if err := putConnParam(&req.ConnParam, conn.QP.QPN(), c.PrivateData, c); err != nil {
 		return opError("Connect", err)
 	}
+	ece, err := eceRequest("Connect", c.ECE)
+	if err != nil {
+		return err
+	}
+	req.Ece = ece
 	if id.qpType == uverbs.QPTypeUD {
 		a, _, err := id.InitQPAttr(uverbs.QPStateInit)
 		if err != nil {
@@ -441,7 +473,7 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 		if err != nil {
 			return err
 		}
-		conn.PeerData, conn.Param, conn.UD = ev.PrivateData, ev.Conn, ev.UD
+		conn.PeerData, conn.Param, conn.UD, conn.PeerECE = ev.PrivateData, ev.Conn, ev.UD, ev.ECE
 		if id.qpType == uverbs.QPTypeUD {
 			ah, err := conn.QP.PD().CreateAH(ev.UD.AH)
 			if err != nil {
@@ -455,7 +487,7 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 	if err != nil {
 		return err
 	}
-	conn.PeerData, conn.Param = ev.PrivateData, ev.Conn
+	conn.PeerData, conn.Param, conn.PeerECE = ev.PrivateData, ev.Conn, ev.ECE
 	// Before the connect the CM had no IB CM id, and INIT_QP_ATTR(INIT)
 	// gave no remote access (cma_ib_init_qp_attr): INIT again, now with
 	// REMOTE_WRITE and, with responder resources, REMOTE_READ and ATOMIC

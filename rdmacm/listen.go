@@ -170,7 +170,7 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 		conn.Close() //nolint:errcheck // the accept error is the one to report
 		return nil, err
 	}
-	conn.PeerData, conn.Param, conn.UD = r.Event.PrivateData, r.Event.Conn, r.Event.UD
+	conn.PeerData, conn.Param, conn.UD, conn.PeerECE = r.Event.PrivateData, r.Event.Conn, r.Event.UD, r.Event.ECE
 	if !id.iWARP() {
 		if err := id.toRTS(conn.QP); err != nil {
 			return failConn(err)
@@ -192,6 +192,9 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 	p.InitiatorDepth = min(cfg.InitiatorDepth, r.Event.Conn.ResponderResources)
 	if err := putConnParam(&req.ConnParam, conn.QP.QPN(), privateData, &p); err != nil {
 		return failConn(opError("Accept", err))
+	}
+	if req.Ece, err = eceRequest("Accept", cfg.ECE); err != nil {
+		return failConn(err)
 	}
 	if id.qpType == uverbs.QPTypeUD {
 		a, _, err := id.InitQPAttr(uverbs.QPStateInit)
@@ -218,18 +221,39 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 // reason; the peer's Dial fails with a REJECTED event carrying both) and
 // destroys its ID.
 func (r *ConnRequest) Reject(privateData []byte) error {
+	return r.reject("Reject", privateData, 0)
+}
+
+// RejectReasonVendorOptionNotSupported is the IB CM's reject reason
+// IB_CM_REJ_VENDOR_OPTION_NOT_SUPPORTED (35): what RejectECE sends, and
+// Event.Reason on the peer that was refused.
+const RejectReasonVendorOptionNotSupported = 35
+
+// RejectECE refuses the request because its enhanced connection
+// establishment option (Event.ECE) is not one this side takes
+// (librdmacm's rdma_reject_ece): the IB CM's reject reason
+// RejectReasonVendorOptionNotSupported in place of the consumer's reject,
+// with privateData; the peer's Dial fails with a REJECTED event of that
+// Reason. iWARP's CM sends no reason (the peer sees a plain reject).
+func (r *ConnRequest) RejectECE(privateData []byte) error {
+	return r.reject("RejectECE", privateData, RejectReasonVendorOptionNotSupported)
+}
+
+// reject is Reject with the IB CM reason (0: the kernel's
+// IB_CM_REJ_CONSUMER_DEFINED).
+func (r *ConnRequest) reject(verb string, privateData []byte, reason uint8) error {
 	if r.done {
-		return opError("Reject", errors.New("request already answered"))
+		return opError(verb, errors.New("request already answered"))
 	}
 	r.done = true
 	var req abi.RdmaUcmReject
-	req.Id = r.ID.kid
+	req.Id, req.Reason = r.ID.kid, reason
 	if len(privateData) > len(req.PrivateData) {
-		return opError("Reject", fmt.Errorf("%d bytes of private data, at most %d", len(privateData), len(req.PrivateData)))
+		return opError(verb, fmt.Errorf("%d bytes of private data, at most %d", len(privateData), len(req.PrivateData)))
 	}
 	copy(req.PrivateData[:], privateData)
 	req.PrivateDataLen = uint8(len(privateData))
-	err := r.ID.ch.write("Reject", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
+	err := r.ID.ch.write(verb, abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
 	if e := r.ID.Close(); err == nil {
 		err = e
 	}

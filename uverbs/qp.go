@@ -182,7 +182,8 @@ func (qp *QP) PD() *PD {
 }
 
 // Modify changes the attributes named by mask (MODIFY_QP, or its extended
-// form when mask has QPAttrRateLimit: one syscall).
+// form when mask has QPAttrRateLimit or SetECE queued options: one
+// syscall).
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	sp := qp.pd.ctx.begin("ModifyQP")
 	defer func() { sp.end(err) }()
@@ -197,8 +198,17 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	qp.modify.Lock()
 	defer qp.modify.Unlock()
 	in, out := c.prov.Udata(provider.VerbModifyQP)
+	// ECE options set on the QP go in this command's driver data, by the
+	// extended command (ece.go).
+	eq, _ := qp.prov.(provider.ECEQP)
+	withECE := false
+	if eq != nil {
+		if ein, eout := eq.ModifyUdata(); ein != nil {
+			in, out, withECE = ein, eout, true
+		}
+	}
 	var cmd abi.Command
-	if mask&QPAttrRateLimit != 0 {
+	if mask&QPAttrRateLimit != 0 || withECE {
 		req := abi.IbUverbsExModifyQp{Base: attr.toModify(qp.handle, mask), RateLimit: attr.RateLimit}
 		req.Base.AttrMask = uint32(mask)
 		var resp abi.IbUverbsExModifyQpResp
@@ -207,7 +217,11 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 		req := attr.toModify(qp.handle, mask)
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
 	}
-	if err := c.invoke("ModifyQP", &cmd); err != nil {
+	err = c.invoke("ModifyQP", &cmd)
+	if withECE {
+		eq.ModifyDone(err == nil)
+	}
+	if err != nil {
 		return err
 	}
 	if mask&QPAttrState != 0 {

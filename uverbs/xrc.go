@@ -46,9 +46,10 @@ type SRQInitEx struct {
 }
 
 // CreateSRQEx creates a shared receive queue of any type
-// (ibv_create_srq_ex): SRQTypeBasic is CreateSRQ; SRQTypeXRC runs
-// CREATE_XSRQ (one syscall after the capability check) and is refused with
-// ErrNotSupported on a device without DeviceXRC. A tag-matching SRQ
+// (ibv_create_srq_ex): SRQTypeBasic is CreateSRQ; SRQTypeXRC runs the
+// ioctl SRQ_CREATE method, or the CREATE_XSRQ write command where the
+// kernel has no such method (one syscall after the capability check), and
+// is refused with ErrNotSupported on a device without DeviceXRC. A tag-matching SRQ
 // (IBV_SRQT_TM) is not offered.
 func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 	const verb = "CreateSRQEx"
@@ -92,13 +93,35 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.nextTag.Add(1)
-	req := abi.IbUverbsCreateXsrq{UserHandle: tag, SrqType: abi.IB_UVERBS_SRQT_XRC, PdHandle: pd.handle, MaxWr: init.MaxWR,
-		MaxSge: init.MaxSGE, SrqLimit: init.Limit, XrcdHandle: init.XRCD.handle, CqHandle: init.CQ.handle}
 	var resp abi.IbUverbsCreateSrqResp
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_XSRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
-	if err := c.invoke(verb, &cmd); err != nil {
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
+	defer b.Release()
+	h := b.NewObject(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE)
+	b.Handle(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE, pd.handle)
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_SRQ_TYPE, abi.IB_UVERBS_SRQT_XRC)
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE, tag)
+	b.Uint32In(abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, init.MaxWR)
+	b.Uint32In(abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, init.MaxSGE)
+	b.Uint32In(abi.UVERBS_ATTR_CREATE_SRQ_LIMIT, init.Limit)
+	b.Handle(abi.UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE, init.XRCD.handle)
+	b.Handle(abi.UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE, init.CQ.handle)
+	wrA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, 4)
+	sgeA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, 4)
+	numA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM, 4)
+	b.UHW(in, out)
+	tr, err := c.ioctl(verb, b, func() error {
+		req := abi.IbUverbsCreateXsrq{UserHandle: tag, SrqType: abi.IB_UVERBS_SRQT_XRC, PdHandle: pd.handle, MaxWr: init.MaxWR,
+			MaxSge: init.MaxSGE, SrqLimit: init.Limit, XrcdHandle: init.XRCD.handle, CqHandle: init.CQ.handle}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_XSRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+		return c.fallback(verb, &cmd)
+	})
+	if err != nil {
 		setup.Abort()
 		return nil, err
+	}
+	if tr == abi.TransportIoctl {
+		resp = abi.IbUverbsCreateSrqResp{SrqHandle: uint32(b.Result(h)), MaxWr: ne.Uint32(b.Output(wrA)),
+			MaxSge: ne.Uint32(b.Output(sgeA)), Srqn: ne.Uint32(b.Output(numA))}
 	}
 	srq := &SRQ{pd: pd, handle: resp.SrqHandle, srqn: resp.Srqn, maxWR: resp.MaxWr, maxSGE: resp.MaxSge, tag: tag, xrc: true}
 	prov, err := setup.Complete(provider.SRQCreated{Handle: resp.SrqHandle, MaxWR: resp.MaxWr, MaxSGE: resp.MaxSge, SRQN: resp.Srqn})
@@ -137,8 +160,8 @@ func (c *Context) xrcSupported(verb string) error {
 }
 
 // createXRCIni is CreateQP of an XRC initiator: a send queue and its CQ,
-// no receive side (CREATE_QP with IB_QPT_XRC_INI, after the capability
-// check).
+// no receive side (the ioctl QP_CREATE method, or the CREATE_QP write
+// command, with IB_QPT_XRC_INI, after the capability check).
 func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 	const verb = "CreateQP"
 	c := pd.ctx
@@ -168,16 +191,29 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.nextTag.Add(1)
-	// The kernel ignores the receive CQ of an initiator; rdma-core sends
-	// the send CQ's handle there too.
-	req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.SendCQ.handle,
-		MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData, QpType: uint8(QPTypeXRCIni)}
+	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData}
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	defer b.Release()
+	// The ioctl method takes no receive CQ for an initiator (it would
+	// ignore one).
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
+	var flags uint32
 	if init.SignalAll {
-		req.SqSigAll = 1
+		flags = abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL
 	}
-	var resp abi.IbUverbsCreateQpResp
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
-	if err := c.invoke(verb, &cmd); err != nil {
+	resp, err := c.createQPIoctl(verb, b, tag, capIn, QPTypeXRCIni, flags, in, out, func(resp *abi.IbUverbsCreateQpResp) error {
+		// The kernel ignores the receive CQ of an initiator; rdma-core
+		// sends the send CQ's handle there too.
+		req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.SendCQ.handle,
+			MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData, QpType: uint8(QPTypeXRCIni)}
+		if init.SignalAll {
+			req.SqSigAll = 1
+		}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(resp), DriverIn: in, DriverOut: out}
+		return c.fallback(verb, &cmd)
+	})
+	if err != nil {
 		setup.Abort()
 		return nil, err
 	}
@@ -194,7 +230,8 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 }
 
 // CreateTargetQP creates an XRC target QP in the domain (ibv_create_qp_ex
-// with IBV_QPT_XRC_RECV: CREATE_QP naming the domain where a PD would go,
+// with IBV_QPT_XRC_RECV: the ioctl QP_CREATE method naming the domain, or
+// the CREATE_QP write command naming it where a PD would go; one syscall
 // after the capability check). It has no queues and no CQs: what arrives
 // for it goes to the XRC SRQ each send names. Connect it like an RC QP (to
 // the initiator); PostSend and PostRecv on it fail. Other processes that
@@ -213,13 +250,51 @@ func (x *XRCD) CreateTargetQP() (_ *QP, err error) {
 	defer x.done()
 	tag := c.nextTag.Add(1)
 	// The kernel creates the QP itself (no driver data: ib_create_qp).
-	req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: x.handle, QpType: uint8(QPTypeXRCTgt)}
-	var resp abi.IbUverbsCreateQpResp
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
-	if err := c.invoke(verb, &cmd); err != nil {
+	// The ioctl method names the domain in its own attribute, and no PD
+	// or CQ; the write command puts the domain where the PD goes.
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+	defer b.Release()
+	b.Handle(abi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE, x.handle)
+	resp, err := c.createQPIoctl(verb, b, tag, abi.IbUverbsQpCap{}, QPTypeXRCTgt, 0, nil, nil, func(resp *abi.IbUverbsCreateQpResp) error {
+		req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: x.handle, QpType: uint8(QPTypeXRCTgt)}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(resp)}
+		return c.fallback(verb, &cmd)
+	})
+	if err != nil {
 		return nil, err
 	}
 	return x.targetQP(resp.QpHandle, resp.Qpn, tag), nil
+}
+
+// createQPIoctl runs UVERBS_METHOD_QP_CREATE for an XRC QP: b already
+// names the objects (the PD and send CQ of an initiator, the domain of a
+// target); this adds the new QP's handle, the user handle, the capacities,
+// the type, the flags, the outputs and the driver data, and falls back to
+// write (which fills the response) where the kernel has no such method.
+// The answer is the write command's response either way.
+func (c *Context) createQPIoctl(verb string, b *abi.Ioctl, tag uint64, capIn abi.IbUverbsQpCap, typ QPType, flags uint32, in, out []byte,
+	write func(*abi.IbUverbsCreateQpResp) error) (abi.IbUverbsCreateQpResp, error) {
+	var resp abi.IbUverbsCreateQpResp
+	h := b.NewObject(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, tag)
+	b.PtrIn(abi.UVERBS_ATTR_CREATE_QP_CAP, abi.Bytes(&capIn))
+	b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(typ))
+	if flags != 0 {
+		b.Uint32In(abi.UVERBS_ATTR_CREATE_QP_FLAGS, flags)
+	}
+	var capOut abi.IbUverbsQpCap
+	capA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, len(abi.Bytes(&capOut)))
+	qpnA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4)
+	if in != nil || out != nil {
+		b.UHW(in, out)
+	}
+	tr, err := c.ioctl(verb, b, func() error { return write(&resp) })
+	if err != nil || tr != abi.TransportIoctl {
+		return resp, err
+	}
+	copy(abi.Bytes(&capOut), b.Output(capA))
+	return abi.IbUverbsCreateQpResp{QpHandle: uint32(b.Result(h)), Qpn: ne.Uint32(b.Output(qpnA)), MaxSendWr: capOut.MaxSendWr,
+		MaxRecvWr: capOut.MaxRecvWr, MaxSendSge: capOut.MaxSendSge, MaxRecvSge: capOut.MaxRecvSge, MaxInlineData: capOut.MaxInlineData}, nil
 }
 
 // OpenQP opens the XRC target QP number qpn of the domain, created by

@@ -6,13 +6,16 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/rigtest"
+	"golang.org/x/sys/unix"
 )
 
 // TestXRCRig: rxe and siw have no XRC, so an XRC initiator QP, an XRC SRQ
 // (CreateSRQEx) and, with no domain to be had, target QPs and OpenQP are
 // refused with ErrNotSupported by the capability check before any
-// command. The kernel's own answer to an XRC_INI CREATE_QP sent anyway is
-// logged and must be an error; the context goes on working.
+// command. The kernel's own answers to an XRC_INI CREATE_QP sent anyway,
+// by the write command and by the ioctl QP_CREATE method (which CreateQP
+// takes first), are logged and must be errors; the context goes on
+// working.
 func TestXRCRig(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "siw0"} {
@@ -61,6 +64,37 @@ func TestXRCRig(t *testing.T) {
 				t.Fatalf("%s's kernel created an XRC_INI QP (QPN %d)", name, resp.Qpn)
 			}
 			t.Logf("the kernel's answer to CREATE_QP(XRC_INI): %v", err)
+			// The same by the ioctl QP_CREATE method, which CreateQP takes
+			// for an initiator first (PD and send CQ, no receive CQ, no
+			// driver data). The kernel must refuse it too; if it lacked
+			// the method (EPROTONOSUPPORT) CreateQP would fall back to the
+			// write command above.
+			var capOut abi.IbUverbsQpCap
+			capIn := abi.IbUverbsQpCap{MaxSendWr: 4, MaxSendSge: 1}
+			b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
+			h := b.NewObject(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
+			b.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
+			b.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, cq.handle)
+			b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, 1)
+			b.PtrIn(abi.UVERBS_ATTR_CREATE_QP_CAP, abi.Bytes(&capIn))
+			b.Uint64In(abi.UVERBS_ATTR_CREATE_QP_TYPE, uint64(QPTypeXRCIni))
+			b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, len(abi.Bytes(&capOut)))
+			b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4)
+			tr, err := c.ioctl("CreateQP", b, nil)
+			if err == nil {
+				d := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY)
+				d.Handle(abi.UVERBS_ATTR_DESTROY_QP_HANDLE, uint32(b.Result(h)))
+				d.PtrOutLen(abi.UVERBS_ATTR_DESTROY_QP_RESP, 4)
+				c.ioctl("DestroyQP", d, nil)
+				d.Release()
+				b.Release()
+				t.Fatalf("%s's kernel created an XRC_INI QP by QP_CREATE", name)
+			}
+			b.Release()
+			if errors.Is(err, unix.EPROTONOSUPPORT) {
+				t.Errorf("the kernel has no QP_CREATE method (%v): every rig kernel (5.10 on) has it", err)
+			}
+			t.Logf("the kernel's answer to QP_CREATE(XRC_INI) by %v: %v", tr, err)
 			q, err := pd.CreateQP(QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxSendSGE: 1, MaxRecvSGE: 1}})
 			if err != nil {
 				t.Fatalf("CreateQP(RC) after the refusals: %v", err)

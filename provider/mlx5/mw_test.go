@@ -14,6 +14,7 @@ import (
 // (a sends, b owns the windows), and an MR on the shared PD registered with
 // access for windows.
 type mwPair struct {
+	d      *model.Device
 	n      *node
 	a, b   *uverbs.QP
 	ca, cb *uverbs.CQ
@@ -25,7 +26,7 @@ func newMWPair(t *testing.T, mrAccess uverbs.Access) *mwPair {
 	t.Helper()
 	d, dev := newModel(t, nil, model.Options{})
 	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	p := &mwPair{n: n, ca: n.cq(32, nil), cb: n.cq(32, nil)}
+	p := &mwPair{d: d, n: n, ca: n.cq(32, nil), cb: n.cq(32, nil)}
 	p.a, p.b = n.qp(uverbs.QPTypeRC, p.ca, cap1), n.qp(uverbs.QPTypeRC, p.cb, cap1)
 	connect(t, p.a, p.b.QPN(), lidTo(d))
 	connect(t, p.b, p.a.QPN(), lidTo(d))

@@ -108,6 +108,11 @@ type qp struct {
 	rq       recvQueue
 	closed   atomic.Bool
 	released bool
+
+	// ECE (ece.go), under the uverbs QP's modify lock.
+	ece, setECE uint32
+	eceIn       abi.Mlx5IbModifyQp
+	eceOut      abi.Mlx5IbModifyQpResp
 }
 
 // sendHeader is the largest fixed part of a send WQE for each QP type:
@@ -181,8 +186,10 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		inl = (inlHdrSize + capc.MaxInlineData + segSize - 1) &^ (segSize - 1)
 	}
 	wqe := sendHeader(a.Type) + max(capc.MaxSendSGE*dataSize, inl)
-	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC {
-		wqe = max(wqe, umrWQEBytes) // a memory-window bind fits any RC or UC WQE
+	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC || a.Type == provider.QPTypeXRCIni {
+		// A memory-window bind fits any RC, UC or XRC initiator WQE (on
+		// the initiator it has no XRC segment).
+		wqe = max(wqe, umrWQEBytes)
 	}
 	if wqe > limit {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("%d send SGEs and %d bytes inline need %d-byte WQEs, the device takes %d",
@@ -262,6 +269,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		s.in.Flags |= abi.MLX5_QP_FLAG_UAR_PAGE_INDEX
 		s.in.BfregIndex = bf.index
 	}
+	if c.eceSupported() {
+		s.in.EceOptions = eceTrigger
+	}
 	s.ib = append([]byte(nil), abi.Bytes(&s.in)...)
 	s.ob = make([]byte, len(abi.Bytes(&s.out)))
 	return s, nil
@@ -273,6 +283,7 @@ func (s *qpSetup) Complete(c provider.QPCreated) (provider.QP, error) {
 	copy(abi.Bytes(&s.out), s.ob)
 	q := s.q
 	q.qpn = c.QPN
+	q.ece = s.out.EceOptions
 	if q.bf == nil {
 		bf, err := q.ctx.staticBfreg(s.out.BfregIndex)
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -24,17 +25,28 @@ func TestXRC(t *testing.T) {
 	for _, v := range []struct {
 		name string
 		ver  int
-	}{{"cqe-v1", 0}, {"cqe-v0", -1}} {
-		t.Run(v.name, func(t *testing.T) { testXRC(t, v.ver) })
+		o    model.Options
+		pol  uverbs.CommandPolicy
+		want uverbs.CommandTransport // how CreateQP and CreateSRQEx reach the kernel
+	}{
+		{"cqe-v1", 0, model.Options{}, uverbs.PolicyAuto, uverbs.CommandIoctl},
+		{"cqe-v0", -1, model.Options{}, uverbs.PolicyAuto, uverbs.CommandIoctl},
+		{"write-policy", 0, model.Options{}, uverbs.PolicyWrite, uverbs.CommandWrite},
+		{"no-ioctl", 0, model.Options{NoIoctl: true}, uverbs.PolicyAuto, uverbs.CommandWrite},
+	} {
+		t.Run(v.name, func(t *testing.T) {
+			v.o.MaxCQEVersion = v.ver
+			testXRC(t, v.o, v.pol, v.want)
+		})
 	}
 }
 
-func testXRC(t *testing.T, cqeVersion int) {
+func testXRC(t *testing.T, o model.Options, pol uverbs.CommandPolicy, want uverbs.CommandTransport) {
 	f := model.NewFabric()
-	d1, dev1 := newModel(t, f, model.Options{MaxCQEVersion: cqeVersion})
-	d2, dev2 := newModel(t, f, model.Options{MaxCQEVersion: cqeVersion})
-	ini := openNode(t, d1, dev1, uverbs.OpenOptions{})
-	tgt := openNode(t, d2, dev2, uverbs.OpenOptions{})
+	d1, dev1 := newModel(t, f, o)
+	d2, dev2 := newModel(t, f, o)
+	ini := openNode(t, d1, dev1, uverbs.OpenOptions{Transport: pol})
+	tgt := openNode(t, d2, dev2, uverbs.OpenOptions{Transport: pol})
 
 	file, err := os.Create(filepath.Join(t.TempDir(), "xrcd"))
 	if err != nil {
@@ -75,6 +87,27 @@ func testXRC(t *testing.T, cqeVersion int) {
 	defer iq.Close()
 	connect(t, iq, tq.QPN(), lidTo(d2))
 	connect(t, tq, iq.QPN(), lidTo(d1))
+	// The XRC objects go by the ioctl methods where the kernel has them
+	// (the model answers them as uverbs_std_types_{qp,srq}.c do), by the
+	// write commands otherwise (uverbs' transport record says "ioctl" for
+	// a write command sent through INVOKE_WRITE too: the model counts the
+	// methods themselves).
+	n := map[bool]int{true: 1}[want == uverbs.CommandIoctl]
+	for _, c := range []struct {
+		d      *model.Device
+		obj    uint16
+		method uint16
+		want   int
+		what   string
+	}{
+		{d2, abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE, 2 * n, "SRQ_CREATE calls for the two XRC SRQs"},
+		{d2, abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, n, "QP_CREATE calls for the target QP"},
+		{d1, abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, n, "QP_CREATE calls for the initiator"},
+	} {
+		if got := c.d.MethodCalls(c.obj, c.method); got != c.want {
+			t.Errorf("%s: %d, want %d (%v)", c.what, got, c.want, want)
+		}
+	}
 
 	// Receives: SRQ i's buffer at 100000+i*10000 of the target's memory.
 	for i, s := range srqs {
@@ -241,8 +274,11 @@ func TestXRCRefusals(t *testing.T) {
 	}
 	defer iq.Close()
 	connect(t, iq, 0x99, lidTo(d))
-	if _, err := iq.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRLocalInv, InvalidateRKey: 5}}); !errors.Is(err, unix.EINVAL) {
-		t.Errorf("LOCAL_INV on an XRC initiator: %v, want EINVAL", err)
+	if _, err := iq.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRBindMW, Bind: uverbs.MWBind{MWRKey: 0x100, NewRKey: 0x200, Length: 64}}}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("BIND_MW renaming the window's index on an XRC initiator: %v, want EINVAL", err)
+	}
+	if _, err := iq.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRLocalInv, InvalidateRKey: 5, SGL: []uverbs.SGE{n.sge(0, 8)}}}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("LOCAL_INV with an SGL on an XRC initiator: %v, want EINVAL", err)
 	}
 
 	nd, ndev := newModel(t, nil, model.Options{NoXRC: true})
@@ -259,4 +295,121 @@ func TestXRCRefusals(t *testing.T) {
 		t.Fatalf("CreateSRQEx(basic): %v", err)
 	}
 	b.Close()
+}
+
+// TestXRCMemoryWindows: BIND_MW and LOCAL_INV posted on an XRC initiator
+// QP, as rdma-core's mlx5 provider posts them on an IBV_QPT_XRC_SEND QP: a
+// UMR WQE right after the control segment, with no XRC segment (the
+// model decodes the UMR at that place, so an XRC segment in between would
+// be a violation). The initiator binds in its PD like any QP: a type 2
+// window is bound to the initiator (and only it may invalidate it), a type
+// 1 window it binds serves a remote RDMA WRITE arriving at an RC QP of the
+// same PD. Both the list API and the batch builder post them.
+func TestXRCMemoryWindows(t *testing.T) {
+	const mwAcc = uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead
+	p := newMWPair(t, allAccess|uverbs.AccessMWBind)
+	x, err := p.n.ctx.OpenXRCD(uverbs.XRCDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	tq, err := x.CreateTargetQP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tq.Close()
+	icq := p.n.cq(16, nil)
+	iq, err := p.n.pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeXRCIni, SendCQ: icq, Cap: uverbs.QPCap{MaxSendWR: 8, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer iq.Close()
+	connect(t, iq, tq.QPN(), lidTo(p.d))
+	connect(t, tq, iq.QPN(), lidTo(p.d))
+
+	// A type 1 window bound by the initiator; b's peer a writes through it.
+	mw1 := p.alloc(t, uverbs.MWType1)
+	w := p.bind(t, iq, icq, mw1.RKey(), 4096, 4096, mwAcc)
+	status(t, "type 1 bind on the XRC initiator", w, uverbs.WCSuccess)
+	if w.Opcode != uverbs.WCBindMW || w.ID != 0xb1 {
+		t.Errorf("bind completion %+v, want BIND_MW of WR 0xb1", w)
+	}
+	k1 := uverbs.IncRKey(mw1.RKey())
+	// The initiator's UMR path allocates nothing: five rebinds (to the
+	// same key) posted while the model is paused, then completed.
+	rebind := []uverbs.SendWR{{ID: 0xb4, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled, Bind: uverbs.MWBind{MWRKey: k1, NewRKey: k1,
+		MRLKey: p.mr.LKey(), Addr: p.addr(4096), Length: 4096, Access: uint32(mwAcc)}}}
+	p.d.Pause()
+	allocs := testing.AllocsPerRun(4, func() {
+		if _, err := iq.PostSend(rebind); err != nil {
+			t.Fatal(err)
+		}
+	})
+	p.d.Resume()
+	for _, w := range poll(t, icq, 5) {
+		ok(t, w, 0xb4, uverbs.WCBindMW)
+	}
+	if allocs != 0 {
+		t.Errorf("BIND_MW on the XRC initiator: %v allocations per post, want 0", allocs)
+	}
+	src := p.n.buf.Bytes()
+	for i := range src[:256] {
+		src[i] = byte(i ^ 0x5a)
+	}
+	status(t, "RDMA WRITE through the initiator's type 1 window", p.write(t, k1, 4096+512, 256), uverbs.WCSuccess)
+	if !bytes.Equal(p.win.Bytes()[4096+512:4096+768], src[:256]) {
+		t.Errorf("the write through the window did not land")
+	}
+	status(t, "RDMA WRITE past the window", p.write(t, k1, 8192, 64), uverbs.WCRemAccessErr)
+	reconnect(t, p) // the error moved the pair to ERR
+
+	// A type 2 window bound to the initiator, then invalidated by it
+	// through the batch builder (ibv_wr_local_inv).
+	mw2 := p.alloc(t, uverbs.MWType2)
+	status(t, "type 2 bind on the XRC initiator", p.bind(t, iq, icq, mw2.RKey(), 0, 4096, mwAcc), uverbs.WCSuccess)
+	k2 := uverbs.IncRKey(mw2.RKey())
+	status(t, "RDMA WRITE at b through a type 2 window bound to the initiator", p.write(t, k2, 0, 64), uverbs.WCRemAccessErr)
+	reconnect(t, p)
+	if err := iq.StartWR().LocalInv(0xc1, uverbs.SendSignaled, k2).Complete(); err != nil {
+		t.Fatalf("WRBatch LocalInv on the XRC initiator: %v", err)
+	}
+	w = poll(t, icq, 1)[0]
+	status(t, "LOCAL_INV on the XRC initiator", w, uverbs.WCSuccess)
+	if w.Opcode != uverbs.WCLocalInv || w.ID != 0xc1 {
+		t.Errorf("invalidation completion %+v, want LOCAL_INV of WR 0xc1", w)
+	}
+	// Free again: b binds it (the batch builder's BindMW) and the write
+	// through b's binding lands.
+	k3 := uverbs.IncRKey(k2)
+	if err := p.b.StartWR().BindMW(0xb2, uverbs.SendSignaled, uverbs.MWBind{MWRKey: k2, NewRKey: k3, MRLKey: p.mr.LKey(),
+		Addr: p.addr(0), Length: 4096, Access: uint32(mwAcc)}).Complete(); err != nil {
+		t.Fatal(err)
+	}
+	status(t, "b's bind of the invalidated window", poll(t, p.cb, 1)[0], uverbs.WCSuccess)
+	status(t, "RDMA WRITE through b's binding", p.write(t, k3, 0, 64), uverbs.WCSuccess)
+
+	// The initiator may not invalidate a window bound to b; the batch
+	// builder's BindMW on the initiator, then the failing LOCAL_INV.
+	if err := iq.StartWR().BindMW(0xb3, uverbs.SendSignaled, uverbs.MWBind{MWRKey: k1, NewRKey: uverbs.IncRKey(k1), MRLKey: p.mr.LKey(),
+		Addr: p.addr(4096), Length: 4096, Access: uint32(mwAcc)}).Complete(); err != nil {
+		t.Fatal(err)
+	}
+	status(t, "rebinding the type 1 window through the batch builder", poll(t, icq, 1)[0], uverbs.WCSuccess)
+	if _, err := iq.PostSend([]uverbs.SendWR{{ID: 0xc2, Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, InvalidateRKey: k3}}); err != nil {
+		t.Fatal(err)
+	}
+	status(t, "LOCAL_INV on the initiator of a window bound to b", poll(t, icq, 1)[0], uverbs.WCMWBindErr)
+	status(t, "the window stays b's: a write through it", p.write(t, k3, 64, 64), uverbs.WCSuccess)
+}
+
+// reconnect takes the pair's QPs through RESET back to RTS.
+func reconnect(t *testing.T, p *mwPair) {
+	t.Helper()
+	for _, q := range []*uverbs.QP{p.a, p.b} {
+		if err := q.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+			t.Fatal(err)
+		}
+	}
+	connect(t, p.a, p.b.QPN(), lidTo(p.d))
+	connect(t, p.b, p.a.QPN(), lidTo(p.d))
 }

@@ -135,6 +135,7 @@ var tests = []struct {
 	{"AHFromWC", testAHFromWC},
 	{"SRQ", testSRQ},
 	{"XRC", testXRC},
+	{"XRCMemoryWindows", testXRCMemoryWindows},
 	{"UD", testUD},
 	{"UC", testUC},
 	{"RemoteAccessError", testRemoteAccessError},

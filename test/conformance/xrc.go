@@ -117,3 +117,73 @@ func postSRQ(t *testing.T, srq *uverbs.SRQ, wrs ...uverbs.RecvWR) {
 		t.Fatalf("SRQ PostRecv = %d, %v", n, err)
 	}
 }
+
+// testXRCMemoryWindows: on a device with XRC and memory windows, an XRC
+// initiator QP (side b's, connected to a target QP of b's domain) binds a
+// type 2 window of its PD (BIND_MW posted on the initiator: completion
+// BIND_MW) and invalidates it (LOCAL_INV on the initiator, allowed because
+// the window is bound to it: completion LOCAL_INV); then b's RC QP binds
+// the freed window and a's RDMA WRITE through the new key lands; a bind
+// of that window (still bound to b's RC QP) posted on the initiator fails
+// with a bind error. Without XRC or without windows the case ends (XRC's
+// refusal is the XRC case's).
+func testXRCMemoryWindows(t *testing.T, e *env) {
+	attr, err := e.b.ctx.QueryDevice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attr.CapFlags&uverbs.DeviceXRC == 0 || attr.CapFlags&uverbs.DeviceMemWindow == 0 {
+		t.Logf("%s has no XRC or no memory windows (capabilities %v): nothing to bind on an XRC initiator", e.b.dev.Name, attr.CapFlags)
+		return
+	}
+	f := e.mwFixture(t, uverbs.MWType2)
+	if f == nil {
+		t.Fatal("the device reports memory windows but refused AllocMW")
+	}
+	x, err := e.b.ctx.OpenXRCD(uverbs.XRCDOptions{})
+	if err != nil {
+		t.Fatalf("OpenXRCD: %v", err)
+	}
+	t.Cleanup(func() { x.Close() })
+	tq, err := x.CreateTargetQP()
+	if err != nil {
+		t.Fatalf("CreateTargetQP: %v", err)
+	}
+	t.Cleanup(func() { tq.Close() })
+	scq, err := e.b.ctx.CreateCQ(8, uverbs.CQOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { scq.Close() })
+	iq, err := e.b.pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeXRCIni, SendCQ: scq, Cap: uverbs.QPCap{MaxSendWR: 4, MaxSendSGE: 1}})
+	if err != nil {
+		t.Fatalf("CreateQP(XRC_INI): %v", err)
+	}
+	t.Cleanup(func() { iq.Close() })
+	o := uverbs.ConnectOptions{Access: uverbs.AccessRemoteWrite, MTU: e.o.MTU, MinRNRTimer: 1}
+	if err := iq.Connect(e.endpoint(e.b, iq.QPN()), e.endpoint(e.b, tq.QPN()), o); err != nil {
+		t.Fatalf("Connect the initiator: %v", err)
+	}
+	if err := tq.Connect(e.endpoint(e.b, tq.QPN()), e.endpoint(e.b, iq.QPN()), o); err != nil {
+		t.Fatalf("Connect the target: %v", err)
+	}
+	k := incRKey(f.rkey)
+	b := uverbs.MWBind{MWRKey: f.rkey, NewRKey: k, MRLKey: f.mr.mr.LKey(), Addr: f.mr.addr(mwOff), Length: mwLen,
+		Access: uint32(uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead)}
+	post(t, iq, uverbs.SendWR{ID: 0x401, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled, Bind: b})
+	expect(t, e.wait(t, scq, 1)[0], 0x401, uverbs.WCSuccess, uverbs.WCBindMW)
+	post(t, iq, uverbs.SendWR{ID: 0x402, Opcode: uverbs.WRLocalInv, Flags: uverbs.SendSignaled, InvalidateRKey: k})
+	expect(t, e.wait(t, scq, 1)[0], 0x402, uverbs.WCSuccess, uverbs.WCLocalInv)
+	f.rkey = k
+	expect(t, e.bind(t, f, 0x403, mwOff, mwLen, uverbs.AccessRemoteWrite), 0x403, uverbs.WCSuccess, uverbs.WCBindMW)
+	fill(f.a.buf.bytes()[:128], 40)
+	expect(t, e.access(t, f, 0x404, uverbs.WRRDMAWrite, mwOff+64, 128, f.rkey), 0x404, uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	if !bytes.Equal(f.mr.bytes()[mwOff+64:mwOff+192], f.a.buf.bytes()[:128]) {
+		t.Errorf("the write through the window, rebound by b's RC QP after the initiator's LOCAL_INV, did not land")
+	}
+	// Bound to b's RC QP now: the initiator may not bind it again.
+	b = uverbs.MWBind{MWRKey: f.rkey, NewRKey: incRKey(f.rkey), MRLKey: f.mr.mr.LKey(), Addr: f.mr.addr(mwOff), Length: mwLen,
+		Access: uint32(uverbs.AccessRemoteWrite)}
+	post(t, iq, uverbs.SendWR{ID: 0x405, Opcode: uverbs.WRBindMW, Flags: uverbs.SendSignaled, Bind: b})
+	expect(t, e.wait(t, scq, 1)[0], 0x405, uverbs.WCMWBindErr, 0)
+}

@@ -250,8 +250,10 @@ func (d *Device) decode(q *mqp, pos uint32) (wqe, bool) {
 			ok = false
 		}
 	case qptXRCIni:
+		// A UMR (bind, invalidation) is local: rdma-core's mlx5 writes it
+		// without the XRC segment (_mlx5_post_send, IBV_QPT_XRC_SEND).
 		switch w.opcode {
-		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA:
+		case opSend, opSendImm, opSendInv, opWrite, opWriteImm, opRead, opCS, opFA, opUMR:
 		default:
 			ok = false
 		}

@@ -66,6 +66,19 @@ type Options struct {
 	// NoMemWindows models a device without the imaicl capability: no
 	// MEM_WINDOW device flags, and ALLOC_MW answers EOPNOTSUPP.
 	NoMemWindows bool
+	// ODP gives the device on-demand paging (odp.go): ODP capabilities
+	// in QUERY_DEVICE_EX (general ODP_SUPPORT; RC send, receive, write,
+	// read, atomic, SRQ receive), REG_MR with ON_DEMAND access, and page
+	// faults resolved at access time.
+	ODP bool
+	// ECE gives the device ece_support (the ucontext response's
+	// MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE) with a firmware that takes
+	// these ECE option bits: it answers a CREATE_QP's or MODIFY_QP's
+	// ece_options with the bits asked for that are among them. (What
+	// ConnectX firmware negotiates is not public; the model checks the
+	// options' way through the ABI, not their meaning.) 0: no
+	// ece_support, and the kernel passes no options and answers 0.
+	ECE uint32
 	// NoBlueFlame reports bf_reg_size 0.
 	NoBlueFlame bool
 	// NoWC refuses write-combining mappings of static UARs (EPERM).
@@ -141,6 +154,7 @@ type Device struct {
 	nextSRQN   uint32
 	nextPageID uint32
 	stats      Stats
+	methods    map[[2]uint16]int // ioctl calls by object and method (MethodCalls)
 	violations []string
 	paused     bool
 	lost       bool // disassociated: every command fails with EIO
@@ -209,6 +223,16 @@ func (d *Device) GUID() uint64 { return d.guid }
 
 // GID returns the port's GID at index (0 or 1).
 func (d *Device) GID(index int) [16]byte { return d.gids[index] }
+
+// MethodCalls is the number of RDMA_VERBS_IOCTL calls of method on
+// object the device has answered (successfully or not): it tells which
+// transport a verb took where uverbs' own record cannot (a write command
+// sent through the INVOKE_WRITE method counts as that method).
+func (d *Device) MethodCalls(object, method uint16) int {
+	d.f.mu.Lock()
+	defer d.f.mu.Unlock()
+	return d.methods[[2]uint16{object, method}]
+}
 
 // Stats returns what the hardware side counted so far.
 func (d *Device) Stats() Stats {

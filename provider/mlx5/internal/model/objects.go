@@ -81,6 +81,7 @@ type mmr struct {
 	length uint64
 	iova   uint64
 	access uint32
+	odp    bool // ON_DEMAND: nothing pinned, pages faulted in at access (odp.go)
 }
 
 type mah struct {
@@ -146,6 +147,7 @@ type dest struct {
 
 // mqp is a QP as the device sees it.
 type mqp struct {
+	ece        uint32 // the ECE options the firmware answered last (ece.go)
 	handle     uint32
 	qpn        uint32
 	ctx        *ucontext

@@ -40,6 +40,10 @@ func (u *ufile) ioctl(c *call) error {
 	d := u.d
 	type om struct{ o, m uint16 }
 	k := om{c.object, c.method}
+	if d.methods == nil {
+		d.methods = map[[2]uint16]int{}
+	}
+	d.methods[[2]uint16{c.object, c.method}]++
 	if k == (om{abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT}) {
 		return u.ioctlGetContext(c)
 	}
@@ -148,7 +152,7 @@ func (u *ufile) ioctl(c *call) error {
 		if c.find(abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE) != nil {
 			a.srq, a.hasSRQ = handleOf(c, abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE), true
 		}
-		if c.find(abi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE) != nil || c.find(abi.UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE) != nil {
+		if c.find(abi.UVERBS_ATTR_CREATE_QP_IND_TABLE_HANDLE) != nil {
 			return unix.EOPNOTSUPP
 		}
 		a.userHandle, _ = c.u64(abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE)
@@ -157,8 +161,42 @@ func (u *ufile) ioctl(c *call) error {
 			return unix.EINVAL
 		}
 		copy(abi.Bytes(&a.cap), capIn)
-		t, _ := c.u64(abi.UVERBS_ATTR_CREATE_QP_TYPE)
+		t, ok := c.u64(abi.UVERBS_ATTR_CREATE_QP_TYPE)
+		if !ok {
+			return unix.EINVAL // a mandatory attribute
+		}
 		a.typ = uint8(t)
+		// The kernel's UVERBS_METHOD_QP_CREATE handler: a target names
+		// its domain and nothing else; no other type names a domain, and
+		// an initiator no SRQ.
+		hasXRCD := c.find(abi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE) != nil
+		switch a.typ {
+		case qptXRCTgt:
+			if c.find(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE) != nil || c.find(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE) != nil ||
+				c.find(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE) != nil {
+				return unix.EINVAL
+			}
+			if !hasXRCD {
+				return unix.ENOENT // uverbs_attr_get_uobject of an absent attribute
+			}
+			a.pd = handleOf(c, abi.UVERBS_ATTR_CREATE_QP_XRCD_HANDLE) // createTgtQP's domain
+		case qptRC, qptUC, qptUD, qptXRCIni:
+			if hasXRCD || a.hasSRQ && a.typ == qptXRCIni {
+				return unix.EINVAL
+			}
+			if c.find(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE) == nil || c.find(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE) == nil ||
+				a.typ != qptXRCIni && c.find(abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE) == nil {
+				return unix.ENOENT // uverbs_attr_get_obj of an absent attribute
+			}
+		default:
+			return unix.EINVAL
+		}
+		if a.hasSRQ {
+			// An XRC SRQ feeds XRC targets only, and the reverse.
+			if s, ok := u.ctx.objs[a.srq].(*msrq); ok && (s.xrcd != nil) != (a.typ == qptXRCTgt) {
+				return unix.EINVAL
+			}
+		}
 		flags, _ := c.u64(abi.UVERBS_ATTR_CREATE_QP_FLAGS)
 		if flags&^abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL != 0 {
 			return unix.EOPNOTSUPP
@@ -179,6 +217,8 @@ func (u *ufile) ioctl(c *call) error {
 			ne.PutUint32(out, q.qpn)
 		}
 		return nil
+	case om{abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE}:
+		return u.ioctlCreateSRQ(c) // xrc.go
 	case om{abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY}:
 		var r abi.IbUverbsDestroyCqResp
 		if err := u.destroyCQ(handleOf(c, 0), &r); err != nil {
@@ -309,6 +349,9 @@ func (u *ufile) newContext(din, dout []byte) error {
 	}
 	// The dump-fill mkey (the null MR's key) when the device has one and
 	// the response reaches the field (mlx5_ib_alloc_ucontext).
+	if o.ECE != 0 {
+		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE
+	}
 	if !o.NoDumpFill && len(dout) >= size[abi.Mlx5IbAllocUcontextResp]() {
 		resp.CompMask |= abi.MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_DUMP_FILL_MKEY
 		resp.DumpFillMkey = dumpFillMkey
@@ -451,6 +494,7 @@ func (u *ufile) cmdExQueryDevice(in, out, din, dout []byte) error {
 	r.DeviceCapFlagsEx = uint64(u.d.capFlags())
 	// MLX5_CAP_GEN(cq_moderation): MLX5_MAX_CQ_COUNT, MLX5_MAX_CQ_PERIOD.
 	r.CqModerationCaps = abi.IbUverbsCqModerationCaps{MaxCqModerationCount: maxCQCount, MaxCqModerationPeriod: maxCQPeriod}
+	r.OdpCaps = u.d.odpCaps()
 	r.ResponseLength = uint32(min(len(out), size[abi.IbUverbsExQueryDeviceResp]()))
 	clear(out)
 	copy(out, abi.Bytes(&r))

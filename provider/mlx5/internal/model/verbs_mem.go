@@ -46,14 +46,18 @@ func (u *ufile) cmdRegMR(in, out, din, dout []byte) error {
 		return unix.EINVAL
 	}
 	known := uint32(lw | abi.IB_UVERBS_ACCESS_REMOTE_WRITE | abi.IB_UVERBS_ACCESS_REMOTE_READ | abi.IB_UVERBS_ACCESS_REMOTE_ATOMIC |
-		abi.IB_UVERBS_ACCESS_MW_BIND | abi.IB_UVERBS_ACCESS_OPTIONAL_RANGE)
+		abi.IB_UVERBS_ACCESS_MW_BIND | abi.IB_UVERBS_ACCESS_OPTIONAL_RANGE | abi.IB_UVERBS_ACCESS_ON_DEMAND)
 	if req.AccessFlags&^known != 0 {
 		return unix.EINVAL
+	}
+	odp := req.AccessFlags&abi.IB_UVERBS_ACCESS_ON_DEMAND != 0
+	if err := u.d.checkODPReg(odp, req.Start, req.Length); err != nil {
+		return err
 	}
 	d := u.d
 	key := d.nextKey<<8 | 0x42
 	d.nextKey++
-	m := &mmr{key: key, pd: p, start: req.Start, length: req.Length, iova: req.HcaVa, access: req.AccessFlags}
+	m := &mmr{key: key, pd: p, start: req.Start, length: req.Length, iova: req.HcaVa, access: req.AccessFlags, odp: odp}
 	m.handle = u.ctx.add(m)
 	d.mrs[key] = m
 	p.users++

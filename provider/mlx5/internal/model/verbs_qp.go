@@ -71,6 +71,8 @@ func (u *ufile) createQP(a qpCreate, din, dout []byte) (*mqp, error) {
 		rqCnt: rq, rqShift: shift, sqCnt: sq, uidx: req.Uidx}
 	q.caps = [5]uint32{a.cap.MaxSendWr, a.cap.MaxRecvWr, a.cap.MaxSendSge, a.cap.MaxRecvSge, a.cap.MaxInlineData}
 	var resp abi.Mlx5IbCreateQpResp
+	q.ece = d.eceAnswer(req.EceOptions)
+	resp.EceOptions = q.ece
 	switch {
 	case req.Flags&abi.MLX5_QP_FLAG_UAR_PAGE_INDEX != 0:
 		p := ctx.dynPages[req.BfregIndex]
@@ -388,7 +390,17 @@ func (u *ufile) cmdExModifyQP(in, out, din, dout []byte) error {
 	var req abi.IbUverbsExModifyQp
 	copy(abi.Bytes(&req), in)
 	clear(out)
-	return u.modifyQP(&req.Base, true)
+	ucmd, err := modifyUcmd(din)
+	if err != nil {
+		return err
+	}
+	if err := u.modifyQP(&req.Base, true); err != nil {
+		return err
+	}
+	if len(din) > 0 {
+		u.modifyECE(req.Base.QpHandle, ucmd.EceOptions, dout)
+	}
+	return nil
 }
 
 func (u *ufile) cmdQueryQP(in, out, din, dout []byte) error {

@@ -176,3 +176,61 @@ func xrcResponder(p *mqp, srqn uint32) *mqp {
 	v.pd, v.srq, v.rcq, v.uidx, v.ctx = s.pd, s, s.cq, s.uidx, s.ctx
 	return &v
 }
+
+// ioctlCreateSRQ is the kernel's UVERBS_METHOD_SRQ_CREATE handler
+// (uverbs_std_types_srq.c, Linux 5.10 on): the PD, the type, the user
+// handle and the three sizes are mandatory; an XRC SRQ takes its CQ and
+// domain from attributes (absent: ENOENT); the response carries the sizes
+// and, for XRC, the SRQ number. Tag matching is not modelled (EOPNOTSUPP,
+// as a driver without it answers).
+func (u *ufile) ioctlCreateSRQ(c *call) error {
+	pd, ok1 := c.u64(abi.UVERBS_ATTR_CREATE_SRQ_PD_HANDLE)
+	typ, ok2 := c.u64(abi.UVERBS_ATTR_CREATE_SRQ_TYPE)
+	uh, ok3 := c.u64(abi.UVERBS_ATTR_CREATE_SRQ_USER_HANDLE)
+	var sizes [3]uint32
+	for i, id := range []uint16{abi.UVERBS_ATTR_CREATE_SRQ_MAX_WR, abi.UVERBS_ATTR_CREATE_SRQ_MAX_SGE, abi.UVERBS_ATTR_CREATE_SRQ_LIMIT} {
+		b, ok := c.in(id)
+		if !ok || len(b) != 4 { // UVERBS_ATTR_TYPE(u32)
+			return unix.EINVAL
+		}
+		sizes[i] = ne.Uint32(b)
+	}
+	if !ok1 || !ok2 || !ok3 || c.find(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE) == nil ||
+		c.find(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR) == nil || c.find(abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE) == nil {
+		return unix.EINVAL // a mandatory attribute is missing
+	}
+	req := abi.IbUverbsCreateXsrq{UserHandle: uh, SrqType: uint32(typ), PdHandle: uint32(pd), MaxWr: sizes[0], MaxSge: sizes[1], SrqLimit: sizes[2]}
+	switch typ {
+	case abi.IB_UVERBS_SRQT_BASIC:
+	case abi.IB_UVERBS_SRQT_XRC:
+		if c.find(abi.UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE) == nil || c.find(abi.UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE) == nil {
+			return unix.ENOENT
+		}
+		req.CqHandle = handleOf(c, abi.UVERBS_ATTR_CREATE_SRQ_CQ_HANDLE)
+		req.XrcdHandle = handleOf(c, abi.UVERBS_ATTR_CREATE_SRQ_XRCD_HANDLE)
+	case abi.IB_UVERBS_SRQT_TM:
+		return unix.EOPNOTSUPP
+	default:
+		return unix.EINVAL
+	}
+	din, _ := c.in(attrUHWIn)
+	dout, _ := c.out(attrUHWOut)
+	var r abi.IbUverbsCreateSrqResp
+	if err := u.cmdCreateXSRQ(abi.Bytes(&req), abi.Bytes(&r), din, dout); err != nil {
+		return err
+	}
+	c.setData(abi.UVERBS_ATTR_CREATE_SRQ_HANDLE, uint64(r.SrqHandle))
+	for _, o := range []struct {
+		id uint16
+		v  uint32
+	}{{abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_WR, r.MaxWr}, {abi.UVERBS_ATTR_CREATE_SRQ_RESP_MAX_SGE, r.MaxSge}} {
+		out, _ := c.out(o.id)
+		ne.PutUint32(out, o.v)
+	}
+	if typ == abi.IB_UVERBS_SRQT_XRC {
+		if out, ok := c.out(abi.UVERBS_ATTR_CREATE_SRQ_RESP_SRQ_NUM); ok {
+			ne.PutUint32(out, r.Srqn)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,100 @@
+package mlx5_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
+	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
+)
+
+// TestECE: QP.SetECE and QP.QueryECE on mlx5, against the model's kernel
+// and firmware sides of the ABI (mlx5-abi.h, mlx5_ib's qp.c): on a device
+// with ece_support, CREATE_QP's driver data carries the ECE version 1
+// trigger and the firmware's answer comes back in the response; options
+// set on the QP travel in the next MODIFY_QP's driver data (the extended
+// command) and that response's answer is QueryECE's; a Modify without
+// options queued sends none; a failed Modify keeps them queued. The
+// model's firmware answers the bits it takes (Options.ECE), so an answer
+// shows what reached it. Without ece_support QueryECE answers 0 and
+// SetECE is ErrNotSupported; a zero or foreign vendor ID is refused.
+func TestECE(t *testing.T) {
+	const fw = 0x1000000f // the trigger bit and four option bits
+	d, dev := newModel(t, nil, model.Options{ECE: fw})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	cq := n.cq(16, nil)
+	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+	query := func(what string, q *uverbs.QP, want uint32) {
+		t.Helper()
+		e, err := q.QueryECE()
+		if err != nil || e != (uverbs.ECE{VendorID: 0x15b3, Options: want}) {
+			t.Errorf("%s: QueryECE = %+v, %v; want vendor 0x15b3, options %#x", what, e, err, want)
+		}
+	}
+	query("after CreateQP", a, 0x10000000)
+	if err := a.SetECE(uverbs.ECE{VendorID: 0x15b3, Options: 0x10000035}); err != nil {
+		t.Fatalf("SetECE: %v", err)
+	}
+	query("after SetECE, before a Modify", a, 0)
+	// A Modify the kernel refuses (RESET to RTS) keeps the options queued.
+	if err := a.Modify(&uverbs.QPAttr{State: uverbs.QPStateRTS}, uverbs.QPAttrState); !errors.Is(err, unix.EINVAL) {
+		t.Fatalf("Modify RESET->RTS: %v, want EINVAL", err)
+	}
+	query("after a refused Modify", a, 0)
+	connect(t, a, b.QPN(), lidTo(d)) // INIT, RTR, RTS: the first carries the options
+	query("after Connect", a, 0x10000005)
+	connect(t, b, a.QPN(), lidTo(d))
+	query("b, which set none", b, 0x10000000)
+	if err := a.Modify(&uverbs.QPAttr{MinRNRTimer: 3}, uverbs.QPAttrMinRNRTimer); err != nil {
+		t.Fatal(err)
+	}
+	query("after a Modify with none queued", a, 0x10000005)
+
+	for _, c := range []struct {
+		e    uverbs.ECE
+		want error
+	}{{uverbs.ECE{Options: 1}, uverbs.ErrNotSupported}, {uverbs.ECE{VendorID: 0x8086, Options: 1}, unix.EINVAL}} {
+		if err := a.SetECE(c.e); !errors.Is(err, c.want) {
+			t.Errorf("SetECE(%+v): %v, want %v", c.e, err, c.want)
+		}
+	}
+	query("after the refused SetECEs", a, 0x10000005)
+
+	nd, ndev := newModel(t, nil, model.Options{})
+	nn := openNode(t, nd, ndev, uverbs.OpenOptions{})
+	q := nn.qp(uverbs.QPTypeRC, nn.cq(4, nil), cap1)
+	query("without ece_support", q, 0)
+	if err := q.SetECE(uverbs.ECE{VendorID: 0x15b3, Options: 1}); !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("SetECE without ece_support: %v, want ErrNotSupported", err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.QueryECE(); !errors.Is(err, uverbs.ErrClosed) {
+		t.Errorf("QueryECE after Close: %v, want ErrClosed", err)
+	}
+}
+
+// TestQueryDataInOrder: mlx5 answers ibv_query_qp_data_in_order with a
+// DEVX QUERY_QP firmware command, which goverbs does not send: the answer
+// is 0 (no guarantee) and ErrNotSupported naming that, with no command;
+// unknown flags are EINVAL.
+func TestQueryDataInOrder(t *testing.T) {
+	d, dev := newModel(t, nil, model.Options{})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	q := n.qp(uverbs.QPTypeRC, n.cq(4, nil), cap1)
+	before := n.ctx.Syscalls()
+	caps, err := q.QueryDataInOrder(uverbs.WRRDMAWrite, uverbs.DataInOrderReturnCaps)
+	if caps != 0 || !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("QueryDataInOrder: %v, %v; want 0, ErrNotSupported", caps, err)
+	} else {
+		t.Logf("%v", err)
+	}
+	if _, err := q.QueryDataInOrder(uverbs.WRSend, 4); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("QueryDataInOrder with an unknown flag: %v, want EINVAL", err)
+	}
+	if s := n.ctx.Syscalls() - before; s != 0 {
+		t.Errorf("%d syscalls, want 0", s)
+	}
+}
