@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +45,11 @@ func command(t *testing.T, ctx context.Context, test string, ours bool, dev stri
 			t.Fatal(err)
 		}
 		cmd := exec.CommandContext(ctx, self, append([]string{test}, args...)...)
-		cmd.Env = append(os.Environ(), runEnv+"=1")
+		// A case that hangs ends goverbs' side with SIGQUIT: its output
+		// then ends with its goroutines, where it waited.
+		cmd.Env = append(os.Environ(), runEnv+"=1", "GOTRACEBACK=all")
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+		cmd.WaitDelay = 5 * time.Second
 		return cmd
 	}
 	tool := "ib_" + test
@@ -51,7 +57,9 @@ func command(t *testing.T, ctx context.Context, test string, ours bool, dev stri
 	if err != nil {
 		t.Fatalf("%s is not in PATH: the rig has perftest's tools", tool)
 	}
-	return exec.CommandContext(ctx, path, args...)
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
 
 var portSeq = struct {
@@ -131,8 +139,19 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 		t.Logf("not run: %s saw the kernel not ACK atomics across %s-%s, and each such atomic leaves the responder QP a reference short on 5.10 (rxe_resp.c send_atomic_ack): more would damage the kernel", by, cliDev, srvDev)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A case that has not ended by caseBound fails at once with the
+	// kernel's view of the connections (a hang, not a slow case: the
+	// slowest case takes seconds under TCG) and ends both sides.
+	var hung atomic.Bool
+	hangState := make(chan string, 1)
+	watch := time.AfterFunc(caseBound, func() {
+		hung.Store(true)
+		hangState <- rigtest.KernelState()
+		cancel()
+	})
+	defer watch.Stop()
 	port := nextPort()
 	// -F: perftest's TSC calibration fails under TCG without it.
 	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
@@ -189,6 +208,10 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 		}
 	}
 	cerr, serr := cli.Wait(), srv.Wait()
+	if hung.Load() {
+		t.Fatalf("not finished after %v: both sides ended (goverbs' with SIGQUIT: its goroutines follow its output). The kernel's view when the bound passed:\n%s\nclient: %v, server: %v\n%s%s",
+			caseBound, <-hangState, cerr, serr, srv.Output(), cli.Output())
+	}
 	if cerr != nil || serr != nil {
 		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.Output(), cli.Output())
 	}
@@ -268,6 +291,10 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	}
 	t.Logf("%s", strings.Join(got, "\n"))
 }
+
+// caseBound bounds one case: far above the slowest case's run under TCG
+// (seconds), well below the 3 minutes a hung case used to take.
+const caseBound = 90 * time.Second
 
 // atomicsUnACKed holds the device pairs ("rxea>rxeb") across which a case
 // saw the kernel not ACK atomics (perftestSides), with that case's name.

@@ -85,28 +85,10 @@ func newSide(ctx context.Context, who, bin string, args ...string) *side {
 // are reported by the case). The returned stop ends the watch.
 func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bool) {
 	timer := time.AfterFunc(caseTimeout, func() {
-		t.Errorf("%s: not finished after %v; ending both sides. The kernel's QPs and log:\n%s", what, caseTimeout, kernelState())
+		t.Errorf("%s: not finished after %v; ending both sides. The kernel's QPs and log:\n%s", what, caseTimeout, rigtest.KernelState())
 		cancel()
 	})
 	return timer.Stop
-}
-
-// kernelState is what the guest's kernel shows of the RDMA resources and
-// its last log lines, for a case that hung.
-func kernelState() string {
-	var b strings.Builder
-	// The TCP sockets (siw's connections among them) with their queues: a
-	// Recv-Q left unread on a connected siw socket is an FPDU the QP's
-	// receive path was never told of.
-	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"sh", "-c", "ss -tna 2>/dev/null || netstat -tn"}, {"dmesg"}} {
-		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if c[0] == "dmesg" && len(lines) > 30 {
-			lines = lines[len(lines)-30:]
-		}
-		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", strings.Join(c, " "), err, strings.Join(lines, "\n"))
-	}
-	return b.String()
 }
 
 func rdmaCore(t *testing.T) string {

@@ -96,3 +96,21 @@ func TCPListening(port int) bool {
 	}
 	return false
 }
+
+// KernelState is what the guest's kernel shows of the RDMA connections for
+// a case that hung: the rdma_cm IDs and QPs, the TCP sockets with their
+// queues (siw's connections are kernel TCP sockets: a Recv-Q left unread on
+// a connected one is an FPDU its QP's receive path was never told of) and
+// the kernel log's last 30 lines.
+func KernelState() string {
+	var b strings.Builder
+	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"sh", "-c", "ss -tna 2>/dev/null || netstat -tn"}, {"dmesg"}} {
+		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if c[0] == "dmesg" && len(lines) > 30 {
+			lines = lines[len(lines)-30:]
+		}
+		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", strings.Join(c, " "), err, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
