@@ -146,13 +146,19 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 	// slowest case takes seconds under TCG) and ends both sides.
 	var hung atomic.Bool
 	hangState := make(chan string, 1)
+	port := nextPort()
 	watch := time.AfterFunc(caseBound, func() {
 		hung.Store(true)
-		hangState <- rigtest.KernelState()
+		state := rigtest.KernelState()
+		if u := rigtest.UnreadOn(port); len(u) > 0 {
+			// siw's kernel race (rigtest.UnreadOn), not goverbs: the
+			// server's socket holds the client's message unread.
+			state = fmt.Sprintf("unread bytes in the server's TCP socket (local remote bytes): %q: siw_accept's race, the client's first message was never given to the server's QP\n%s", u, state)
+		}
+		hangState <- state
 		cancel()
 	})
 	defer watch.Stop()
-	port := nextPort()
 	// -F: perftest's TSC calibration fails under TCG without it.
 	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
 	srv := rigtest.Start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, append(slices.Clip(args), srvFlags...), ""))
