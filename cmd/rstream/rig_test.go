@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,9 +85,13 @@ func newSide(ctx context.Context, who, bin string, args ...string) *side {
 // test saying what hung, with the kernel's view of the QPs and the kernel
 // log's tail, then cancels the case, which ends both sides (their outputs
 // are reported by the case). The returned stop ends the watch.
-func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bool) {
+func watch(t *testing.T, cancel context.CancelFunc, what string, port int) (stop func() bool) {
 	timer := time.AfterFunc(caseTimeout, func() {
-		t.Errorf("%s: not finished after %v; ending both sides. The kernel's QPs and log:\n%s", what, caseTimeout, rigtest.KernelState())
+		race := ""
+		if u := rigtest.UnreadOn(port); len(u) > 0 {
+			race = fmt.Sprintf("The server's sockets hold unread bytes (local remote bytes): %q: on siw0, siw_accept's race (see rigtest.UnreadOn).\n", u)
+		}
+		t.Errorf("%s: not finished after %v; ending both sides. %sThe kernel's QPs and log:\n%s", what, caseTimeout, race, rigtest.KernelState())
 		cancel()
 	})
 	return timer.Stop
@@ -131,7 +137,11 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	what := fmt.Sprintf("%s server %v, %s client %v", name(srvBin), srvArgs, name(cliBin), cliArgs)
-	stop := watch(t, cancel, what)
+	port := 0
+	if i := slices.Index(srvArgs, "-p"); i >= 0 && i+1 < len(srvArgs) {
+		port, _ = strconv.Atoi(srvArgs[i+1])
+	}
+	stop := watch(t, cancel, what, port)
 	defer stop()
 	srv := newSide(ctx, name(srvBin)+" server", srvBin, srvArgs...)
 	if err := srv.cmd.Start(); err != nil {
