@@ -52,8 +52,10 @@
 //     places nor completes at the peer (siw_proc_write; MPA's RTR message
 //     is one): its arrival makes the QP read the socket, the stuck message
 //     first. goverbs' perftest and rping clients do so each second until
-//     the server's first message comes. An accepting side cannot: it may
-//     not send first, and nothing it sends makes its own socket read.
+//     the server's first message comes. An accepting side has no such
+//     cure: only data from the peer makes its socket read (a zero-length
+//     RDMA READ's response would, where the peer grants IRD, but it may
+//     only be sent once the dialer is known to have sent).
 //
 // Dial returns once the MPA reply is processed, Accept once the socket is
 // the QP's: a program that waits for both before either side posts (the
