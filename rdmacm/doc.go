@@ -31,6 +31,36 @@
 // ResolveAddrIB (AF_IB addressing: InfiniBand and RoCE ports); Migrate (move
 // an ID, a connection request's before Accept too, to another channel).
 //
+// # iWARP: who sends first
+//
+// Two kernel facts (Linux's siw_cm.c, 6.1 to 7.x) bind programs that
+// connect over iWARP (siw), and the rig has seen both under TCG:
+//
+//   - MPA (RFC 5044) has the initiator send the first FPDU. siw's
+//     initiator reads the MPA reply with 4 bytes to spare and fails the
+//     connect (CONNECT_ERROR, EINVAL) when an FPDU is already behind it: an
+//     accepting side must send nothing until the dialer's first message has
+//     arrived (about 1 connect in 40 failed otherwise).
+//   - siw's accept sends the MPA reply before it gives the socket's
+//     receive callback to the QP. A first FPDU that arrives in between
+//     wakes the CM's callback, which ignores data in RDMA mode, and stays
+//     unread in the accepting side's socket until more data comes: a
+//     server waiting for that message and a client waiting for the answer
+//     wait forever (1 first message in 200 on 6.12, TestRigSIWFirstMessage;
+//     its bytes show in the server socket's Recv-Q). A dialer that waits
+//     for an answer can post a zero-length RDMA WRITE, which siw neither
+//     places nor completes at the peer (siw_proc_write; MPA's RTR message
+//     is one): its arrival makes the QP read the socket, the stuck message
+//     first. goverbs' perftest and rping clients do so each second until
+//     the server's first message comes. An accepting side has no such
+//     cure: only data from the peer makes its socket read (a zero-length
+//     RDMA READ's response would, where the peer grants IRD, but it may
+//     only be sent once the dialer is known to have sent).
+//
+// Dial returns once the MPA reply is processed, Accept once the socket is
+// the QP's: a program that waits for both before either side posts (the
+// conformance suite's pairing, internal/cmloop) meets neither.
+//
 // # Events and concurrency
 //
 // An EventChannel is one rdma_cm file descriptor. It is non-blocking and

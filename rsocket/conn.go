@@ -578,7 +578,7 @@ func (c *Conn) keepalive() {
 		c.swr[0] = uverbs.SendWR{ID: uint64(msgSet(opCtrl, ctrlKeepalive)), Opcode: uverbs.WRRDMAWrite,
 			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
 		if _, err := c.qp.PostSend(c.swr[:1]); err != nil {
-			c.fail(err)
+			c.fail(c.postErr(err))
 		}
 	}
 	c.kaTimer.Reset(c.kaPeriod)

@@ -43,12 +43,26 @@ func writer(addr string) {
 	}
 }
 
+// faultPaths are the devices the fault tests run on: rxe0 (RoCE) and siw0
+// (iWARP: rsocket's message variant, and the kernel's own TCP connection
+// underneath, which a killed process's exit closes).
+var faultPaths = []path{paths[0], paths[2]}
+
+// forPaths runs f as a subtest on each of faultPaths.
+func forPaths(t *testing.T, f func(t *testing.T, p path)) {
+	rigtest.Require(t)
+	for _, p := range faultPaths {
+		t.Run(p.name, func(t *testing.T) { f(t, p) })
+	}
+}
+
 // TestRigPeerKilled: the peer process dies mid-stream (SIGKILL, so no
 // DISCONNECT message): Read returns ECONNRESET once the buffered bytes are
 // read, it does not hang.
-func TestRigPeerKilled(t *testing.T) {
-	rigtest.Require(t)
-	l := listener(t, rsocket.Config{})
+func TestRigPeerKilled(t *testing.T) { forPaths(t, testPeerKilled) }
+
+func testPeerKilled(t *testing.T, p path) {
+	l := listenerOn(t, p, rsocket.Config{})
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "RSOCKET_TEST_WRITER="+l.Addr().String())
 	cmd.Stderr = os.Stderr
@@ -92,9 +106,10 @@ func TestRigPeerKilled(t *testing.T) {
 // returns a timeout when its deadline passes, having written n bytes; the
 // stream goes on after the deadline is cleared, and the peer reads exactly
 // the bytes Write reported, in order.
-func TestRigWriteDeadline(t *testing.T) {
-	rigtest.Require(t)
-	client, server := pair(t, paths[0], rsocket.Config{})
+func TestRigWriteDeadline(t *testing.T) { forPaths(t, testWriteDeadline) }
+
+func testWriteDeadline(t *testing.T, p path) {
+	client, server := pair(t, p, rsocket.Config{})
 	data := pattern(8<<20, 3)
 	client.SetWriteDeadline(time.Now().Add(3 * time.Second))
 	n, err := client.Write(data)
@@ -129,10 +144,11 @@ func TestRigWriteDeadline(t *testing.T) {
 
 // TestRigCloseUnblocks: Close from another goroutine wakes a blocked Read
 // and a blocked Write with net.ErrClosed.
-func TestRigCloseUnblocks(t *testing.T) {
-	rigtest.Require(t)
-	_, reader := pair(t, paths[0], rsocket.Config{}) // nobody writes to it
-	writer, _ := pair(t, paths[0], rsocket.Config{}) // nobody reads from it
+func TestRigCloseUnblocks(t *testing.T) { forPaths(t, testCloseUnblocks) }
+
+func testCloseUnblocks(t *testing.T, p path) {
+	_, reader := pair(t, p, rsocket.Config{}) // nobody writes to it
+	writer, _ := pair(t, p, rsocket.Config{}) // nobody reads from it
 	rerr := make(chan error, 1)
 	go func() {
 		_, err := reader.Read(make([]byte, 10))
@@ -160,9 +176,10 @@ func TestRigCloseUnblocks(t *testing.T) {
 
 // TestRigCloseWrite: after CloseWrite the peer reads everything, then
 // io.EOF, and can still answer.
-func TestRigCloseWrite(t *testing.T) {
-	rigtest.Require(t)
-	client, server := pair(t, paths[0], rsocket.Config{})
+func TestRigCloseWrite(t *testing.T) { forPaths(t, testCloseWrite) }
+
+func testCloseWrite(t *testing.T, p path) {
+	client, server := pair(t, p, rsocket.Config{})
 	msg := pattern(300<<10, 9)
 	go func() {
 		client.Write(msg)

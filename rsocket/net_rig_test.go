@@ -21,9 +21,15 @@ import (
 // listener is an rsocket listener on rxe0 for the test's lifetime.
 func listener(t *testing.T, cfg rsocket.Config) net.Listener {
 	t.Helper()
-	rigtest.Device(t, "rxe0")
+	return listenerOn(t, paths[0], cfg)
+}
+
+// listenerOn is an rsocket listener on p's address for the test's lifetime.
+func listenerOn(t *testing.T, p path, cfg rsocket.Config) net.Listener {
+	t.Helper()
+	rigtest.Device(t, p.listenOn)
 	lc := rsocket.ListenConfig{Config: cfg}
-	l, err := lc.Listen(context.Background(), "tcp", netip.AddrPortFrom(addrRXE0, 0).String())
+	l, err := lc.Listen(context.Background(), "tcp", netip.AddrPortFrom(p.listen, 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}

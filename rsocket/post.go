@@ -2,6 +2,7 @@ package rsocket
 
 import (
 	"encoding/binary"
+	"syscall"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -38,8 +39,28 @@ func (c *Conn) postRecv() error {
 		}
 	}
 	_, err := c.qp.PostRecv(c.rwr[:1])
+	return c.postErr(err)
+}
+
+// postErr is a refused post's error. With the QP in the error state (the
+// CM moved it there when the connection went down: the peer died or
+// disconnected, and siw refuses posts to a QP in ERR) the connection was
+// reset, whatever the provider's words for the refusal.
+func (c *Conn) postErr(err error) error {
+	if err != nil && c.qp.State() == uverbs.QPStateErr {
+		return resetError{err}
+	}
 	return err
 }
+
+// resetError is a post refused because the connection went down:
+// ECONNRESET, with the provider's refusal in its text.
+type resetError struct{ post error }
+
+func (e resetError) Error() string   { return syscall.ECONNRESET.Error() + " (" + e.post.Error() + ")" }
+func (e resetError) Unwrap() error   { return syscall.ECONNRESET }
+func (e resetError) Timeout() bool   { return false }
+func (e resetError) Temporary() bool { return false }
 
 // postMsg sends a message without payload (rs_post_msg): a zero-length
 // RDMA WRITE WITH IMM, or on iWARP a 4-byte inline SEND.
@@ -51,11 +72,11 @@ func (c *Conn) postMsg(msg uint32) error {
 		*w = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWriteWithImm, Imm: msg,
 			RemoteAddr: c.remoteSGL.Addr, RKey: c.remoteSGL.Key}
 		_, err := c.qp.PostSend(c.swr[:1])
-		return err
+		return c.postErr(err)
 	}
 	*w = c.msgWR(uint64(msg), msg)
 	_, err := c.qp.PostSend(c.swr[:1])
-	return err
+	return c.postErr(err)
 }
 
 // msgWR is the inline SEND of an iWARP message word.
@@ -71,12 +92,12 @@ func (c *Conn) postWriteMsg(sgl []uverbs.SGE, msg uint32, flags uverbs.SendFlags
 	if !c.msgSend {
 		c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWriteWithImm, Flags: flags, SGL: sgl, Imm: msg, RemoteAddr: addr, RKey: rkey}
 		_, err := c.qp.PostSend(c.swr[:1])
-		return err
+		return c.postErr(err)
 	}
 	c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWrite, Flags: flags, SGL: sgl, RemoteAddr: addr, RKey: rkey}
 	c.swr[1] = c.msgWR(uint64(msgSet(msgOp(msg), 0))|wrMsgSend, msg)
 	_, err := c.qp.PostSend(c.swr[:2])
-	return err
+	return c.postErr(err)
 }
 
 // sendCredits offers the peer receive credits and, when half the receive

@@ -34,13 +34,15 @@ const cmMsg = 56
 
 // cmLink is the exchange's RC connection.
 type cmLink struct {
-	conn  *rdmacm.Conn
-	mem   *mmap.Region
-	mr    *uverbs.MR
-	sends int  // send completions not yet waited for
-	recvs int  // receive completions not yet waited for
-	dead  bool // the peer left, no receive is posted
-	wc    [4]uverbs.WorkCompletion
+	conn   *rdmacm.Conn
+	mem    *mmap.Region
+	mr     *uverbs.MR
+	sends  int  // send completions not yet waited for
+	recvs  int  // receive completions not yet waited for
+	client bool // the dialing side
+	dead   bool // the peer left, no receive is posted
+	heard  bool // a message from the peer came
+	wc     [4]uverbs.WorkCompletion
 }
 
 const cmSendOff = 2048 // the send area of the link's buffer; receives land at 0
@@ -63,8 +65,27 @@ func (l *cmLink) config() *rdmacm.Config {
 }
 
 // cmRecvID tells the exchange's receives from its sends in an error
-// completion (whose opcode is not valid).
-const cmRecvID = 1
+// completion (whose opcode is not valid); cmNudgeID marks a nudge.
+const (
+	cmRecvID  = 1
+	cmNudgeID = 2
+)
+
+// nudgeEvery is how long the client waits for the server's first message
+// on iWARP before it nudges.
+//
+// siw's accept (siw_accept in Linux's siw_cm.c, 6.1 to 7.x) sends the MPA
+// reply before it hands the socket's receive callback to the QP: an FPDU
+// that arrives in between (the client, told ESTABLISHED by the reply, sent
+// its first message at once) wakes the CM's callback, which ignores data in
+// RDMA mode, and it stays unread in the server's socket until more data
+// comes. The server then waits for the message forever and the client for
+// its answer (the 180 s hang of read_lat -R on siw0, once in ~60 under
+// TCG). A zero-length RDMA WRITE is that more data: siw places nothing and
+// completes nothing for it (siw_proc_write; MPA's RTR message is one), and
+// its arrival makes the QP read the socket, the stuck message first. The
+// client may send it: it has already sent its first FPDU.
+const nudgeEvery = time.Second
 
 func (l *cmLink) postRecv() error {
 	_, err := l.conn.QP.PostRecv([]uverbs.RecvWR{{ID: cmRecvID, SGL: []uverbs.SGE{{Addr: l.mr.Addr(), Length: cmMsg, LKey: l.mr.LKey()}}}})
@@ -127,7 +148,7 @@ func cmDial(host string, port int, source string) (*comm, error) {
 		l.close()
 		return nil, failf("Unable to perform rdma_client function: %v", err)
 	}
-	l.conn = c
+	l.conn, l.client = c, true
 	return &comm{cm: l, client: true}, nil
 }
 
@@ -187,11 +208,14 @@ func (l *cmLink) await(recv bool) error {
 			l.sends--
 			return nil
 		}
-		n, err := l.conn.CQ.Wait(context.Background(), l.wc[:])
+		n, err := l.wait(recv)
 		if err != nil {
 			return err
 		}
 		for _, w := range l.wc[:n] {
+			if w.ID == cmNudgeID && (w.Status == uverbs.WCSuccess || w.Status == uverbs.WCWRFlushErr) {
+				continue
+			}
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
 				isRecv = w.ID == cmRecvID
@@ -210,10 +234,31 @@ func (l *cmLink) await(recv bool) error {
 			}
 			if isRecv {
 				l.recvs++
+				l.heard = true
 			} else {
 				l.sends++
 			}
 		}
+	}
+}
+
+// wait waits for completions. The client on iWARP, waiting for the
+// server's first message, nudges every nudgeEvery (see nudgeEvery).
+func (l *cmLink) wait(recv bool) (int, error) {
+	if !recv || l.heard || l.conn.ID.Device().Transport != uverbs.TransportIWARP || !l.client {
+		return l.conn.CQ.Wait(context.Background(), l.wc[:])
+	}
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), nudgeEvery)
+		n, err := l.conn.CQ.Wait(ctx, l.wc[:])
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return n, err
+		}
+		// The send queue holds our message's completed SEND at most; a
+		// nudge that does not fit (the last one still in flight) waits
+		// for the next turn.
+		_, _ = l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled}})
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,7 +45,11 @@ func command(t *testing.T, ctx context.Context, test string, ours bool, dev stri
 			t.Fatal(err)
 		}
 		cmd := exec.CommandContext(ctx, self, append([]string{test}, args...)...)
-		cmd.Env = append(os.Environ(), runEnv+"=1")
+		// A case that hangs ends goverbs' side with SIGQUIT: its output
+		// then ends with its goroutines, where it waited.
+		cmd.Env = append(os.Environ(), runEnv+"=1", "GOTRACEBACK=all")
+		cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGQUIT) }
+		cmd.WaitDelay = 5 * time.Second
 		return cmd
 	}
 	tool := "ib_" + test
@@ -51,7 +57,9 @@ func command(t *testing.T, ctx context.Context, test string, ours bool, dev stri
 	if err != nil {
 		t.Fatalf("%s is not in PATH: the rig has perftest's tools", tool)
 	}
-	return exec.CommandContext(ctx, path, args...)
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.WaitDelay = 5 * time.Second
+	return cmd
 }
 
 var portSeq = struct {
@@ -131,9 +139,78 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 		t.Logf("not run: %s saw the kernel not ACK atomics across %s-%s, and each such atomic leaves the responder QP a reference short on 5.10 (rxe_resp.c send_atomic_ack): more would damage the kernel", by, cliDev, srvDev)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	for attempt := 1; ; attempt++ {
+		race := perftestOnce(t, test, p, srvDev, cliDev, host, flags, srvFlags, cliFlags, iters)
+		if race == "" {
+			return
+		}
+		if attempt == 2 {
+			t.Fatalf("siw_accept's race stopped the case twice in a row (a kernel bug, not goverbs'; see rigtest.UnreadOn):\n%s", race)
+		}
+		t.Logf("siw_accept's race stopped the case (a kernel bug, not goverbs'; see rigtest.UnreadOn); running it again. What was seen:\n%s", race)
+	}
+}
+
+// raceFor is how long a siw server's socket may hold the same unread
+// bytes before perftestOnce calls it siw_accept's race: siw's QP reads
+// its socket as data arrives, so bytes that stay are bytes it was never
+// told of.
+const raceFor = 10 * time.Second
+
+// perftestOnce runs a case once. It returns what it saw when it stopped
+// the case on siw_accept's race (the server's socket holding the same
+// unread bytes for raceFor while the case went on), "" otherwise.
+func perftestOnce(t *testing.T, test string, p pair, srvDev, cliDev, host string, flags, srvFlags, cliFlags []string, iters int) (race string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// A case that has not ended by caseBound fails at once with the
+	// kernel's view of the connections (a hang, not a slow case: the
+	// slowest case takes seconds under TCG) and ends both sides.
+	var hung atomic.Bool
+	hangState := make(chan string, 1)
 	port := nextPort()
+	watch := time.AfterFunc(caseBound, func() {
+		hung.Store(true)
+		state := rigtest.KernelState()
+		if u := rigtest.UnreadOn(port); len(u) > 0 {
+			// siw's kernel race (rigtest.UnreadOn), not goverbs: the
+			// server's socket holds the client's message unread.
+			state = fmt.Sprintf("unread bytes in the server's TCP socket (local remote bytes): %q: siw_accept's race, the client's first message was never given to the server's QP\n%s", u, state)
+		}
+		hangState <- state
+		cancel()
+	})
+	defer watch.Stop()
+	var raced atomic.Pointer[string]
+	if strings.HasPrefix(srvDev, "siw") {
+		stop := make(chan struct{})
+		defer close(stop)
+		go func() {
+			tick := time.NewTicker(time.Second)
+			defer tick.Stop()
+			var last []string
+			var since time.Time
+			for {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				u := rigtest.UnreadOn(port)
+				if len(u) == 0 || !slices.Equal(u, last) {
+					last, since = u, time.Now()
+					continue
+				}
+				if time.Since(since) >= raceFor {
+					r := fmt.Sprintf("the server's socket held the same unread bytes for %v (local remote bytes): %q\n%s", raceFor, u, rigtest.KernelState())
+					raced.Store(&r)
+					cancel()
+					return
+				}
+			}
+		}()
+	}
 	// -F: perftest's TSC calibration fails under TCG without it.
 	args := append([]string{"-p", strconv.Itoa(port), "-n", strconv.Itoa(iters), "-F"}, flags...)
 	srv := rigtest.Start(t, fmt.Sprintf("server (goverbs=%v)", p.srvOurs), command(t, ctx, test, p.srvOurs, srvDev, append(slices.Clip(args), srvFlags...), ""))
@@ -185,10 +262,17 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 			srv.Wait()
 			atomicsUnACKed.Store(cliDev+">"+srvDev, t.Name())
 			t.Logf("%s failed to send %d packets (its send_err counter) and the client did not finish within 10 s: the kernel does not ACK atomics across %s-%s; both sides stopped", srvDev, errs-errs0, cliDev, srvDev)
-			return
+			return ""
 		}
 	}
 	cerr, serr := cli.Wait(), srv.Wait()
+	if r := raced.Load(); r != nil && !hung.Load() {
+		return fmt.Sprintf("%s\nclient: %v, server: %v\n%s%s", *r, cerr, serr, srv.Output(), cli.Output())
+	}
+	if hung.Load() {
+		t.Fatalf("not finished after %v: both sides ended (goverbs' with SIGQUIT: its goroutines follow its output). The kernel's view when the bound passed:\n%s\nclient: %v, server: %v\n%s%s",
+			caseBound, <-hangState, cerr, serr, srv.Output(), cli.Output())
+	}
 	if cerr != nil || serr != nil {
 		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.Output(), cli.Output())
 	}
@@ -267,7 +351,12 @@ func perftestSides(t *testing.T, test string, p pair, srvDev, cliDev, host strin
 		}
 	}
 	t.Logf("%s", strings.Join(got, "\n"))
+	return ""
 }
+
+// caseBound bounds one case: far above the slowest case's run under TCG
+// (seconds), well below the 3 minutes a hung case used to take.
+const caseBound = 90 * time.Second
 
 // atomicsUnACKed holds the device pairs ("rxea>rxeb") across which a case
 // saw the kernel not ACK atomics (perftestSides), with that case's name.

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/rdmacm"
@@ -73,6 +74,7 @@ const (
 	wrRecv   = 1
 	wrSend   = 2
 	wrRDMA   = 3
+	wrNudge  = 4
 	maxPings = 0
 )
 
@@ -85,6 +87,7 @@ type session struct {
 	start int // offset of the client's start_buf
 	wc    []uverbs.WorkCompletion
 	ctx   context.Context // done when the connection is
+	nudge bool            // the client on iWARP, before the server's first message
 }
 
 // watch makes s.ctx end when the CM reports the connection down.
@@ -167,7 +170,7 @@ var errDisconnected = errors.New("disconnected")
 // thread only logs those), or errDisconnected once the CM said so.
 func (s *session) next() (uverbs.WorkCompletion, error) {
 	for {
-		if _, err := s.conn.CQ.Wait(s.ctx, s.wc); err != nil {
+		if _, err := s.wait(); err != nil {
 			if s.ctx.Err() != nil {
 				return uverbs.WorkCompletion{}, errDisconnected
 			}
@@ -189,7 +192,11 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 			s.o.debugf("send completion\n")
 			continue
 		}
+		if wc.ID == wrNudge {
+			continue
+		}
 		if wc.Opcode == uverbs.WCRecv {
+			s.nudge = false
 			if wc.ByteLen != infoSize {
 				return wc, reported(fmt.Sprintf("Received bogus data, size %d", wc.ByteLen))
 			}
@@ -199,6 +206,31 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 		}
 		return wc, nil
 	}
+}
+
+// nudgeEvery is how long the client on iWARP waits for the server's first
+// message before it nudges. siw's accept (siw_accept in Linux's siw_cm.c,
+// 6.1 to 7.x) sends the MPA reply before it hands the socket's receive
+// callback to the QP: a first message that arrives in between stays unread
+// in the server's socket until more data comes, and server and client each
+// wait for the other (rping's client against rdma-core's server stalled on
+// siw0 so). An unsignaled zero-length RDMA WRITE is that more data: siw
+// places nothing and completes nothing for it at the server (MPA's RTR
+// message is one), and its arrival makes the QP read the socket.
+const nudgeEvery = time.Second
+
+// wait waits for the next completion, nudging while s.nudge holds.
+func (s *session) wait() (int, error) {
+	for s.nudge {
+		ctx, cancel := context.WithTimeout(s.ctx, nudgeEvery)
+		n, err := s.conn.CQ.Wait(ctx, s.wc)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || s.ctx.Err() != nil {
+			return n, err
+		}
+		_, _ = s.conn.QP.PostSend([]uverbs.SendWR{{ID: wrNudge, Opcode: uverbs.WRRDMAWrite}}) // a full send queue: next turn
+	}
+	return s.conn.CQ.Wait(s.ctx, s.wc)
 }
 
 // nextRecv waits for the peer's next message.
@@ -257,6 +289,7 @@ func runClient(o *options) error {
 		return err
 	}
 	s.conn = c
+	s.nudge = c.ID.Device().Transport == uverbs.TransportIWARP
 	s.watch()
 	s.watchDisconnect("client")
 	o.debugf("rmda_connect successful\n")

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -83,30 +85,16 @@ func newSide(ctx context.Context, who, bin string, args ...string) *side {
 // test saying what hung, with the kernel's view of the QPs and the kernel
 // log's tail, then cancels the case, which ends both sides (their outputs
 // are reported by the case). The returned stop ends the watch.
-func watch(t *testing.T, cancel context.CancelFunc, what string) (stop func() bool) {
+func watch(t *testing.T, cancel context.CancelFunc, what string, port int) (stop func() bool) {
 	timer := time.AfterFunc(caseTimeout, func() {
-		t.Errorf("%s: not finished after %v; ending both sides. The kernel's QPs and log:\n%s", what, caseTimeout, kernelState())
+		race := ""
+		if u := rigtest.UnreadOn(port); len(u) > 0 {
+			race = fmt.Sprintf("The server's sockets hold unread bytes (local remote bytes): %q: on siw0, siw_accept's race (see rigtest.UnreadOn).\n", u)
+		}
+		t.Errorf("%s: not finished after %v; ending both sides. %sThe kernel's QPs and log:\n%s", what, caseTimeout, race, rigtest.KernelState())
 		cancel()
 	})
 	return timer.Stop
-}
-
-// kernelState is what the guest's kernel shows of the RDMA resources and
-// its last log lines, for a case that hung.
-func kernelState() string {
-	var b strings.Builder
-	// The TCP sockets (siw's connections among them) with their queues: a
-	// Recv-Q left unread on a connected siw socket is an FPDU the QP's
-	// receive path was never told of.
-	for _, c := range [][]string{{"rdma", "resource", "show", "cm_id"}, {"rdma", "resource", "show", "qp"}, {"sh", "-c", "ss -tna 2>/dev/null || netstat -tn"}, {"dmesg"}} {
-		out, err := exec.Command(c[0], c[1:]...).CombinedOutput()
-		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-		if c[0] == "dmesg" && len(lines) > 30 {
-			lines = lines[len(lines)-30:]
-		}
-		fmt.Fprintf(&b, "$ %s (%v)\n%s\n", strings.Join(c, " "), err, strings.Join(lines, "\n"))
-	}
-	return b.String()
 }
 
 func rdmaCore(t *testing.T) string {
@@ -149,7 +137,11 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	what := fmt.Sprintf("%s server %v, %s client %v", name(srvBin), srvArgs, name(cliBin), cliArgs)
-	stop := watch(t, cancel, what)
+	port := 0
+	if i := slices.Index(srvArgs, "-p"); i >= 0 && i+1 < len(srvArgs) {
+		port, _ = strconv.Atoi(srvArgs[i+1])
+	}
+	stop := watch(t, cancel, what, port)
 	defer stop()
 	srv := newSide(ctx, name(srvBin)+" server", srvBin, srvArgs...)
 	if err := srv.cmd.Start(); err != nil {

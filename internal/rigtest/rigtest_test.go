@@ -185,3 +185,11 @@ func (f *fakeTB) Errorf(format string, args ...any) {
 	f.failed = true
 	f.msg = fmt.Sprintf(format, args...)
 }
+
+func TestHexAddr(t *testing.T) {
+	for in, want := range map[string]string{"0F03000A:1F90": "10.0.3.15:8080", "0100007F:0016": "127.0.0.1:22", "bogus": "bogus"} {
+		if got := hexAddr(in); got != want {
+			t.Errorf("hexAddr(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
