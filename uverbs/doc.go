@@ -23,6 +23,16 @@
 // completion timestamps); docs/VERBS.md maps every libibverbs verb to
 // goverbs' name.
 //
+// Waiting for completions: CQ.Wait spins before it sleeps. It polls the
+// empty CQ for up to twice as long as its recent waits took (never longer
+// than CQOptions.WaitSpin, DefaultWaitSpin by default), and only then arms
+// the CQ and parks on the completion channel through the runtime poller,
+// holding no OS thread. A completion found while spinning costs no syscall
+// and no scheduler hand-off (a blocked read() of the channel, rdma-core's
+// way, costs two syscalls and a wake-up per event); the price is CPU, a
+// thread kept busy while the goroutine spins. A CQ whose waits outlast the
+// cap parks at once; CQOptions.WaitSpin < 0 turns spinning off.
+//
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
 // device's provider and allocates nothing.

@@ -17,6 +17,8 @@
 # number of the program's threads that ran in the longer run (both sides).
 # goverbs' tools run as gv_ib_*, perftest's as ib_*: the kernel's command
 # names tell them apart.
+# BASE=<git revision> also builds goverbs' perftest at that revision and
+# counts it as gb_ib_* (before/after in one boot).
 # With CHECK=1 the script fails (exit 1) when goverbs makes more syscalls
 # per iteration than perftest in a case with -e.
 set -euo pipefail
@@ -82,7 +84,7 @@ if [ "${1:-}" = --guest ]; then
   for cs in ${CASES:-send_lat::2 send_lat:-e:2}; do
     IFS=: read -r t fl size <<<"$cs"
     declare -A per=()
-    for prog in gv_ib_ ib_; do
+    for prog in ${PROGS:-gv_ib_ ib_}; do
       comm="$prog$t"
       run "$prog" "$t" "$fl" "$size" "$n1"; read -r s1 v1 i1 _ r1 <<<"$(tally "$comm")"
       run "$prog" "$t" "$fl" "$size" "$n2"; read -r s2 v2 i2 h2 r2 <<<"$(tally "$comm")"
@@ -116,7 +118,15 @@ for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_
   ln -s perftest "$bin/gv_ib_$t" # goverbs' tools under their own names: the kernel counts by command name
 done
 echo "counts: goverbs at $(cd "$top" && git describe --always --dirty)"
+if [ -n "${BASE:-}" ]; then
+  src=$(mktemp -d); trap 'rm -rf "$bin" "$src"' EXIT
+  ( cd "$top" && git archive "$BASE" ) | tar -x -C "$src"
+  ( cd "$src" && CGO_ENABLED=0 go build -o "$bin/perftest-base" ./cmd/perftest )
+  for t in send_lat write_lat read_lat; do ln -s perftest-base "$bin/gb_ib_$t"; done
+  PROGS=${PROGS:-gb_ib_ gv_ib_ ib_}
+  echo "counts: gb_ib_* is goverbs at $BASE"
+fi
 env=()
-for v in CASES N1 N2 CHECK GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in CASES N1 N2 CHECK PROGS GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} counts.sh --guest"
