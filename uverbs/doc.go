@@ -28,9 +28,10 @@
 // than CQOptions.WaitSpin, DefaultWaitSpin by default), and only then arms
 // the CQ and parks on the completion channel through the runtime poller,
 // holding no OS thread. A completion found while spinning costs no syscall
-// and no scheduler hand-off (a blocked read() of the channel, rdma-core's
-// way, costs two syscalls and a wake-up per event); the price is CPU, a
-// thread kept busy while the goroutine spins. A CQ whose waits outlast the
+// and no scheduler hand-off (rdma-core's way, a blocked read() of the
+// channel, costs a syscall and a thread wake-up per event, and on rxe the
+// re-arm is a second syscall); the price is CPU, a thread kept busy while
+// the goroutine spins. A CQ whose waits outlast the
 // cap parks at once; CQOptions.WaitSpin < 0 turns spinning off.
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one
