@@ -64,21 +64,38 @@ func (s *waitSpin) budget() (polls int64, timed bool) {
 	case s.avg < 0:
 		return c, false // no history: try the whole cap once
 	case s.avg > c:
-		return 0, false // recent waits were longer than the cap: park at once
+		// Recent waits were longer than the cap: park at once, but probe
+		// with a whole spin now and then. A parked wait measures the
+		// wake-up too, so parked waits alone could keep the average
+		// above the cap for good.
+		if s.waits%spinProbeEvery != 0 {
+			return 0, false
+		}
+		return c, false
 	}
 	return min(max(2*s.avg, spinChunk), c), false
 }
 
-// learn folds one wait of n polls into the average.
-func (s *waitSpin) learn(n int64) {
+// spinProbeEvery: a CQ whose waits outlast the cap still spins (for the
+// whole cap) on one wait in this many.
+const spinProbeEvery = 8
+
+// learn folds one wait of n polls into the average; spun says whether a
+// spin found the completion (such a wait is measured exactly, a parked
+// one with the wake-up's cost on top, so a spun wait shorter than the
+// average counts for half of it).
+func (s *waitSpin) learn(n int64, spun bool) {
 	if c := s.capPolls(); c > 0 && n > 2*c {
 		n = 2 * c // one long wait must not stop the spinning for long
 	}
-	if s.avg < 0 {
+	switch {
+	case s.avg < 0:
 		s.avg = n
-		return
+	case spun && n < s.avg:
+		s.avg = (s.avg + n) / 2
+	default:
+		s.avg += (n - s.avg) / 4
 	}
-	s.avg += (n - s.avg) / 4
 }
 
 // calibrate records that polls polls took ns nanoseconds.
@@ -110,7 +127,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, err error, 
 				if timed {
 					s.calibrate(polls, nanotime()-start)
 				}
-				s.learn(polls)
+				s.learn(polls, true)
 				return n, err, true, polls
 			}
 		}
@@ -139,5 +156,5 @@ func (cq *CQ) parked(polls, t0 int64) {
 	if s.capNs <= 0 || s.pollPs <= 0 {
 		return
 	}
-	s.learn(polls + (nanotime()-t0)*1000/s.pollPs)
+	s.learn(polls+(nanotime()-t0)*1000/s.pollPs, false)
 }

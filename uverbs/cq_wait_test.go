@@ -21,16 +21,20 @@ func TestWaitSpinBudget(t *testing.T) {
 	if n, timed := s.budget(); n != 10_000 || timed {
 		t.Fatalf("budget with no history: %d, timed %v; want the cap (10000, false)", n, timed)
 	}
-	s.learn(1000)
+	s.learn(1000, false)
 	if n, _ := s.budget(); n != 2000 {
 		t.Fatalf("budget after a wait of 1000 polls: %d, want 2000", n)
 	}
-	s.learn(10)
+	s.learn(10, false) // parked: a quarter of the way
 	if n, _ := s.budget(); n != 2*(1000+(10-1000)/4) {
 		t.Fatalf("budget after waits of 1000 and 10 polls: %d, want %d", n, 2*(1000+(10-1000)/4))
 	}
+	s.learn(10, true) // spun: half of the way
+	if want := int64(1000+(10-1000)/4+10) / 2; s.avg != want {
+		t.Fatalf("average after a spun wait of 10 polls: %d, want %d", s.avg, want)
+	}
 	for range 3 {
-		s.learn(1)
+		s.learn(1, true)
 	}
 	if n, _ := s.budget(); n != 2*s.avg || n < spinChunk {
 		t.Fatalf("budget %d: want twice the average %d, at least a chunk", n, s.avg)
@@ -42,23 +46,41 @@ func TestWaitSpinBudget(t *testing.T) {
 	// Long waits (a parked wait of 1 s): clamped to twice the cap, and the
 	// spinning stops while the average stays above the cap.
 	for range 8 {
-		s.learn(100_000_000)
+		s.learn(100_000_000, false)
 	}
 	if s.avg > 2*s.capPolls() {
 		t.Fatalf("average %d after long waits: want at most twice the cap (%d)", s.avg, 2*s.capPolls())
 	}
-	if n, _ := s.budget(); n != 0 {
-		t.Fatalf("budget after long waits: %d, want 0 (park at once)", n)
+	// Long waits: park at once, except for a probe (a whole spin) on one
+	// wait in spinProbeEvery.
+	parks, probes := 0, 0
+	for range 2 * spinProbeEvery {
+		switch n, _ := s.budget(); n {
+		case 0:
+			parks++
+		case s.capPolls():
+			probes++
+		default:
+			t.Fatalf("budget %d after long waits: want 0 or the cap", n)
+		}
 	}
+	if probes != 2 || parks != 2*spinProbeEvery-2 {
+		t.Fatalf("after long waits: %d parks and %d probes in %d waits; want 2 probes", parks, probes, 2*spinProbeEvery)
+	}
+	// A probe that finds a completion soon brings the spinning back
+	// within a few waits.
 	k := 0
-	for ; k < 20; k++ {
-		if n, _ := s.budget(); n > 0 {
+	for ; k < 10; k++ {
+		if s.avg <= s.capPolls() {
 			break
 		}
-		s.learn(500)
+		s.learn(500, true)
 	}
-	if k == 0 || k >= 20 {
-		t.Fatalf("spinning came back after %d short waits; want after a few", k)
+	if k == 0 || k >= 10 {
+		t.Fatalf("spinning came back after %d short spun waits; want after a few", k)
+	}
+	if n, _ := s.budget(); n != min(2*s.avg, s.capPolls()) {
+		t.Fatalf("budget %d after short waits: want twice the average (%d), at most the cap", n, s.avg)
 	}
 	// Every spinCalibrateEvery-th spinning wait is timed again.
 	timedSeen := false

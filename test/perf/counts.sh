@@ -8,11 +8,13 @@
 # For each case (test:flag:size) it runs a server and a client of each
 # program twice, with N1 and N2 iterations (default 200 and 1200), and
 # counts in the kernel (tracefs histograms: raw_syscalls:sys_enter keyed by
-# command name and syscall, sched:sched_switch keyed by command name and
+# thread, shown with its command name, and syscall, sched:sched_switch keyed by command name and
 # the state the task left the CPU in) the syscalls and the context
 # switches of both sides together; the difference of the two runs over
 # N2-N1 is the cost of one iteration (the setup, the same in both runs,
-# cancels). A context switch away from a task still runnable (prev_state
+# cancels; a syscall counted less often in the longer run is setup noise,
+# e.g. perftest's gettimeofday loop timing the CPU, and is left out of the
+# total). A context switch away from a task still runnable (prev_state
 # R) is involuntary, any other voluntary (the task slept). "threads" is the
 # number of the program's threads that ran in the longer run (both sides).
 # goverbs' tools run as gv_ib_*, perftest's as ib_*: the kernel's command
@@ -28,9 +30,12 @@ if [ "${1:-}" = --guest ]; then
   [ -d $T/events ] || mount -t tracefs nodev $T
   listening() { netstat -ltn 2>/dev/null | grep -q ":$1 "; }
   sys=$T/events/raw_syscalls/sys_enter/trigger sw=$T/events/sched/sched_switch/trigger
-  sysk='hist:keys=common_comm,id.syscall:vals=hitcount:sort=hitcount.descending:size=4096'
-  swk='hist:keys=prev_comm,prev_pid,prev_state:vals=hitcount:size=4096'
-  arm() { echo "$sysk" > $sys; echo "$swk" > $sw; }
+  sysk='hist:keys=common_pid.execname,id.syscall:vals=hitcount:size=8192'
+  swk='hist:keys=prev_comm,prev_pid,prev_state:vals=hitcount:size=8192'
+  arm() {
+    echo "$sysk" > $sys || { tail -5 $T/error_log >&2; exit 1; }
+    echo "$swk" > $sw || { tail -5 $T/error_log >&2; exit 1; }
+  }
   disarm() { echo "!$sysk" > $sys 2>/dev/null || true; echo "!$swk" > $sw 2>/dev/null || true; }
   # run PROG TEST FLAG SIZE ITERS: a server and a client to completion,
   # counted; leaves the histograms in /tmp/h.sys and /tmp/h.sw.
@@ -49,6 +54,7 @@ if [ "${1:-}" = --guest ]; then
     if ! timeout 600 "$prog$t" -d rxe0 -x 1 -F -p $port -s "$size" -n "$n" $fl 127.0.0.1 > /tmp/cc.out 2>&1 || ! wait $spid; then
       echo "$prog$t $fl -s $size -n $n failed:" >&2; cat /tmp/cs.out /tmp/cc.out >&2; exit 1
     fi
+    typ=$(grep -E '^ [0-9]+ +[0-9]+ ' /tmp/cc.out | tail -n 1 | awk '{print $5}')
     cat $T/events/raw_syscalls/sys_enter/hist > /tmp/h.sys
     cat $T/events/sched/sched_switch/hist > /tmp/h.sw
     disarm
@@ -58,8 +64,8 @@ if [ "${1:-}" = --guest ]; then
   tally() {
     local comm=$1
     awk -v c="$comm" '
-      /^\{/ && /common_comm:/ {
-        line = $0; sub(/^\{ *common_comm: */, "", line); split(line, a, /[ ,]+/)
+      /^\{/ && /common_pid:/ {
+        line = $0; sub(/^\{ *common_pid: */, "", line); split(line, a, /[ ,\[]+/)
         if (a[1] != c) next
         name = line; sub(/^.*id: */, "", name); sub(/ *\[.*$/, "", name); sub(/^sys_/, "", name)
         n = line; sub(/^.*hitcount: */, "", n); n += 0
@@ -89,16 +95,20 @@ if [ "${1:-}" = --guest ]; then
       run "$prog" "$t" "$fl" "$size" "$n1"; read -r s1 v1 i1 _ r1 <<<"$(tally "$comm")"
       run "$prog" "$t" "$fl" "$size" "$n2"; read -r s2 v2 i2 h2 r2 <<<"$(tally "$comm")"
       d=$((n2 - n1))
-      per[$prog]=$(awk -v a="$s1" -v b="$s2" -v d="$d" 'BEGIN { printf "%.2f", (b - a) / d }')
+      # the total counts only the syscalls that grew: one that fell (perftest's
+      # gettimeofday loop, timing its CPU, runs longer or shorter) is setup noise
+      per[$prog]=$( { for kv in $r1; do echo "1 ${kv%%=*} ${kv#*=}"; done; for kv in $r2; do echo "2 ${kv%%=*} ${kv#*=}"; done; } |
+        awk -v d="$d" '{ if ($1 == 1) a[$2] += $3; else b[$2] += $3 }
+          END { t = 0; for (k in b) if (b[k] > a[k]) t += b[k] - a[k]; printf "%.2f", t / d }')
       # per syscall name: (count in run 2 - count in run 1) / d, the largest first
       names=$( { for kv in $r1; do echo "1 ${kv%%=*} ${kv#*=}"; done; for kv in $r2; do echo "2 ${kv%%=*} ${kv#*=}"; done; } |
         awk -v d="$d" '{ if ($1 == 1) a[$2] += $3; else b[$2] += $3 }
           END { for (k in b) { v = (b[k] - a[k]) / d; if (v >= 0.05 || v <= -0.05) printf "%.2f %s\n", v, k }
                 for (k in a) if (!(k in b)) printf "%.2f %s\n", -a[k] / d, k }' | sort -rg | awk '{ printf "%s %s, ", $2, $1 }')
-      printf 'COUNT %-9s %-2s %5s B %-8s: syscalls/iter %6s  voluntary cs/iter %6s  involuntary cs/iter %6s  threads %s (%d-iteration run)\n' \
+      printf 'COUNT %-9s %-2s %5s B %-8s: syscalls/iter %6s  voluntary cs/iter %6s  involuntary cs/iter %6s  threads %s (%d-iteration run: t_typical %s usec, traced)\n' \
         "$t" "$fl" "$size" "${prog%_}" "${per[$prog]}" \
         "$(awk -v a="$v1" -v b="$v2" -v d="$d" 'BEGIN { printf "%.2f", (b - a) / d }')" \
-        "$(awk -v a="$i1" -v b="$i2" -v d="$d" 'BEGIN { printf "%.2f", (b - a) / d }')" "$h2" "$n2"
+        "$(awk -v a="$i1" -v b="$i2" -v d="$d" 'BEGIN { printf "%.2f", (b - a) / d }')" "$h2" "$n2" "$typ"
       echo "      per iteration: ${names%, }"
     done
     if [ "${CHECK:-0}" = 1 ] && [ -n "$fl" ] && awk -v g="${per[gv_ib_]}" -v p="${per[ib_]}" 'BEGIN { exit !(g > p) }'; then
