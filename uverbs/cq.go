@@ -283,7 +283,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if n, err := cq.Poll(wc); n > 0 || err != nil {
 		return n, err
 	}
-	n, err, ended, spun := cq.spin(ctx, wc)
+	n, ended, spun, err := cq.spin(ctx, wc)
 	if ended {
 		return n, err
 	}

@@ -107,13 +107,12 @@ func (s *waitSpin) calibrate(polls, ns int64) {
 
 // spin polls the CQ, found empty by Wait, for the adaptive spin budget.
 // It reports whether it ended the wait (with completions, an error or
-// ctx's error) and, if it did not, how many polls it spent and whether
-// the spin was timed (then start is the clock at its beginning).
-func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, err error, ended bool, polls int64) {
+// ctx's error) and how many polls it spent.
+func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool, polls int64, err error) {
 	s := &cq.spinner
 	limit, timed := s.budget()
 	if limit == 0 {
-		return 0, nil, false, 0
+		return 0, false, 0, nil
 	}
 	var start int64
 	if timed {
@@ -128,23 +127,23 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, err error, 
 					s.calibrate(polls, nanotime()-start)
 				}
 				s.learn(polls, true)
-				return n, err, true, polls
+				return n, true, polls, err
 			}
 		}
 		if done != nil {
 			select {
 			case <-done:
-				return 0, ctx.Err(), true, polls
+				return 0, true, polls, ctx.Err()
 			default:
 			}
 		}
 		if timed {
 			if el := nanotime() - start; el >= s.capNs {
 				s.calibrate(polls, el)
-				return 0, nil, false, polls
+				return 0, false, polls, nil
 			}
 		} else if polls >= limit {
-			return 0, nil, false, polls
+			return 0, false, polls, nil
 		}
 	}
 }
