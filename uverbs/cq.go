@@ -24,8 +24,9 @@ type CQOptions struct {
 	// has no such clock: CreateCQ then fails with ErrNotSupported.
 	Timestamps bool
 	// WaitSpin caps how long Wait polls the empty CQ before it arms the
-	// CQ and parks (see Wait): 0 is DefaultWaitSpin, a negative value
-	// turns the spinning off (Wait then always arms and parks).
+	// CQ and parks (see Wait): 0 is DefaultWaitSpin (or the duration in
+	// the environment variable WaitSpinEnv names), a negative value turns
+	// the spinning off (Wait then always arms and parks).
 	WaitSpin time.Duration
 }
 

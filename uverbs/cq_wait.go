@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"context"
+	"os"
 	"time"
 )
 
@@ -32,9 +33,24 @@ type waitSpin struct {
 	waits  int64 // spinning waits, for the periodic calibration
 }
 
+// WaitSpinEnv names the environment variable that, set to a duration
+// (time.ParseDuration: "200us", "5ms"; negative: no spinning), replaces
+// DefaultWaitSpin for the CQs a program creates without
+// CQOptions.WaitSpin, as rdma-core's RDMAV_* and rsocket's settings tune a
+// program from outside.
+const WaitSpinEnv = "GOVERBS_WAIT_SPIN"
+
+// defaultWaitSpin is DefaultWaitSpin, or WaitSpinEnv's duration.
+var defaultWaitSpin = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(WaitSpinEnv)); err == nil && d != 0 {
+		return d
+	}
+	return DefaultWaitSpin
+}()
+
 func newWaitSpin(d time.Duration) waitSpin {
 	if d == 0 {
-		d = DefaultWaitSpin
+		d = defaultWaitSpin
 	}
 	return waitSpin{capNs: int64(d), avg: -1}
 }

@@ -32,7 +32,9 @@
 // channel, costs a syscall and a thread wake-up per event, and on rxe the
 // re-arm is a second syscall); the price is CPU, a thread kept busy while
 // the goroutine spins. A CQ whose waits outlast the
-// cap parks at once; CQOptions.WaitSpin < 0 turns spinning off.
+// cap parks at once (and probes with a whole spin now and then);
+// CQOptions.WaitSpin < 0 turns spinning off, and the environment variable
+// GOVERBS_WAIT_SPIN (WaitSpinEnv) changes the default.
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
