@@ -246,10 +246,11 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // is ever missed, and a waiting goroutine holds no OS thread. The CQ needs
 // a channel.
 //
-// The spin is adaptive: Wait keeps a moving average of how long its recent
-// waits took and spins for up to twice that, never longer than
-// CQOptions.WaitSpin (DefaultWaitSpin, 1 ms); once waits take longer than
-// that, it parks at once. A completion found while spinning costs no
+// The spin lasts at most CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
+// counted in polls (the cost of a poll is timed now and then, so a spin
+// reads no clock); once 16 waits in a row outlast it, Wait parks at once
+// and spins on one wait in 8 only, until a spin finds a completion again.
+// A completion found while spinning costs no
 // syscall and no scheduler hand-off, where a parked wait costs the arm, the
 // channel's read and a wake-up by the runtime poller. The price is CPU: the
 // goroutine keeps its OS thread busy while it spins (at most WaitSpin per
@@ -284,12 +285,11 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if n, err := cq.Poll(wc); n > 0 || err != nil {
 		return n, err
 	}
-	n, ended, spun, err := cq.spin(ctx, wc)
+	n, ended, _, err := cq.spin(ctx, wc)
 	if ended {
 		return n, err
 	}
-	t0 := nanotime()
-	defer cq.parked(spun, t0)
+	cq.spinner.parked()
 	for {
 		if err := cq.waitClosed(); err != nil {
 			return 0, err

@@ -9,29 +9,9 @@ import (
 // DefaultWaitSpin is how long CQ.Wait polls an empty CQ at most before it
 // arms the CQ and parks, unless CQOptions.WaitSpin says otherwise. It is
 // long enough to cover a round trip on an emulated machine (rxe under
-// QEMU TCG: 0.1-1 ms) and is only spent by CQs whose recent waits were
-// shorter than it (see CQ.Wait).
+// QEMU TCG: 0.1-1 ms); a CQ whose waits keep outlasting it stops
+// spinning (see CQ.Wait).
 const DefaultWaitSpin = time.Millisecond
-
-// spinChunk is how many polls Wait's spin makes between two looks at ctx.
-const spinChunk = 64
-
-// spinCalibrateEvery: one spinning Wait in this many reads the clock, to
-// keep the cost of a poll (which converts WaitSpin into polls) current.
-const spinCalibrateEvery = 256
-
-// waitSpin is a CQ's adaptive spin state. Wait keeps, in polls of the
-// empty CQ, a moving average of how long its recent waits took, and spins
-// for up to twice that, never longer than the cap (WaitSpin converted into
-// polls by the measured cost of one). A spin that finds a completion reads
-// no clock and makes no syscall; a wait that parks reads the clock twice
-// (around the park) to learn how long it took.
-type waitSpin struct {
-	capNs  int64 // the cap in ns; <= 0: never spin
-	avg    int64 // moving average of recent waits, polls; < 0: no wait seen yet
-	pollPs int64 // cost of one empty poll, picoseconds; 0: not measured yet
-	waits  int64 // spinning waits, for the periodic calibration
-}
 
 // WaitSpinEnv names the environment variable that, set to a duration
 // (time.ParseDuration: "200us", "5ms"; negative: no spinning), replaces
@@ -48,11 +28,43 @@ var defaultWaitSpin = func() time.Duration {
 	return DefaultWaitSpin
 }()
 
+// spinChunk is how many polls Wait's spin makes between two looks at ctx.
+const spinChunk = 64
+
+// spinTimedChunks: a timed spin reads the clock once in this many chunks
+// (a clock read is a syscall under some clocksources: it must not count as
+// the cost of a poll).
+const spinTimedChunks = 8
+
+// spinCalibrateEvery: one spinning Wait in this many reads the clock, to
+// keep the cost of a poll (which converts WaitSpin into polls) current.
+const spinCalibrateEvery = 256
+
+// spinGiveUp is how many waits in a row must park (their spin found
+// nothing) before Wait stops spinning; it then spins on one wait in
+// spinProbeEvery, and spins on every wait again once a spin finds a
+// completion.
+const (
+	spinGiveUp     = 16
+	spinProbeEvery = 8
+)
+
+// waitSpin is a CQ's spin state. Wait spins for at most the cap (WaitSpin
+// converted into polls of the empty CQ by the measured cost of one, so
+// that a spin reads no clock and makes no syscall) and stops spinning
+// while its waits outlast the cap.
+type waitSpin struct {
+	capNs  int64 // the cap in ns; <= 0: never spin
+	pollPs int64 // cost of one empty poll, picoseconds; 0: not measured yet
+	waits  int64 // spinning waits, for the periodic calibration and the probes
+	parks  int64 // waits in a row that parked after their spin
+}
+
 func newWaitSpin(d time.Duration) waitSpin {
 	if d == 0 {
 		d = defaultWaitSpin
 	}
-	return waitSpin{capNs: int64(d), avg: -1}
+	return waitSpin{capNs: int64(d)}
 }
 
 // capPolls is the cap in polls (0 until a poll has been timed).
@@ -60,57 +72,33 @@ func (s *waitSpin) capPolls() int64 {
 	if s.pollPs <= 0 {
 		return 0
 	}
-	return s.capNs * 1000 / s.pollPs
+	return max(s.capNs*1000/s.pollPs, 1)
 }
 
-// budget is how many polls the next wait may spin, and whether it reads
-// the clock to time them.
+// budget is how many polls the next wait may spin (0: none), and whether
+// it reads the clock to time them (then it spins for the cap by the
+// clock).
 func (s *waitSpin) budget() (polls int64, timed bool) {
 	if s.capNs <= 0 {
 		return 0, false
 	}
 	s.waits++
+	if s.parks >= spinGiveUp && s.waits%spinProbeEvery != 0 {
+		return 0, false // waits outlast the cap: park at once, probe now and then
+	}
 	if s.pollPs <= 0 || s.waits%spinCalibrateEvery == 0 {
-		// Not calibrated (or due): spin, timed, for the cap, counted in
-		// chunks against the clock.
 		return -1, true
 	}
-	c := s.capPolls()
-	switch {
-	case s.avg < 0:
-		return c, false // no history: try the whole cap once
-	case s.avg > c:
-		// Recent waits were longer than the cap: park at once, but probe
-		// with a whole spin now and then. A parked wait measures the
-		// wake-up too, so parked waits alone could keep the average
-		// above the cap for good.
-		if s.waits%spinProbeEvery != 0 {
-			return 0, false
-		}
-		return c, false
-	}
-	return min(max(2*s.avg, spinChunk), c), false
+	return s.capPolls(), false
 }
 
-// spinProbeEvery: a CQ whose waits outlast the cap still spins (for the
-// whole cap) on one wait in this many.
-const spinProbeEvery = 8
+// found records a spin that found a completion.
+func (s *waitSpin) found() { s.parks = 0 }
 
-// learn folds one wait of n polls into the average; spun says whether a
-// spin found the completion (such a wait is measured exactly, a parked
-// one with the wake-up's cost on top, so a spun wait shorter than the
-// average counts for half of it).
-func (s *waitSpin) learn(n int64, spun bool) {
-	if c := s.capPolls(); c > 0 && n > 2*c {
-		n = 2 * c // one long wait must not stop the spinning for long
-	}
-	switch {
-	case s.avg < 0:
-		s.avg = n
-	case spun && n < s.avg:
-		s.avg = (s.avg + n) / 2
-	default:
-		s.avg += (n - s.avg) / 4
+// parked records a wait that parked.
+func (s *waitSpin) parked() {
+	if s.capNs > 0 {
+		s.parks++
 	}
 }
 
@@ -135,14 +123,14 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 		start = nanotime()
 	}
 	done := ctx.Done()
-	for {
+	for chunks := 1; ; chunks++ {
 		for range spinChunk {
 			polls++
 			if n, err = cq.Poll(wc); n > 0 || err != nil {
 				if timed {
 					s.calibrate(polls, nanotime()-start)
 				}
-				s.learn(polls, true)
+				s.found()
 				return n, true, polls, err
 			}
 		}
@@ -154,6 +142,9 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			}
 		}
 		if timed {
+			if chunks%spinTimedChunks != 0 {
+				continue
+			}
 			if el := nanotime() - start; el >= s.capNs {
 				s.calibrate(polls, el)
 				return 0, false, polls, nil
@@ -162,14 +153,4 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			return 0, false, polls, nil
 		}
 	}
-}
-
-// parked records a wait that spun polls polls, then parked from t0 until
-// now.
-func (cq *CQ) parked(polls, t0 int64) {
-	s := &cq.spinner
-	if s.capNs <= 0 || s.pollPs <= 0 {
-		return
-	}
-	s.learn(polls+(nanotime()-t0)*1000/s.pollPs, false)
 }

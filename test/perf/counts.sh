@@ -137,6 +137,6 @@ if [ -n "${BASE:-}" ]; then
   echo "counts: gb_ib_* is goverbs at $BASE"
 fi
 env=()
-for v in CASES N1 N2 CHECK PROGS GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in CASES N1 N2 CHECK PROGS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} counts.sh --guest"
