@@ -127,6 +127,11 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 		for range spinChunk {
 			polls++
 			if n, err = cq.Poll(wc); n > 0 || err != nil {
+				if err != nil {
+					if e := cq.waitClosed(); e != nil {
+						err = e // closed while spinning: Wait's own error
+					}
+				}
 				if timed {
 					s.calibrate(polls, nanotime()-start)
 				}
