@@ -102,9 +102,12 @@ func (s *waitSpin) parked() {
 	}
 }
 
-// calibrate records that polls polls took ns nanoseconds.
+// calibrate records that polls polls took ns nanoseconds. A spin shorter
+// than one clock interval (spinTimedChunks chunks) does not count: its
+// time is mostly the clock reads' (a syscall each under hpet), and it
+// would make a poll look dear and the cap, in polls, far too short.
 func (s *waitSpin) calibrate(polls, ns int64) {
-	if polls > 0 && ns > 0 {
+	if polls >= spinChunk*spinTimedChunks && ns > 0 {
 		s.pollPs = max(ns*1000/polls, 1)
 	}
 }

@@ -15,6 +15,10 @@ func TestWaitSpinBudget(t *testing.T) {
 	if n, timed := s.budget(); n != -1 || !timed {
 		t.Fatalf("first budget: %d, timed %v; want a timed spin (-1, true)", n, timed)
 	}
+	s.calibrate(10, 10_000) // too short a spin to time a poll
+	if s.pollPs != 0 {
+		t.Fatalf("a spin of 10 polls calibrated a poll at %d ps", s.pollPs)
+	}
 	s.calibrate(1000, 10_000) // 10 ns a poll: the cap is 10000 polls
 	if got := s.capPolls(); got != 10_000 {
 		t.Fatalf("cap: %d polls, want 10000", got)
