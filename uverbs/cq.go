@@ -249,7 +249,8 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // The spin lasts at most CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
 // counted in polls (the cost of a poll is timed now and then, so a spin
 // reads no clock); once 16 waits in a row outlast it, Wait parks at once
-// and spins on one wait in 8 only, until a spin finds a completion again.
+// and spins (for 4 times the cap) on one wait in 8 only, until a spin
+// finds a completion again.
 // A completion found while spinning costs no
 // syscall and no scheduler hand-off, where a parked wait costs the arm, the
 // channel's read and a wake-up by the runtime poller. The price is CPU: the

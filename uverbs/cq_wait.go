@@ -41,12 +41,13 @@ const spinTimedChunks = 8
 const spinCalibrateEvery = 256
 
 // spinGiveUp is how many waits in a row must park (their spin found
-// nothing) before Wait stops spinning; it then spins on one wait in
-// spinProbeEvery, and spins on every wait again once a spin finds a
-// completion.
+// nothing) before Wait stops spinning; it then spins (for spinProbeLength
+// caps) on one wait in spinProbeEvery, and spins on every wait again once
+// a spin finds a completion.
 const (
-	spinGiveUp     = 16
-	spinProbeEvery = 8
+	spinGiveUp      = 16
+	spinProbeEvery  = 8
+	spinProbeLength = 4 // a probe spins for this many caps
 )
 
 // waitSpin is a CQ's spin state. Wait spins for at most the cap (WaitSpin
@@ -83,8 +84,17 @@ func (s *waitSpin) budget() (polls int64, timed bool) {
 		return 0, false
 	}
 	s.waits++
-	if s.parks >= spinGiveUp && s.waits%spinProbeEvery != 0 {
-		return 0, false // waits outlast the cap: park at once, probe now and then
+	if s.parks >= spinGiveUp {
+		if s.waits%spinProbeEvery != 0 {
+			return 0, false // waits outlast the cap: park at once, probe now and then
+		}
+		if s.pollPs > 0 {
+			// A probe spins longer: in a ping-pong whose two sides both
+			// park, the peer's answer comes after its own wake-up, and
+			// only a spin that outlasts that finds it and lets both
+			// sides spin again.
+			return spinProbeLength * s.capPolls(), false
+		}
 	}
 	if s.pollPs <= 0 || s.waits%spinCalibrateEvery == 0 {
 		return -1, true

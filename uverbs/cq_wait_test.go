@@ -33,10 +33,10 @@ func TestWaitSpinBudget(t *testing.T) {
 	for range 4 * spinProbeEvery {
 		switch n, _ := s.budget(); n {
 		case 0:
-		case s.capPolls():
+		case spinProbeLength * s.capPolls():
 			spins++
 		default:
-			t.Fatalf("budget %d after %d parked waits: want 0 or the cap", n, s.parks)
+			t.Fatalf("budget %d after %d parked waits: want 0 or a probe of %d caps", n, s.parks, spinProbeLength)
 		}
 		s.parked()
 	}
