@@ -250,14 +250,14 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // counted in polls (the cost of a poll is timed now and then, so a spin
 // reads no clock); once 16 waits in a row outlast it, Wait parks at once
 // and spins (for 4 times the cap) on one wait in 8 only, until a spin
-// finds a completion again.
-// A completion found while spinning costs no
+// finds a completion again. A completion found while spinning costs no
 // syscall and no scheduler hand-off, where a parked wait costs the arm, the
 // channel's read and a wake-up by the runtime poller. The price is CPU: the
 // goroutine keeps its OS thread busy while it spins (at most WaitSpin per
-// Wait, and only while completions come that soon). ctx is looked at while
-// spinning; a Close is seen at the next poll. CQOptions.WaitSpin < 0 turns
-// spinning off.
+// Wait, four times that on a probe). ctx is looked at while spinning, a
+// Close of the CQ or the Context is seen at the next poll, a Close of the
+// channel or the device's removal when the spin ends. CQOptions.WaitSpin <
+// 0 turns spinning off.
 //
 // While a goroutine is in Wait, the CQ's completion events are its own:
 // CompChannel.Wait does not return the CQ for them, and an event already
