@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
@@ -22,6 +23,11 @@ type CQOptions struct {
 	// A device whose DeviceAttr.CompletionTimestampMask is 0 (rxe, siw)
 	// has no such clock: CreateCQ then fails with ErrNotSupported.
 	Timestamps bool
+	// WaitSpin caps how long Wait polls the empty CQ before it arms the
+	// CQ and parks (see Wait): 0 is DefaultWaitSpin (or the duration in
+	// the environment variable WaitSpinEnv names), a negative value turns
+	// the spinning off (Wait then always arms and parks).
+	WaitSpin time.Duration
 }
 
 // CQ is a completion queue. Poll is the provider's fast path: no syscall,
@@ -48,6 +54,7 @@ type CQ struct {
 	waiters atomic.Int32  // goroutines in Wait: events go to them, not to CompChannel.Wait
 	armed   atomic.Bool   // armed and no event seen since (Wait's state)
 	events  atomic.Uint32 // completion events consumed
+	spinner waitSpin      // Wait's adaptive spin (the one polling goroutine's)
 	lifetime
 
 	stamps provider.TimestampPoller // non-nil: created with CQOptions.Timestamps
@@ -146,7 +153,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 			got = ne.Uint32(v)
 		}
 	}
-	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1)}
+	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1), spinner: newWaitSpin(o.WaitSpin)}
 	cq.cqe.Store(int64(got))
 	prov, err := setup.Complete(provider.CQCreated{Handle: handle, CQE: got})
 	if err != nil {
@@ -232,10 +239,25 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 }
 
 // Wait returns the next completions, waiting for one when the CQ is empty.
-// It polls; if nothing is there it arms the CQ, polls again (a completion
-// may have slipped in before the arm), and only then parks on the channel
-// until an event comes or ctx is done. No completion is ever missed, and a
-// waiting goroutine holds no OS thread. The CQ needs a channel.
+// It polls; if nothing is there it spins, polling the CQ for a while (no
+// syscall, no event); if still nothing is there it arms the CQ, polls
+// again (a completion may have slipped in before the arm), and only then
+// parks on the channel until an event comes or ctx is done. No completion
+// is ever missed, and a waiting goroutine holds no OS thread. The CQ needs
+// a channel.
+//
+// The spin lasts at most CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
+// counted in polls (the cost of a poll is timed now and then, so a spin
+// reads no clock); once 16 waits in a row outlast it, Wait parks at once
+// and spins (for 4 times the cap) on one wait in 8 only, until a spin
+// finds a completion again. A completion found while spinning costs no
+// syscall and no scheduler hand-off, where a parked wait costs the arm, the
+// channel's read and a wake-up by the runtime poller. The price is CPU: the
+// goroutine keeps its OS thread busy while it spins (at most WaitSpin per
+// Wait, four times that on a probe). ctx is looked at while spinning, a
+// Close of the CQ or the Context is seen at the next poll, a Close of the
+// channel or the device's removal when the spin ends. CQOptions.WaitSpin <
+// 0 turns spinning off.
 //
 // While a goroutine is in Wait, the CQ's completion events are its own:
 // CompChannel.Wait does not return the CQ for them, and an event already
@@ -258,6 +280,17 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if ch.unqueue(cq) {
 		cq.armed.Store(false) // the queued event is ours: the CQ is disarmed
 	}
+	if err := cq.waitClosed(); err != nil {
+		return 0, err
+	}
+	if n, err := cq.Poll(wc); n > 0 || err != nil {
+		return n, err
+	}
+	n, ended, _, err := cq.spin(ctx, wc)
+	if ended {
+		return n, err
+	}
+	cq.spinner.parked()
 	for {
 		if err := cq.waitClosed(); err != nil {
 			return 0, err

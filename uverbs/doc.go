@@ -23,6 +23,18 @@
 // completion timestamps); docs/VERBS.md maps every libibverbs verb to
 // goverbs' name.
 //
+// Waiting for completions: CQ.Wait spins before it sleeps. It polls the
+// empty CQ for up to CQOptions.WaitSpin (DefaultWaitSpin, 1 ms, by
+// default), and only then arms the CQ and parks on the completion channel
+// through the runtime poller, holding no OS thread. A completion found
+// while spinning costs no syscall and no scheduler hand-off (rdma-core's
+// way, a blocked read() of the channel, costs a syscall and a thread
+// wake-up per event, and on rxe the re-arm is a second syscall); the price
+// is CPU, a thread kept busy while the goroutine spins. A CQ whose waits
+// keep outlasting the cap stops spinning (it probes with a spin now and
+// then); CQOptions.WaitSpin < 0 turns spinning off, and the environment
+// variable GOVERBS_WAIT_SPIN (WaitSpinEnv) changes the default.
+//
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
 // device's provider and allocates nothing.

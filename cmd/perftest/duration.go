@@ -64,7 +64,7 @@ func (s *session) startClock() *clock {
 
 func (k *clock) now() phase { return phase(k.phase.Load()) }
 
-// window is the sampling time in nanoseconds.
+// window is the sampling time in the session's stamps (see now).
 func (k *clock) window() int64 { return k.stop.Load() - k.start.Load() }
 
 // more reports whether a loop whose counter stands at n goes on: until
@@ -86,7 +86,7 @@ func (s *session) counting() bool { return s.clock != nil && s.clock.now() == sa
 // the iterations counted in it (halved for round trips), and transactions
 // per second.
 func (s *session) printLatDuration(size, rtt, count int) {
-	usec := float64(s.clock.window()) / 1000
+	usec := float64(s.clock.window()) * s.nsPerTick() / 1000
 	lat, tps := 0.0, 0.0
 	if count > 0 && usec > 0 {
 		lat = usec / float64(rtt) / float64(count)

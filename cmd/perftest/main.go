@@ -6,12 +6,32 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/goverbs/goverbs/internal/getopt"
 )
 
-func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+func main() {
+	oneP()
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// oneP runs the program on one P (GOMAXPROCS 1) unless the environment
+// sets GOMAXPROCS: perftest is one thread, and its loops spin on one
+// goroutine. With a second P, the Go scheduler's idle P lets the runtime
+// wake and park further threads around the loop's syscalls, and on the
+// rig's 2 vCPUs (two spinning sides and rxe's kernel work) those threads
+// take CPU from the spinners: on a loaded host send_lat's t_typical went
+// from 91 µs (GOMAXPROCS 1) to 3-4 ms (2), with 1.2 futex and 1.2
+// epoll_pwait calls and 1.7 voluntary context switches per iteration
+// (test/perf/counts.sh). The -D timers still fire: the runtime preempts a
+// spinning goroutine within 10 ms.
+func oneP() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
+}
 
 // verb is what a test measures, as perftest's testsStr names it.
 type verb int

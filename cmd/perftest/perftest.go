@@ -56,16 +56,52 @@ type session struct {
 	mine, remote []dest
 	credit       *credits // ib_send_bw on iWARP: the receive credits
 
-	posted, completed []int64 // nanoseconds since start of the process, per iteration
+	posted, completed []int64 // stamps (see now), per iteration
 	clock             *clock  // -D: the run's phases (nil: -n iterations)
 	base              time.Time
+	baseTicks         int64 // ticks() at base; 0: stamps are nanoseconds (tests)
 }
 
-// now is a monotonic timestamp in nanoseconds (perftest reads the TSC).
-func (s *session) now() int64 { return int64(time.Since(s.base)) }
+// now is a timestamp: CPU ticks since the session began (perftest reads
+// the TSC too), converted to nanoseconds by nsPerTick when reported. A
+// tick costs no syscall, where a clock read is one whenever the kernel's
+// clocksource has no vDSO read (hpet: the rig's 6.1 under TCG), once per
+// iteration on the latency loops' critical path.
+func (s *session) now() int64 {
+	if s.baseTicks == 0 {
+		return int64(time.Since(s.base))
+	}
+	return ticks() - s.baseTicks
+}
+
+// nsPerTick converts now's stamps into nanoseconds: the monotonic clock's
+// time since the session began over the ticks counted meanwhile.
+func (s *session) nsPerTick() float64 {
+	if s.baseTicks == 0 {
+		return 1
+	}
+	t, ns := ticks()-s.baseTicks, time.Since(s.base)
+	if t <= 0 || ns <= 0 {
+		return 1
+	}
+	return float64(ns) / float64(t)
+}
+
+// toNs converts stamps into nanoseconds in place.
+func (s *session) toNs(stamps ...[]int64) {
+	if s.baseTicks == 0 {
+		return
+	}
+	k := s.nsPerTick()
+	for _, v := range stamps {
+		for i := range v {
+			v[i] = int64(float64(v[i]) * k)
+		}
+	}
+}
 
 func perftest(c config, out, errOut io.Writer) (err error) {
-	s := &session{c: c, out: out, errOut: errOut, base: time.Now()}
+	s := &session{c: c, out: out, errOut: errOut, base: time.Now(), baseTicks: ticks()}
 	defer func() {
 		if cerr := s.close(); err == nil {
 			err = cerr

@@ -165,6 +165,7 @@ const latTail = 2
 // for round trips (rtt 2), sorted; min, max, median, average, standard
 // deviation and percentiles in microseconds.
 func (s *session) printLat(size, rtt int) {
+	s.toNs(s.posted)
 	iters := len(s.posted)
 	n := iters - 1
 	if n < latTail+1 {
@@ -207,6 +208,7 @@ func (s *session) printLat(size, rtt int) {
 // run and, unless -N, the peak over every window that ends in a
 // completion.
 func (s *session) bwFigures(size, total int) bwReport {
+	s.toNs(s.posted, s.completed)
 	c := s.c
 	format := 1048576.0 // MB/sec (perftest's MiB)
 	if c.gbits {

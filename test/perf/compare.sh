@@ -110,6 +110,6 @@ for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_
 done
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-5400} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} compare.sh --guest ${1:-all}"

@@ -1,0 +1,174 @@
+package uverbs
+
+import (
+	"context"
+	"os"
+	"time"
+)
+
+// DefaultWaitSpin is how long CQ.Wait polls an empty CQ at most before it
+// arms the CQ and parks, unless CQOptions.WaitSpin says otherwise. It is
+// long enough to cover a round trip on an emulated machine (rxe under
+// QEMU TCG: 0.1-1 ms); a CQ whose waits keep outlasting it stops
+// spinning (see CQ.Wait).
+const DefaultWaitSpin = time.Millisecond
+
+// WaitSpinEnv names the environment variable that, set to a duration
+// (time.ParseDuration: "200us", "5ms"; negative: no spinning), replaces
+// DefaultWaitSpin for the CQs a program creates without
+// CQOptions.WaitSpin, as rdma-core's RDMAV_* and rsocket's settings tune a
+// program from outside.
+const WaitSpinEnv = "GOVERBS_WAIT_SPIN"
+
+// defaultWaitSpin is DefaultWaitSpin, or WaitSpinEnv's duration.
+var defaultWaitSpin = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(WaitSpinEnv)); err == nil && d != 0 {
+		return d
+	}
+	return DefaultWaitSpin
+}()
+
+// spinChunk is how many polls Wait's spin makes between two looks at ctx.
+const spinChunk = 64
+
+// spinTimedChunks: a timed spin reads the clock once in this many chunks
+// (a clock read is a syscall under some clocksources: it must not count as
+// the cost of a poll).
+const spinTimedChunks = 8
+
+// spinCalibrateEvery: one spinning Wait in this many reads the clock, to
+// keep the cost of a poll (which converts WaitSpin into polls) current.
+const spinCalibrateEvery = 256
+
+// spinGiveUp is how many waits in a row must park (their spin found
+// nothing) before Wait stops spinning; it then spins (for spinProbeLength
+// caps) on one wait in spinProbeEvery, and spins on every wait again once
+// a spin finds a completion.
+const (
+	spinGiveUp      = 16
+	spinProbeEvery  = 8
+	spinProbeLength = 4 // a probe spins for this many caps
+)
+
+// waitSpin is a CQ's spin state. Wait spins for at most the cap (WaitSpin
+// converted into polls of the empty CQ by the measured cost of one, so
+// that a spin reads no clock and makes no syscall) and stops spinning
+// while its waits outlast the cap.
+type waitSpin struct {
+	capNs  int64 // the cap in ns; <= 0: never spin
+	pollPs int64 // cost of one empty poll, picoseconds; 0: not measured yet
+	waits  int64 // spinning waits, for the periodic calibration and the probes
+	parks  int64 // waits in a row that parked after their spin
+}
+
+func newWaitSpin(d time.Duration) waitSpin {
+	if d == 0 {
+		d = defaultWaitSpin
+	}
+	return waitSpin{capNs: int64(d)}
+}
+
+// capPolls is the cap in polls (0 until a poll has been timed).
+func (s *waitSpin) capPolls() int64 {
+	if s.pollPs <= 0 {
+		return 0
+	}
+	return max(s.capNs*1000/s.pollPs, 1)
+}
+
+// budget is how many polls the next wait may spin (0: none), and whether
+// it reads the clock to time them (then it spins for the cap by the
+// clock).
+func (s *waitSpin) budget() (polls int64, timed bool) {
+	if s.capNs <= 0 {
+		return 0, false
+	}
+	s.waits++
+	if s.parks >= spinGiveUp {
+		if s.waits%spinProbeEvery != 0 {
+			return 0, false // waits outlast the cap: park at once, probe now and then
+		}
+		if s.pollPs > 0 {
+			// A probe spins longer: in a ping-pong whose two sides both
+			// park, the peer's answer comes after its own wake-up, and
+			// only a spin that outlasts that finds it and lets both
+			// sides spin again.
+			return spinProbeLength * s.capPolls(), false
+		}
+	}
+	if s.pollPs <= 0 || s.waits%spinCalibrateEvery == 0 {
+		return -1, true
+	}
+	return s.capPolls(), false
+}
+
+// found records a spin that found a completion.
+func (s *waitSpin) found() { s.parks = 0 }
+
+// parked records a wait that parked.
+func (s *waitSpin) parked() {
+	if s.capNs > 0 {
+		s.parks++
+	}
+}
+
+// calibrate records that polls polls took ns nanoseconds. A spin shorter
+// than one clock interval (spinTimedChunks chunks) does not count: its
+// time is mostly the clock reads' (a syscall each under hpet), and it
+// would make a poll look dear and the cap, in polls, far too short.
+func (s *waitSpin) calibrate(polls, ns int64) {
+	if polls >= spinChunk*spinTimedChunks && ns > 0 {
+		s.pollPs = max(ns*1000/polls, 1)
+	}
+}
+
+// spin polls the CQ, found empty by Wait, for the adaptive spin budget.
+// It reports whether it ended the wait (with completions, an error or
+// ctx's error) and how many polls it spent.
+func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool, polls int64, err error) {
+	s := &cq.spinner
+	limit, timed := s.budget()
+	if limit == 0 {
+		return 0, false, 0, nil
+	}
+	var start int64
+	if timed {
+		start = nanotime()
+	}
+	done := ctx.Done()
+	for chunks := 1; ; chunks++ {
+		for range spinChunk {
+			polls++
+			if n, err = cq.Poll(wc); n > 0 || err != nil {
+				if err != nil {
+					if e := cq.waitClosed(); e != nil {
+						err = e // closed while spinning: Wait's own error
+					}
+				}
+				if timed {
+					s.calibrate(polls, nanotime()-start)
+				}
+				s.found()
+				return n, true, polls, err
+			}
+		}
+		if done != nil {
+			select {
+			case <-done:
+				return 0, true, polls, ctx.Err()
+			default:
+			}
+		}
+		if timed {
+			if chunks%spinTimedChunks != 0 {
+				continue
+			}
+			if el := nanotime() - start; el >= s.capNs {
+				s.calibrate(polls, el)
+				return 0, false, polls, nil
+			}
+		} else if polls >= limit {
+			return 0, false, polls, nil
+		}
+	}
+}
