@@ -179,7 +179,7 @@ retry=
 for i in 0 1; do
   [ -e "$work/rc$i" ] || continue
   # shellcheck disable=SC1090
-  r=$(rc=0 started=1; . "$work/rc$i"; [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; } && echo "$why")
+  r=$(rc=0 started=1; . "$work/rc$i"; if [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then echo "$why"; fi)
   [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r"
 done
 if [ -n "$retry" ]; then
