@@ -23,12 +23,12 @@ GO ?= go
 # -fuzztime duration runs out under load (golang/go#75804, fixed in Go 1.27;
 # seen here on FuzzSysfsDevices). A count has no deadline to race.
 FUZZTIME ?= 100000x
-# The kernels whose whole suite passes every time; 5.10 and newest are in the
-# matrix (make rig KERNELS="5.10 newest") and pass binary by binary, but not
-# yet here: rsocket's listener can hand out a connection whose iWARP
-# handshake never finished (rstream's siw0 interop, 1 case in ~40 on newest
-# and 5.10). See test/rig/README.md, "Kernel matrix".
-KERNELS ?= 6.1 6.12 6.12-arm64
+# The matrix (test/rig/README.md, "Kernel matrix"): Debian 11's 5.10, 6.1,
+# 6.12 and arm64 6.12; the newest kernel Debian publishes only when named
+# (KERNELS="... newest"): its siw_accept race leaves an rdma-core client's
+# first message unread in the goverbs server's socket in ~1 in 20 siw0
+# connects there (see the README), which a CI run must not gamble on.
+KERNELS ?= 5.10 6.1 6.12 6.12-arm64
 # The two machines of `make pair`: two different kernels, any of the matrix.
 PAIR_KERNELS ?= 6.1 6.12
 KERNEL ?= 6.1

@@ -22,8 +22,17 @@ import (
 //	good      boots like TCG
 //
 // With FAKE_TCG=lockup the TCG guest boots and then its kernel reports a soft
-// lockup forever (seen on 5.10: a task stuck in rxe). Every run appends its
-// -accel value to $FAKE_RUNS.
+// lockup forever (seen on 5.10: a task stuck in rxe). The boot-retry tests
+// (rig_retry_test.go) use more FAKE_TCG modes; "-once" ones fail the first
+// TCG run only and boot the next:
+//
+//	panic[-once]  the kernel panics 1.9 s into boot, before init's work
+//	              ("Oops: int3" in sched_clock_cpu: 6.12 under TCG, seen once)
+//	stall-once    init starts, then the console stays silent
+//	cmd-panic[-once]  a panic after init's "devices:" line, before the first RIG-START
+//	test-panic    a panic after the first RIG-START (a test was running)
+//
+// Every run appends its -accel value to $FAKE_RUNS.
 const fakeQEMU = `#!/bin/bash
 ulimit -c 0
 case " $* " in *" --version "*) echo "QEMU emulator version 0.0.0 (fake)"; exit 0 ;; esac
@@ -31,10 +40,30 @@ accel= prev=
 for a; do [ "$prev" = -accel ] && accel=$a; prev=$a; done
 echo "$accel" >> "$FAKE_RUNS"
 if [ "$accel" = tcg ] && [ "$FAKE_TCG" = lockup ]; then
-  echo "[rig 0.50s] init started"
+  echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"; echo "RIG-START: uverbs"
   while :; do echo "[ 1337.361488] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x.test:1190]"; sleep 0.2; done
 fi
-if [ "$accel" = tcg ]; then echo "[rig 0.50s] init started"; echo "RIG-EXIT: 7"; exit 0; fi
+panic() { echo "[    1.934375] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
+  echo "[    1.934375] RIP: 0010:sched_clock_cpu+0x10/0x190"
+  echo "[    1.951118] Kernel panic - not syncing: Fatal exception in interrupt"; exit 0; }
+if [ "$accel" = tcg ]; then
+  first=; [ "$(grep -c '^tcg$' "$FAKE_RUNS")" = 1 ] && first=1
+  case $FAKE_TCG in
+    panic) panic ;;
+    panic-once) [ -z "$first" ] || panic ;;
+    stall-once) [ -z "$first" ] || { echo "[rig 0.50s] init started"; exec sleep 300; } ;;
+  esac
+  echo "[rig 0.50s] init started"
+  echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
+  case $FAKE_TCG in
+    cmd-panic) panic ;;
+    cmd-panic-once) [ -z "$first" ] || panic ;;
+  esac
+  echo "RIG-START: uverbs"
+  [ "$FAKE_TCG" != test-panic ] || panic
+  echo "RIG-RESULT: uverbs PASS 0 0.1"
+  echo "RIG-EXIT: 7"; exit 0
+fi
 case $FAKE_KVM in
   internal) echo "KVM internal error. Suberror: 1" >&2; echo "emulation failure" >&2; exec sleep 300 ;;
   abort) echo "qemu-system-x86_64: ../../accel/kvm/kvm-all.c:2889: kvm_buf_set_msrs: Assertion 'ret == cpu->kvm_msr_buf->nmsrs' failed." >&2
@@ -52,6 +81,7 @@ type rigAccel struct {
 	t                         *testing.T
 	bash, dir, runs, cache    string
 	vmlinux, initrd, kvm, lib string
+	out                       string // the last boot's output (stderr and the report)
 }
 
 func newRigAccel(t *testing.T) *rigAccel {
@@ -106,6 +136,7 @@ echo "rc=$rc accel=$RIG_BOOT_ACCEL why=${RIG_BOOT_WHY:-} note=${RIG_BOOT_NOTE:-}
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
 	took = time.Since(t0)
+	r.out = string(out)
 	if err != nil {
 		r.t.Fatalf("rig_qemu with fake QEMU (%s): %v\n%s", mode, err, out)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -73,6 +74,17 @@ func TestSlowPathRig(t *testing.T) {
 				defer c.Close()
 				gidQueries := slowPath(t, c, name == "siw0")
 				checkRecorded(t, rec, pol.p, gidQueries)
+				if pol.p == PolicyAuto {
+					// which way each verb went on this kernel (a method the
+					// kernel lacks goes by write() under auto), for the
+					// per-kernel note in test/rig/README.md
+					var ways []string
+					for verb, tr := range c.Transports() {
+						ways = append(ways, verb+"="+tr.String())
+					}
+					sort.Strings(ways)
+					t.Logf("auto transports on %s: %s", name, strings.Join(ways, " "))
+				}
 				for verb, tr := range c.Transports() {
 					want := CommandIoctl
 					if pol.p == PolicyWrite {

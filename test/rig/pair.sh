@@ -105,17 +105,23 @@ done
 
 # ---- the socket network: A listens on a free port of 127.0.0.1, B connects ----
 port=
-for _ in $(seq 50); do
-  p=$((20000 + RANDOM % 40000))
-  ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { port=$p; break; }
-done
-[ -n "$port" ] || die "no free TCP port for the socket network"
+free_port() {
+  local p; port=
+  for _ in $(seq 50); do
+    p=$((20000 + RANDOM % 40000))
+    ss -Htln "sport = :$p" 2>/dev/null | grep -q . || { port=$p; break; }
+  done
+  [ -n "$port" ] || die "no free TCP port for the socket network"
+}
 net() { printf -- '-netdev socket,id=pair,%s=127.0.0.1:%s -device virtio-net-pci,netdev=pair,mac=52:54:00:77:00:0%s' "$1" "$port" "$2"; }
 
 # A guest silent for longer than a pingpong client may wait and run is hung.
 export RIG_STALL=${RIG_STALL:-$(( ${PAIR_STEP_WAIT:-600} + ${PAIR_STEP_TIMEOUT:-600} + 120 ))}
 # boot I: guest I (0 = A, 1 = B) in the background; its result in $work/rc$I.
 export RIG_QUIET=1
+# A guest whose boot failed before its command started is not booted again
+# alone (its partner's socket network went with it): both are, once (below).
+export RIG_BOOT_RETRY=0
 boot() {
   local i=$1 name k logf rc=0; name=$([ "$i" = 0 ] && echo A || echo B)
   k=${ks[$i]} logf=$RIG_OUT/pair-$name-${ks[$i]}.log
@@ -125,9 +131,13 @@ boot() {
   tail -n +1 -F --pid="$me" "$logf" 2>/dev/null | sed -u "s/^/[$name $k] /" &
   # shellcheck disable=SC2046 # net's words are qemu arguments
   rig_boot "${envs[$i]}" "$work/ov$i" "$logf" "$tmo" $(net "$2" $((i + 1))) || rc=$?
-  printf 'rc=%q why=%q secs=%q accel=%q note=%q\n' "$rc" "$RIG_BOOT_WHY" "$RIG_BOOT_SECS" \
-    "$RIG_BOOT_ACCEL" "$RIG_BOOT_NOTE" > "$work/rc$i"
+  printf 'rc=%q why=%q secs=%q accel=%q note=%q started=%q\n' "$rc" "$RIG_BOOT_WHY" "$RIG_BOOT_SECS" \
+    "$RIG_BOOT_ACCEL" "$RIG_BOOT_NOTE" "$RIG_BOOT_STARTED" > "$work/rc$i"
 }
+# boot_pair: boot both guests on a new socket network and wait for both.
+boot_pair() {
+pids=(); rm -f "$work/rc0" "$work/rc1"
+free_port
 log "two machines: A ${ks[0]} (listens on 127.0.0.1:$port), B ${ks[1]} (connects)"
 boot 0 listen & pids+=($!)
 # B may connect only once A's QEMU listens (A packs its initramfs first).
@@ -159,6 +169,24 @@ while :; do
   sleep 1
 done
 wait 2>/dev/null || true
+}
+boot_pair
+# A guest that panicked, stalled or ended before its command started (a
+# boot-time fault of the kernel under TCG: lib.sh's rig_qemu, "Boot retry")
+# ran nothing: both guests boot once more, saying so. A failure after a
+# command started is never retried.
+retry=
+for i in 0 1; do
+  [ -e "$work/rc$i" ] || continue
+  # shellcheck disable=SC1090
+  r=$(rc=0 started=1; . "$work/rc$i"; if [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then echo "$why"; fi)
+  [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r"
+done
+if [ -n "$retry" ]; then
+  for n in "A-${ks[0]}" "B-${ks[1]}"; do mv -f "$RIG_OUT/pair-$n.log" "$RIG_OUT/pair-$n.log.boot-failed" 2>/dev/null || true; done
+  log "a guest's boot failed before its command started ($retry; consoles in $RIG_OUT/pair-*.log.boot-failed): retrying both boots once"
+  boot_pair
+fi
 
 # ---- both results ----
 fail=0; lines=(); steps=()
@@ -171,6 +199,7 @@ for i in 0 1; do
   [ "$rc" = 0 ] || fail=1
   if [ -n "$why" ] || [ "$rc" != 0 ]; then console_tail "$logf"; fi
   ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] pair: .*/\1/p' | tail -1)
+  [ -z "$retry" ] || note="${note:+$note; }both boots retried once: a boot failed before its command started ($retry)"
   lines+=("$(printf 'guest %s %-10s exit %s; build %ss; rxe1 ready at %ss guest time; boot+command %ss wall (%s)%s' \
     "$name" "$k" "$rc" "${builds[$i]}" "${ready:-?}" "${secs:-?}" "${accel:-no boot}" "${why:+; $why}${note:+; $note}")")
   while read -r _ n pair role r st s; do steps+=("$n $pair $role $r $st $s"); done < <(tr -d '\r' < "$logf" | grep '^PAIR-STEP: ')

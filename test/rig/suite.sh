@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-6.1 6.12 6.12-arm64}; tools=()
+kernels=${KERNELS:-5.10 6.1 6.12 6.12-arm64}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
@@ -125,6 +125,11 @@ T=${RIG_TEST_TIMEOUT:-1200}
 # Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)
 # with a goroutine dump, so console silence past T + 60 s means the guest hung.
 RIG_STALL=${RIG_STALL:-$((T + 60))}
+# A boot that ends before its first RIG-START line (no test ran: a kernel
+# that panicked during boot under TCG, a stall) is run once more by rig_boot,
+# saying so; one that ends after a test started is a failure as it stands.
+# shellcheck disable=SC2034 # read by lib.sh's rig_qemu_once
+RIG_BOOT_MARK='^RIG-START: '
 pass=0; fail=0; summary=(); boots=(); ki=0
 for envf in "${envs[@]}"; do
   kpass=$pass kfail=$fail
