@@ -38,7 +38,7 @@ const tracefs = "/sys/kernel/tracing"
 // sysHist is the histogram of syscalls by command name and syscall.
 // (by thread, shown with its command name: common_comm is no hist key on
 // 6.1).
-const sysHist = "hist:keys=common_pid.execname,id.syscall:vals=hitcount:size=8192"
+const sysHist = "hist:keys=common_pid.execname,id.syscall:vals=hitcount:size=16384"
 
 var histLine = regexp.MustCompile(`(?m)^\{ common_pid: (\S+)\s*\[\s*\d+\], id: (\S+)\s*\[\s*\d+\] \} hitcount:\s+(\d+)$`)
 
@@ -47,15 +47,61 @@ var histLine = regexp.MustCompile(`(?m)^\{ common_pid: (\S+)\s*\[\s*\d+\], id: (
 // sides made, by name, as the kernel counted them (a tracefs histogram on
 // raw_syscalls:sys_enter keyed by command name: goverbs' side runs under
 // the name gv_ib_<test>, perftest's as ib_<test>).
+//
+// perftest's own ib_send_lat -e hangs on 6.12: both sides blocked in
+// read() of the completion channel (ib_uverbs_event_read; the kernel
+// stacks are logged). It is a hazard per run, not per iteration: in one
+// run, 8 of 14 perftest pairs at 64 B hung, pairs of 20 iterations as
+// often as pairs of 100; in others 2 B and 4 KiB pairs hung as well.
+// perftest waits on one channel for both of its CQs and 6.12's rxe
+// completes sends from a work queue: an event of one CQ taken while the
+// other is awaited would do it (not proven). It was seen in the session-6
+// fresh-clone check and in test/perf/compare.sh on 7.3; 6.1 never showed
+// it. So a perftest pair still running after perftestBound is killed and
+// run again, up to perftestTries times, each in a fresh histogram.
+// goverbs' pair is not retried.
 func syscallsOf(t *testing.T, gv string, test string, ours bool, flags []string, iters int) map[string]int {
 	t.Helper()
-	trig := tracefs + "/events/raw_syscalls/sys_enter/trigger"
-	if err := os.WriteFile(trig, []byte(sysHist), 0); err != nil {
-		t.Fatalf("arming the syscall histogram: %v", err)
+	for try := 1; ; try++ {
+		got, hung := syscallsOnce(t, gv, test, ours, flags, iters)
+		if !hung {
+			return got
+		}
+		if ours || try == perftestTries {
+			t.Fatalf("the %s pair (ours %v) still ran after %v, %d times", test, ours, boundOf(ours), try)
+		}
+		t.Logf("perftest's own ib_%s %v (%d iterations) hung (try %d, killed after %v): running it again", test, flags, iters, try, perftestBound)
 	}
-	disarm := func() { os.WriteFile(trig, []byte("!"+sysHist), 0) }
-	defer disarm()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+}
+
+// pairBound bounds one run of goverbs' pair, perftestBound one of
+// perftest's (a pair takes 1-5 s in a TCG guest); perftestTries is how
+// often a perftest pair that hangs is run (at 8 hangs in 14 runs, 20
+// tries all hang once in 10^5); perftestIters are the iterations of
+// perftest's short and long run (fewer than goverbs': a hang costs less
+// time; perftest's count per iteration is exact, its set-up cancels).
+const (
+	pairBound     = 90 * time.Second
+	perftestBound = 20 * time.Second
+	perftestTries = 20
+)
+
+var perftestIters = [2]int{20, 100}
+
+// boundOf is how long one pair may run.
+func boundOf(ours bool) time.Duration {
+	if ours {
+		return pairBound
+	}
+	return perftestBound
+}
+
+// syscallsOnce is one run of syscallsOf; hung reports a pair killed at
+// its bound.
+func syscallsOnce(t *testing.T, gv string, test string, ours bool, flags []string, iters int) (got map[string]int, hung bool) {
+	t.Helper()
+	clearHist(t)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	port := nextPort()
 	args := append([]string{"-d", "rxe0", "-x", "1", "-F", "-p", strconv.Itoa(port), "-n", strconv.Itoa(iters)}, flags...)
@@ -71,10 +117,22 @@ func syscallsOf(t *testing.T, gv string, test string, ours bool, flags []string,
 		}
 		return exec.CommandContext(ctx, "ib_"+test, a...)
 	}
-	srv := rigtest.Start(t, "server", cmd(false))
+	sc, cc := cmd(false), cmd(true)
+	srv := rigtest.Start(t, "server", sc)
 	rigtest.WaitTCPListen(t, srv, port, time.Minute)
-	cli := rigtest.Start(t, "client", cmd(true))
+	cli := rigtest.Start(t, "client", cc)
+	// A pair still running at its bound is killed, after its kernel
+	// stacks and output are logged: where a hang sits.
+	where := make(chan string, 1)
+	bound := time.AfterFunc(boundOf(ours), func() {
+		where <- stacksOf("server", sc) + stacksOf("client", cc)
+		cancel()
+	})
 	if cerr, serr := cli.Wait(), srv.Wait(); cerr != nil || serr != nil {
+		if !bound.Stop() {
+			t.Logf("killed after %v:\n%sserver's output:\n%s\nclient's output:\n%s", boundOf(ours), <-where, tail(srv.Output()), tail(cli.Output()))
+			return nil, true
+		}
 		t.Fatalf("client: %v, server: %v\n%s%s", cerr, serr, srv.Output(), cli.Output())
 	}
 	h, err := os.ReadFile(tracefs + "/events/raw_syscalls/sys_enter/hist")
@@ -85,7 +143,7 @@ func syscallsOf(t *testing.T, gv string, test string, ours bool, flags []string,
 	if ours {
 		comm = filepath.Base(gv)
 	}
-	got := map[string]int{}
+	got = map[string]int{}
 	for _, m := range histLine.FindAllStringSubmatch(string(h), -1) {
 		if m[1] == comm {
 			n, _ := strconv.Atoi(m[3])
@@ -95,7 +153,74 @@ func syscallsOf(t *testing.T, gv string, test string, ours bool, flags []string,
 	if len(got) == 0 {
 		t.Fatalf("the histogram has no syscalls of %s:\n%s", comm, h)
 	}
-	return got
+	if m := histDropped.FindSubmatch(h); m == nil || string(m[1]) != "0" {
+		t.Fatalf("the histogram dropped entries (its size is too small):\n%s", h)
+	}
+	return got, false
+}
+
+// histDropped is the histogram's count of events it had no room for.
+var histDropped = regexp.MustCompile(`(?m)^\s*Dropped:\s*(\d+)`)
+
+// trigger is the file that arms, clears and disarms the histogram.
+const trigger = tracefs + "/events/raw_syscalls/sys_enter/trigger"
+
+// armHist arms the syscall histogram for the rest of the test. It is
+// armed once: arming and disarming switch the tracepoint's static key,
+// which patches kernel text, and a 6.12 TCG guest once died of that in
+// this test ("Oops: int3" in ttwu_do_activate, a patched site, when the
+// histogram was armed and disarmed around every pair). Writing with
+// O_TRUNC (os.WriteFile) would also remove every trigger first.
+func armHist(t *testing.T) {
+	writeTrigger(t, sysHist)
+	t.Cleanup(func() { writeTrigger(t, "!"+sysHist) })
+}
+
+// clearHist empties the armed histogram (":clear" changes an existing
+// trigger; nothing is patched).
+func clearHist(t *testing.T) { writeTrigger(t, sysHist+":clear") }
+
+// writeTrigger appends one command to the trigger file.
+func writeTrigger(t *testing.T, cmd string) {
+	t.Helper()
+	f, err := os.OpenFile(trigger, os.O_WRONLY|os.O_APPEND, 0)
+	if err == nil {
+		_, err = f.WriteString(cmd)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		t.Fatalf("writing %q to %s: %v", cmd, trigger, err)
+	}
+}
+
+// stacksOf is the kernel stack of each thread of a running command, for
+// the log of a pair that hung.
+func stacksOf(name string, c *exec.Cmd) string {
+	if c.Process == nil {
+		return name + ": not started\n"
+	}
+	dir := fmt.Sprintf("/proc/%d/task", c.Process.Pid)
+	tids, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Sprintf("%s: %v\n", name, err)
+	}
+	var b strings.Builder
+	for _, tid := range tids {
+		st, _ := os.ReadFile(filepath.Join(dir, tid.Name(), "stack"))
+		fmt.Fprintf(&b, "%s thread %s:\n%s", name, tid.Name(), st)
+	}
+	return b.String()
+}
+
+// tail is the end of a command's output.
+func tail(s string) string {
+	const n = 600
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
 }
 
 // perIteration is the syscalls one iteration costs (both sides): the
@@ -103,7 +228,10 @@ func syscallsOf(t *testing.T, gv string, test string, ours bool, flags []string,
 // (the setup, the same in both, cancels), in total without the clock
 // reads, and by name.
 func perIteration(t *testing.T, gv, test string, ours bool, flags []string) (float64, string) {
-	const n1, n2 = 200, 1200
+	n1, n2 := 200, 1200
+	if !ours {
+		n1, n2 = perftestIters[0], perftestIters[1]
+	}
 	a := syscallsOf(t, gv, test, ours, flags, n1)
 	b := syscallsOf(t, gv, test, ours, flags, n2)
 	total := 0
@@ -115,12 +243,12 @@ func perIteration(t *testing.T, gv, test string, ours bool, flags []string) (flo
 		if !clockReads[k] {
 			total += d
 		}
-		if f := float64(d) / (n2 - n1); f >= 0.05 {
+		if f := float64(d) / float64(n2-n1); f >= 0.05 {
 			by = append(by, fmt.Sprintf("%s %.2f", k, f))
 		}
 	}
 	slices.Sort(by)
-	return float64(total) / (n2 - n1), strings.Join(by, ", ")
+	return float64(total) / float64(n2-n1), strings.Join(by, ", ")
 }
 
 // TestSyscallsPerIterationRig counts, in the guest kernel, the syscalls
@@ -145,7 +273,7 @@ func TestSyscallsPerIterationRig(t *testing.T) {
 	// The count cannot be taken there; the test says so and checks that
 	// refusal rather than failing on a missing kernel feature.
 	if _, err := os.Stat(tracefs + "/events/raw_syscalls/sys_enter/hist"); errors.Is(err, fs.ErrNotExist) {
-		err := os.WriteFile(tracefs+"/events/raw_syscalls/sys_enter/trigger", []byte(sysHist), 0)
+		err := os.WriteFile(trigger, []byte(sysHist), 0)
 		if !errors.Is(err, syscall.EINVAL) {
 			t.Fatalf("no hist file, yet arming the histogram gave %v, not EINVAL", err)
 		}
@@ -156,6 +284,7 @@ func TestSyscallsPerIterationRig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	armHist(t)
 	for _, tc := range []struct {
 		test  string
 		flags []string
