@@ -27,7 +27,7 @@
 // flags word atomically, copies the entry if it is valid, and stores 0.
 // What each atomic of PostRecv is for is in recvQueue.post: per entry an
 // acquire load and a release store (sequentially consistent in Go), per
-// call the mutex.
+// call the queue's lock.
 //
 // # The doorbell rule
 //
@@ -102,8 +102,10 @@
 // # Concurrency
 //
 // PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for
-// concurrent use (a mutex per ring, held across PostSend's doorbell, as
-// libsiw holds its lock). One goroutine polls a CQ at a time; Poll takes no
+// concurrent use (a lock per ring: a mutex for the send queue, held across
+// PostSend's doorbell as libsiw holds its lock; a spin lock for a receive
+// queue, whose critical section is a few dozen instructions, as libsiw's
+// is). One goroutine polls a CQ at a time; Poll takes no
 // lock and may run concurrently with Close, which retires the ring by
 // replacing its mapping with private zeroed memory (abi.File.Unshare) and
 // unmaps that once no Poll can hold it (runtime.AddCleanup). Every

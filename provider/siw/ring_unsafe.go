@@ -166,6 +166,15 @@ func flagWord(flags uint16, numSGE, opcode uint8) uint32 {
 // send or receive entry's flag word.
 var wqeValid = flagWord(abi.SIW_WQE_VALID, 0, 0)
 
+// cqeWord is the native-endian 32-bit word holding a CQE's flags, opcode
+// (__u8 each) and status (__u16), in that order: cqeFields' inverse.
+func cqeWord(flags, opcode uint8, status uint16) uint32 {
+	var b [4]byte
+	b[0], b[1] = flags, opcode
+	binary.NativeEndian.PutUint16(b[2:], status)
+	return binary.NativeEndian.Uint32(b[:])
+}
+
 // cqeFields splits a CQE's first word after the id: flags (__u8), opcode
 // (__u8), status (__u16).
 func cqeFields(w uint32) (flags, opcode uint8, status uint16) {
