@@ -44,14 +44,18 @@ func TestPostRecvOneSGE(t *testing.T) {
 	if n != 0 || !errors.Is(err, unix.ENOMEM) || !errors.As(err, &we) || we.Index != 0 || we.Verb != "PostRecv" {
 		t.Errorf("PostRecv into a full ring = %d, %v; want 0 and a PostRecv WRError wrapping ENOMEM", n, err)
 	}
-	// Too long for one receive (2^31 bytes at most): EINVAL.
+	if !bytes.Equal(before, rq.mem) {
+		t.Error("a receive refused for room changed the ring")
+	}
+	// Too long for one receive (2^31 bytes at most): EINVAL. The entry
+	// is ours: post may have written its id and SGE, but its flags stay.
 	rq.word(0, offRqFlags).Store(0) // the kernel took entry 0
-	before = bytes.Clone(rq.mem)
+	words := flagWords(rq)
 	if n, err := qp.PostRecv(recv1(9, 1<<31+1)); n != 0 || !errors.Is(err, unix.EINVAL) || !errors.As(err, &we) || we.Index != 0 {
 		t.Errorf("PostRecv of one 2^31+1-byte SGE = %d, %v; want 0 and a WRError wrapping EINVAL", n, err)
 	}
-	if !bytes.Equal(before, rq.mem) {
-		t.Error("a refused receive changed the ring")
+	if !slices.Equal(words, flagWords(rq)) {
+		t.Errorf("a refused receive changed flags words: %#x, were %#x", flagWords(rq), words)
 	}
 	// The next one goes into entry 0, the one the kernel gave back.
 	if n, err := qp.PostRecv(recv1(10, 1<<31)); n != 1 || err != nil || rq.rqe(0).Id != 10 {
@@ -235,6 +239,106 @@ func TestPollConversions(t *testing.T) {
 			if wc[i] != want[i] {
 				t.Errorf("completion %d: %+v, want %+v", i, wc[i], want[i])
 			}
+		}
+	}
+}
+
+// TestPostSendOne: PostSend's one-request fast path writes what the
+// general path (postSend) writes, rings when it rings and refuses what it
+// refuses with the same answer: each case runs on two fresh QPs, one
+// through PostSend, one through postSend, and the rings, results and
+// doorbells are compared.
+func TestPostSendOne(t *testing.T) {
+	sge := func(n int) []provider.SGE {
+		s := make([]provider.SGE, n)
+		for i := range s {
+			s[i] = provider.SGE{Addr: 0x1000 * uint64(i+1), Length: uint32(10 * (i + 1)), LKey: uint32(0x11 * (i + 1))}
+		}
+		return s
+	}
+	type setup struct {
+		sigAll bool
+		state  provider.QPState
+		busy   bool  // the entry before the first is still valid: no doorbell
+		full   bool  // every entry is the kernel's
+		closed bool  // the QP was closed
+		lost   bool  // the device is gone
+		dbErr  error // the doorbell's error
+		take   bool  // the kernel takes the entry before the doorbell fails
+	}
+	cases := []struct {
+		name string
+		s    setup
+		wr   provider.SendWR
+	}{
+		{"SEND, no SGE", setup{}, provider.SendWR{ID: 1, Opcode: provider.WRSend}},
+		{"SEND signaled solicited, 1 SGE", setup{}, provider.SendWR{ID: 2, Opcode: provider.WRSend, Flags: provider.SendSignaled | provider.SendSolicited, SGL: sge(1)}},
+		{"SEND, 6 SGEs", setup{}, provider.SendWR{ID: 3, Opcode: provider.WRSend, SGL: sge(6)}},
+		{"WRITE fenced, 2 SGEs", setup{}, provider.SendWR{ID: 4, Opcode: provider.WRRDMAWrite, Flags: provider.SendFence, RemoteAddr: 0xabc0, RKey: 0x77, SGL: sge(2)}},
+		{"WRITE on a QP signaling all", setup{sigAll: true}, provider.SendWR{ID: 5, Opcode: provider.WRRDMAWrite, RemoteAddr: 0x10, RKey: 1, SGL: sge(1)}},
+		{"SEND behind a busy entry", setup{busy: true}, provider.SendWR{ID: 6, Opcode: provider.WRSend, SGL: sge(1)}},
+		{"SEND into a full ring", setup{full: true}, provider.SendWR{ID: 7, Opcode: provider.WRSend, SGL: sge(1)}},
+		{"SEND in RESET", setup{state: provider.QPStateReset}, provider.SendWR{ID: 8, Opcode: provider.WRSend}},
+		{"SEND in ERR", setup{state: provider.QPStateErr}, provider.SendWR{ID: 9, Opcode: provider.WRSend}},
+		{"SEND on a closed QP", setup{closed: true}, provider.SendWR{ID: 10, Opcode: provider.WRSend}},
+		{"SEND on a lost device", setup{lost: true}, provider.SendWR{ID: 11, Opcode: provider.WRSend}},
+		{"SEND, doorbell refused", setup{dbErr: unix.ENOTCONN}, provider.SendWR{ID: 12, Opcode: provider.WRSend, SGL: sge(1)}},
+		{"SEND, doorbell refused after the kernel took it", setup{dbErr: unix.ENOTCONN, take: true}, provider.SendWR{ID: 13, Opcode: provider.WRSend}},
+		{"SEND, 7 SGEs", setup{}, provider.SendWR{ID: 14, Opcode: provider.WRSend, SGL: sge(7)}},
+		{"SEND, unknown flag", setup{}, provider.SendWR{ID: 15, Opcode: provider.WRSend, Flags: 1 << 6}},
+		{"WRITE of 2^31+1 bytes", setup{}, provider.SendWR{ID: 16, Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{{Length: 1 << 31}, {Length: 1}}}},
+	}
+	type result struct {
+		n         int
+		err       string
+		ring      []byte
+		doorbells int64
+	}
+	run := func(s setup, wr provider.SendWR, post func(*QP, []provider.SendWR) (int, error)) result {
+		fk, c := testContext(t)
+		qp, sq, _ := testQP(t, fk, c, 4, 4, false, s.sigAll)
+		qp.Modified(provider.QPStateRTS)
+		if s.state != 0 {
+			qp.Modified(s.state)
+		}
+		var get uint32
+		if s.busy || s.full {
+			n := 1 // entry 0 valid: the kernel has yet to take it
+			if s.full {
+				n = 4
+			}
+			if _, err := qp.PostSend(make([]provider.SendWR, n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.lost {
+			fk.dbErr = unix.EIO
+			c.DeviceLost()
+		}
+		fk.dbErr = s.dbErr
+		if s.take {
+			fk.onDoorbell = func(uint32) { kernelTake(sq, &get) }
+		}
+		if s.closed {
+			qp.Close()
+		}
+		dbs := fk.doorbells.Load()
+		n, err := post(qp, []provider.SendWR{wr})
+		r := result{n: n, ring: bytes.Clone(sq.mem), doorbells: fk.doorbells.Load() - dbs}
+		if err != nil {
+			r.err = err.Error()
+		}
+		return r
+	}
+	for _, tc := range cases {
+		fast := run(tc.s, tc.wr, (*QP).PostSend)
+		general := run(tc.s, tc.wr, (*QP).postSend)
+		if fast.n != general.n || fast.err != general.err || fast.doorbells != general.doorbells {
+			t.Errorf("%s: PostSend = %d, %q, %d doorbells; postSend = %d, %q, %d doorbells",
+				tc.name, fast.n, fast.err, fast.doorbells, general.n, general.err, general.doorbells)
+		}
+		if !bytes.Equal(fast.ring, general.ring) {
+			t.Errorf("%s: PostSend and postSend wrote different rings", tc.name)
 		}
 	}
 }

@@ -106,7 +106,88 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 // doorbell if the kernel may be idle (the doorbell rule in the package
 // doc). A refused list (a *WRError) leaves the ring as it was. It
 // allocates nothing unless it fails.
+//
+// The common call, one SEND or RDMA WRITE that provider.SendOK passes,
+// not inline, is written here without a further call but the doorbell's
+// (issue 16: libsiw's cost): if the queue's mutex is free (TryLock), the
+// queue open, the device there, the QP neither in RESET nor in ERR and the
+// next entry ours, it writes the entry, stores its flags word and, by the
+// doorbell rule, returns or rings (kick). Anything else (a list, another
+// opcode, inline data, a held mutex, any refusal) goes to postSend, which
+// waits for the mutex, checks everything again and answers with the
+// error: the fast path refuses nothing itself.
 func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) != 1 {
+		return qp.postSend(wrs)
+	}
+	wr := &wrs[0]
+	sq := &qp.sq
+	if 1<<wr.Opcode&plainOps == 0 || wr.Flags&provider.SendInline != 0 || !provider.SendOK(&sq.caps, wr) {
+		return qp.postSend(wrs)
+	}
+	if !sq.mu.TryLock() {
+		return qp.postSend(wrs) // postSend waits for the mutex
+	}
+	// Every way out below is a return (a tail call, or constants after
+	// Unlock): nothing is live across a call, so nothing is spilled.
+	r := sq.r
+	if r == nil {
+		goto slow
+	}
+	if qp.c.lost.Load() {
+		goto slow
+	}
+	if st := qp.State(); st == provider.QPStateReset || st == provider.QPStateErr {
+		goto slow
+	}
+	{
+		put := sq.put
+		e, w := r.sendEntry(put)
+		if w.Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) != 0 { // still the kernel's: full
+			goto slow
+		}
+		e.Id = wr.ID
+		op, rkey, raddr := uint8(abi.SIW_OP_WRITE), wr.RKey, wr.RemoteAddr
+		if wr.Opcode == provider.WRSend {
+			op, rkey, raddr = abi.SIW_OP_SEND, 0, 0
+		}
+		e.Rkey = rkey
+		e.SetRaddr(raddr)
+		flags := uint16(abi.SIW_WQE_VALID)
+		if wr.Flags&provider.SendSignaled != 0 || qp.sigAll {
+			flags |= abi.SIW_WQE_SIGNALLED
+		}
+		if wr.Flags&provider.SendSolicited != 0 {
+			flags |= abi.SIW_WQE_SOLICITED
+		}
+		if wr.Flags&provider.SendFence != 0 {
+			flags |= abi.SIW_WQE_READ_FENCE
+		}
+		sgl := wr.SGL
+		sges := sqeSGEs(e)[:len(sgl)] // at most MaxSGE <= SIW_MAX_SGE (SendOK)
+		var length uint64
+		for j := range sges {
+			s := &sgl[j]
+			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += uint64(s.Length)
+		}
+		w.Store(flagWord(flags, uint8(len(sgl)), op)) // publishes the entry
+		// The doorbell rule: see postSend.
+		kick := r.n == 1 || r.word(put-1, offFlags).Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) == 0
+		sq.put = put + 1
+		if kick {
+			return qp.ring(r, put, wrs, length)
+		}
+		sq.mu.Unlock()
+		return 1, nil
+	}
+slow:
+	sq.mu.Unlock()
+	return qp.postSend(wrs)
+}
+
+// postSend is PostSend but for its one-request fast path.
+func (qp *QP) postSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
@@ -170,6 +251,15 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		sq.mu.Unlock()
 		return len(wrs), nil
 	}
+	return qp.ring(r, put, wrs, out)
+}
+
+// ring writes the doorbell for the requests wrs, of out bytes, that
+// PostSend placed at put and unlocks the send queue. A refused doorbell
+// takes them back if the kernel owns none of them (a *WRError), or says
+// they stay posted (a *DoorbellError).
+func (qp *QP) ring(r *ring, put uint32, wrs []provider.SendWR, out uint64) (int, error) {
+	sq := &qp.sq
 	var err error
 	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])

@@ -95,6 +95,13 @@ func (r *ring) recvEntry(i uint32) (*abi.SiwRqe, *atomic.Uint32) {
 	return (*abi.SiwRqe)(p), (*atomic.Uint32)(unsafe.Add(p, offRqFlags))
 }
 
+// sendEntry is entry i of a send ring (of siw_sqe, a constant size) and
+// its flags word.
+func (r *ring) sendEntry(i uint32) (*abi.SiwSqe, *atomic.Uint32) {
+	p := unsafe.Add(r.base, uintptr(i&(r.n-1))*uintptr(sqeSize))
+	return (*abi.SiwSqe)(p), (*atomic.Uint32)(unsafe.Add(p, offFlags))
+}
+
 // cqEntry is entry i of a CQ ring (of siw_cqe, a constant size) and the
 // word holding its flags, opcode and status.
 func (r *ring) cqEntry(i uint32) (*abi.SiwCqe, *atomic.Uint32) {
