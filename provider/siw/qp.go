@@ -173,7 +173,8 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		}
 		w.Store(flagWord(flags, uint8(len(sgl)), op)) // publishes the entry
 		// The doorbell rule: see postSend.
-		kick := r.n == 1 || r.word(put-1, offFlags).Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) == 0
+		_, prev := r.sendEntry(put - 1)
+		kick := r.n == 1 || prev.Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) == 0
 		sq.put = put + 1
 		if kick {
 			return qp.ring(r, put, wrs, length)
