@@ -54,6 +54,18 @@
 // next completion, or a solicited one) and clears when it raises the
 // event. None of them allocates, unless it fails.
 //
+// # Cost
+//
+// The common calls have fast paths written in the method itself, with no
+// further call and nothing spilled (issue 16: the aim is libsiw's cost):
+// PostRecv of one request of one SGE, PostSend of one SEND or RDMA WRITE
+// that is not inline (the doorbell, when the rule asks for it, is a tail
+// call), and Poll. They refuse nothing themselves: anything unusual or
+// wrong (a list, another shape, a held lock, a closed queue, a lost
+// device, ERR, a full ring) goes to the general path, which checks
+// everything again under the lock and answers. test/icount/icount.sh
+// counts them.
+//
 // # What siw carries
 //
 // RC only (no UD, no UC), no address handles. Send opcodes: SEND,
