@@ -74,47 +74,70 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	}
 	get := s.get
 	n := 0
-	for n < len(wc) {
+	for ; n < len(wc); n++ {
 		e, w := r.cqEntry(get)
 		v := w.Load() // acquire: the entry is complete once its flag is set
-		flags, op, status := cqeFields(v)
-		if flags&abi.SIW_WQE_VALID == 0 {
+		if v&cqeWord(abi.SIW_WQE_VALID, 0, 0) == 0 {
 			break
 		}
 		if cq.st.Load() != s {
 			break // closed meanwhile: r is a zeroed copy from now on
 		}
-		toWC(&wc[n], e, flags, op, status)
+		// The completion, written field by field (toWC, by hand: it is
+		// too big to inline, and a composite literal is built on the
+		// stack and copied).
+		flags, op, status := cqeFields(v)
+		c := &wc[n]
+		*c = provider.WorkCompletion{}
+		c.ID = e.Id
+		c.ByteLen = e.Bytes
+		c.QPNum = uint32(e.QpId())
+		c.Opcode = wcOpcode[op]
+		if int(status) < len(wcStatus) {
+			c.Status = wcStatus[status]
+		} else {
+			c.Status = provider.WCGeneralErr
+			c.VendorErr = uint32(status)
+		}
+		if flags&abi.SIW_WQE_REM_INVAL != 0 {
+			c.Flags = provider.WCWithInv
+			c.Imm = e.InvalStag()
+		}
 		w.Store(0) // release: the kernel may reuse the entry
 		get++
-		n++
 	}
-	s.get = get
 	runtime.KeepAlive(r)
 	if n == 0 {
 		if cur := cq.st.Load(); cur.r == nil {
 			return 0, cur.err
 		}
+		return 0, nil
 	}
+	s.get = get
 	return n, nil
 }
 
 // wcOpcode maps a CQE's siw_opcode to the completion opcode (libibverbs'
-// ibv_wc_opcode values).
-var wcOpcode = [abi.SIW_NUM_OPCODES]provider.WCOpcode{
-	abi.SIW_OP_WRITE:           provider.WCRDMAWrite,
-	abi.SIW_OP_READ:            provider.WCRDMARead,
-	abi.SIW_OP_READ_LOCAL_INV:  provider.WCRDMARead,
-	abi.SIW_OP_SEND:            provider.WCSend,
-	abi.SIW_OP_SEND_WITH_IMM:   provider.WCSend,
-	abi.SIW_OP_SEND_REMOTE_INV: provider.WCSend,
-	abi.SIW_OP_FETCH_AND_ADD:   provider.WCFetchAdd,
-	abi.SIW_OP_COMP_AND_SWAP:   provider.WCCompSwap,
-	abi.SIW_OP_RECEIVE:         provider.WCRecv,
-	abi.SIW_OP_READ_RESPONSE:   wcUnknown, // provider-internal, never completed
-	abi.SIW_OP_INVAL_STAG:      provider.WCLocalInv,
-	abi.SIW_OP_REG_MR:          wcUnknown, // kernel clients only
-}
+// ibv_wc_opcode values); every byte has an entry, so Poll indexes it with
+// no check (wcUnknown for what siw never completes to user space).
+var wcOpcode = func() (t [256]provider.WCOpcode) {
+	for i := range t {
+		t[i] = wcUnknown
+	}
+	t[abi.SIW_OP_WRITE] = provider.WCRDMAWrite
+	t[abi.SIW_OP_READ] = provider.WCRDMARead
+	t[abi.SIW_OP_READ_LOCAL_INV] = provider.WCRDMARead
+	t[abi.SIW_OP_SEND] = provider.WCSend
+	t[abi.SIW_OP_SEND_WITH_IMM] = provider.WCSend
+	t[abi.SIW_OP_SEND_REMOTE_INV] = provider.WCSend
+	t[abi.SIW_OP_FETCH_AND_ADD] = provider.WCFetchAdd
+	t[abi.SIW_OP_COMP_AND_SWAP] = provider.WCCompSwap
+	t[abi.SIW_OP_RECEIVE] = provider.WCRecv
+	t[abi.SIW_OP_INVAL_STAG] = provider.WCLocalInv
+	// SIW_OP_READ_RESPONSE is provider-internal and never completed;
+	// SIW_OP_REG_MR comes from kernel clients only.
+	return t
+}()
 
 // wcUnknown is the opcode of a completion siw should never produce.
 const wcUnknown = provider.WCOpcode(0xff)
@@ -131,29 +154,6 @@ var wcStatus = [abi.SIW_NUM_WC_STATUS]provider.WCStatus{
 	abi.SIW_WC_REM_ACCESS_ERR:  provider.WCRemAccessErr,
 	abi.SIW_WC_REM_INV_REQ_ERR: provider.WCRemInvReqErr,
 	abi.SIW_WC_GENERAL_ERR:     provider.WCGeneralErr,
-}
-
-// toWC converts one CQE.
-func toWC(w *provider.WorkCompletion, e *abi.SiwCqe, flags, op uint8, status uint16) {
-	*w = provider.WorkCompletion{
-		ID:      e.Id,
-		ByteLen: e.Bytes,
-		QPNum:   uint32(e.QpId()),
-		Status:  provider.WCGeneralErr,
-		Opcode:  wcUnknown,
-	}
-	if int(op) < len(wcOpcode) {
-		w.Opcode = wcOpcode[op]
-	}
-	if int(status) < len(wcStatus) {
-		w.Status = wcStatus[status]
-	} else {
-		w.VendorErr = uint32(status)
-	}
-	if flags&abi.SIW_WQE_REM_INVAL != 0 {
-		w.Flags |= provider.WCWithInv
-		w.Imm = e.InvalStag()
-	}
 }
 
 // Arm sets the CQ's mapped notification word (siw_cq_ctrl.flags): the

@@ -27,7 +27,7 @@
 // flags word atomically, copies the entry if it is valid, and stores 0.
 // What each atomic of PostRecv is for is in recvQueue.post: per entry an
 // acquire load and a release store (sequentially consistent in Go), per
-// call the mutex.
+// call the queue's lock.
 //
 // # The doorbell rule
 //
@@ -53,6 +53,18 @@
 // reads when it writes a completion (siw_cq_notify_now: an event for the
 // next completion, or a solicited one) and clears when it raises the
 // event. None of them allocates, unless it fails.
+//
+// # Cost
+//
+// The common calls have fast paths written in the method itself, with no
+// further call and nothing spilled (issue 16: the aim is libsiw's cost):
+// PostRecv of one request of one SGE, PostSend of one SEND or RDMA WRITE
+// that is not inline (the doorbell, when the rule asks for it, is a tail
+// call), and Poll. They refuse nothing themselves: anything unusual or
+// wrong (a list, another shape, a held lock, a closed queue, a lost
+// device, ERR, a full ring) goes to the general path, which checks
+// everything again under the lock and answers. test/icount/icount.sh
+// counts them.
 //
 // # What siw carries
 //
@@ -102,8 +114,10 @@
 // # Concurrency
 //
 // PostSend and PostRecv of one QP, and PostRecv of one SRQ, are safe for
-// concurrent use (a mutex per ring, held across PostSend's doorbell, as
-// libsiw holds its lock). One goroutine polls a CQ at a time; Poll takes no
+// concurrent use (a lock per ring: a mutex for the send queue, held across
+// PostSend's doorbell as libsiw holds its lock; a spin lock for a receive
+// queue, whose critical section is a few dozen instructions, as libsiw's
+// is). One goroutine polls a CQ at a time; Poll takes no
 // lock and may run concurrently with Close, which retires the ring by
 // replacing its mapping with private zeroed memory (abi.File.Unshare) and
 // unmaps that once no Poll can hold it (runtime.AddCleanup). Every

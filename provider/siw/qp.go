@@ -3,6 +3,7 @@ package siw
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -51,9 +52,9 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 
 // QP is a siw queue pair: its send and receive rings are kernel memory
 // mapped from the command file. PostSend and PostRecv are safe for
-// concurrent use (a mutex per ring, held while the list is checked and
-// written, and across the doorbell write). Modified may run concurrently
-// with both.
+// concurrent use (a lock per ring, held while the list is checked and
+// written, and across the doorbell write; see the package doc).
+// Modified may run concurrently with both.
 type QP struct {
 	c      *Context
 	handle uint32
@@ -105,7 +106,89 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 // doorbell if the kernel may be idle (the doorbell rule in the package
 // doc). A refused list (a *WRError) leaves the ring as it was. It
 // allocates nothing unless it fails.
+//
+// The common call, one SEND or RDMA WRITE that provider.SendOK passes,
+// not inline, is written here without a further call but the doorbell's
+// (issue 16: libsiw's cost): if the queue's mutex is free (TryLock), the
+// queue open, the device there, the QP neither in RESET nor in ERR and the
+// next entry ours, it writes the entry, stores its flags word and, by the
+// doorbell rule, returns or rings (kick). Anything else (a list, another
+// opcode, inline data, a held mutex, any refusal) goes to postSend, which
+// waits for the mutex, checks everything again and answers with the
+// error: the fast path refuses nothing itself.
 func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) != 1 {
+		return qp.postSend(wrs)
+	}
+	wr := &wrs[0]
+	sq := &qp.sq
+	if 1<<wr.Opcode&plainOps == 0 || wr.Flags&provider.SendInline != 0 || !provider.SendOK(&sq.caps, wr) {
+		return qp.postSend(wrs)
+	}
+	if !sq.mu.TryLock() {
+		return qp.postSend(wrs) // postSend waits for the mutex
+	}
+	// Every way out below is a return (a tail call, or constants after
+	// Unlock): nothing is live across a call, so nothing is spilled.
+	r := sq.r
+	if r == nil {
+		goto slow
+	}
+	if qp.c.lost.Load() {
+		goto slow
+	}
+	if st := qp.State(); st == provider.QPStateReset || st == provider.QPStateErr {
+		goto slow
+	}
+	{
+		put := sq.put
+		e, w := r.sendEntry(put)
+		if w.Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) != 0 { // still the kernel's: full
+			goto slow
+		}
+		e.Id = wr.ID
+		op, rkey, raddr := uint8(abi.SIW_OP_WRITE), wr.RKey, wr.RemoteAddr
+		if wr.Opcode == provider.WRSend {
+			op, rkey, raddr = abi.SIW_OP_SEND, 0, 0
+		}
+		e.Rkey = rkey
+		e.SetRaddr(raddr)
+		flags := uint16(abi.SIW_WQE_VALID)
+		if wr.Flags&provider.SendSignaled != 0 || qp.sigAll {
+			flags |= abi.SIW_WQE_SIGNALLED
+		}
+		if wr.Flags&provider.SendSolicited != 0 {
+			flags |= abi.SIW_WQE_SOLICITED
+		}
+		if wr.Flags&provider.SendFence != 0 {
+			flags |= abi.SIW_WQE_READ_FENCE
+		}
+		sgl := wr.SGL
+		sges := sqeSGEs(e)[:len(sgl)] // at most MaxSGE <= SIW_MAX_SGE (SendOK)
+		var length uint64
+		for j := range sges {
+			s := &sgl[j]
+			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+			length += uint64(s.Length)
+		}
+		w.Store(flagWord(flags, uint8(len(sgl)), op)) // publishes the entry
+		// The doorbell rule: see postSend.
+		_, prev := r.sendEntry(put - 1)
+		kick := r.n == 1 || prev.Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) == 0
+		sq.put = put + 1
+		if kick {
+			return qp.ring(r, put, wrs, length)
+		}
+		sq.mu.Unlock()
+		return 1, nil
+	}
+slow:
+	sq.mu.Unlock()
+	return qp.postSend(wrs)
+}
+
+// postSend is PostSend but for its one-request fast path.
+func (qp *QP) postSend(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
@@ -169,6 +252,15 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		sq.mu.Unlock()
 		return len(wrs), nil
 	}
+	return qp.ring(r, put, wrs, out)
+}
+
+// ring writes the doorbell for the requests wrs, of out bytes, that
+// PostSend placed at put and unlocks the send queue. A refused doorbell
+// takes them back if the kernel owns none of them (a *WRError), or says
+// they stay posted (a *DoorbellError).
+func (qp *QP) ring(r *ring, put uint32, wrs []provider.SendWR, out uint64) (int, error) {
+	sq := &qp.sq
 	var err error
 	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
@@ -321,7 +413,66 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 
 // PostRecv writes the requests into the receive ring (see recvQueue.post).
 // No syscall: siw takes receive entries from the ring when data arrives.
+//
+// The common call, one request of one SGE, is written here without a
+// further call (issue 16: libsiw's cost): if the queue's lock is free
+// (spinLock.tryLock), the queue open, the device there, the QP not in ERR,
+// the SGE within the limits and the next entry ours, it writes the entry
+// and stores its flags word. Anything else (a list, another SGE count, a
+// held lock, any refusal) goes to recvQueue.post, which waits for the
+// lock, checks everything again and answers with the error: the fast path
+// refuses nothing itself.
 func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
+	rq := qp.rq
+	if rq == nil || len(wrs) != 1 {
+		return qp.postRecv(wrs)
+	}
+	wr := &wrs[0]
+	sgl := wr.SGL
+	if len(sgl) != 1 || !rq.mu.tryLock() {
+		return qp.postRecv(wrs) // tryLock failed: post waits for the lock
+	}
+	// Every way out below is a return (a tail call, or constants after
+	// unlock): nothing is live across a call, so nothing is spilled.
+	// Each check is an if of its own: the compiler turns a chain of ||
+	// into a boolean it then tests.
+	s := &sgl[0]
+	r := rq.r
+	if r == nil {
+		goto slow
+	}
+	if rq.maxSGE == 0 {
+		goto slow
+	}
+	if s.Length > maxRecvBytes {
+		goto slow
+	}
+	if rq.c.lost.Load() {
+		goto slow
+	}
+	if provider.QPState(qp.state.Load()) == provider.QPStateErr {
+		goto slow
+	}
+	{
+		put := rq.put
+		e, flags := r.recvEntry(put)
+		if flags.Load()&flagWord(abi.SIW_WQE_VALID, 0, 0) != 0 { // acquire: the kernel is done with a clear entry
+			goto slow
+		}
+		e.Id = wr.ID
+		e.Sge[0] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		flags.Store(flagWord(abi.SIW_WQE_VALID, 1, 0)) // release: id and SGE first
+		rq.put = put + 1
+		rq.mu.unlock()
+		return 1, nil
+	}
+slow:
+	rq.mu.unlock()
+	return qp.postRecv(wrs)
+}
+
+// postRecv is PostRecv but for its one-request fast path.
+func (qp *QP) postRecv(wrs []provider.RecvWR) (int, error) {
 	if qp.rq == nil {
 		if len(wrs) == 0 {
 			return 0, nil
@@ -355,7 +506,7 @@ func (qp *QP) Close() error {
 // recvQueue is a QP's receive ring or an SRQ's.
 type recvQueue struct {
 	c      *Context
-	mu     sync.Mutex
+	mu     spinLock // held from reading put to writing it back
 	r      *ring
 	put    uint32 // next entry to write; we are the only producer
 	maxSGE uint32
@@ -386,9 +537,9 @@ const maxRecvBytes = 1 << 31
 // on amd64) was tried: the call it costs made PostRecv 182 instructions
 // instead of 167 (before the one-SGE path below; 138 now) and no faster,
 // natively or under TCG, so the XCHG stays.
-// The mutex is the one lock concurrent posters need (two atomic
-// read-modify-writes: Lock's CAS and Unlock's add); held from reading put
-// to writing it back.
+// The lock (spinLock) is the one concurrent posters need (two atomic
+// read-modify-writes: the CAS that takes it, the exchange that frees it);
+// held from reading put to writing it back.
 //
 // One pass over the list checks each request (provider.CheckRecv's rules,
 // inline: at most maxSGE SGEs describing at most 2^31 bytes), checks that
@@ -402,11 +553,11 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 	if len(wrs) == 0 {
 		return 0, nil
 	}
-	rq.mu.Lock()
+	rq.mu.lock()
 	r := rq.r
 	if r == nil || r.mem == nil || rq.c.lost.Load() ||
 		(qpState != nil && provider.QPState(qpState.Load()) == provider.QPStateErr) {
-		rq.mu.Unlock()
+		rq.mu.unlock()
 		return 0, rq.refused(op, qpState)
 	}
 	put := rq.put
@@ -414,12 +565,12 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 	for i := range wrs {
 		wr := &wrs[i]
 		if uint32(len(wr.SGL)) > rq.maxSGE {
-			rq.mu.Unlock()
+			rq.mu.unlock()
 			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
 		e, flags := r.recvEntry(put + uint32(i))
 		if uint32(i) >= r.n || flags.Load()&wqeValid != 0 { // acquire: the kernel is done with a clear entry
-			rq.mu.Unlock()
+			rq.mu.unlock()
 			return i, rq.full(op, i, r.n, len(wrs))
 		}
 		e.Id = wr.ID
@@ -437,7 +588,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 			}
 		}
 		if total > maxRecvBytes {
-			rq.mu.Unlock()
+			rq.mu.unlock()
 			return i, &WRError{Provider: "siw", Verb: op, Index: i, Err: provider.CheckRecv(rq.maxSGE, wr)}
 		}
 		last = flags
@@ -449,16 +600,16 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 	}
 	last.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
 	rq.put = put + uint32(len(wrs))
-	rq.mu.Unlock()
+	rq.mu.unlock()
 	return len(wrs), nil
 }
 
 // refused is post's answer to a queue that takes nothing: closed, its
 // device gone, or (qpState not nil) its QP in ERR.
 func (rq *recvQueue) refused(op string, qpState *atomic.Uint32) error {
-	rq.mu.Lock()
+	rq.mu.lock()
 	closed := rq.r == nil || rq.r.mem == nil
-	rq.mu.Unlock()
+	rq.mu.unlock()
 	switch {
 	case closed:
 		return &WRError{Provider: "siw", Verb: op, Err: fmt.Errorf("the queue is %w", provider.ErrClosed)}
@@ -474,9 +625,36 @@ func (rq *recvQueue) full(op string, i int, n uint32, wrs int) error {
 }
 
 func (rq *recvQueue) close() error {
-	rq.mu.Lock()
+	rq.mu.lock()
 	r := rq.r
 	rq.r = nil
-	rq.mu.Unlock()
+	rq.mu.unlock()
 	return r.close()
 }
+
+// spinLock is a receive queue's lock (issue 16: PostRecv at libsiw's
+// cost, and libsiw's lock is a spin lock too). Its critical sections are
+// a few dozen instructions with no syscall and no allocation, so a poster
+// that finds it held spins, yielding its P between tries, rather than
+// parking. tryLock and unlock are one atomic read-modify-write each (a
+// CAS; an exchange on amd64) and inline, without the calls sync.Mutex's
+// slow paths add to its caller (the values they keep live are spilled to
+// the stack on every call).
+type spinLock struct{ v atomic.Uint32 }
+
+func (l *spinLock) tryLock() bool { return l.v.CompareAndSwap(0, 1) }
+
+// lock waits for the lock: a few tries, then a runtime.Gosched between
+// tries, so that a holder that lost its thread gets one back.
+func (l *spinLock) lock() {
+	for i := 0; ; i++ {
+		if l.v.Load() == 0 && l.v.CompareAndSwap(0, 1) {
+			return
+		}
+		if i >= 4 {
+			runtime.Gosched()
+		}
+	}
+}
+
+func (l *spinLock) unlock() { l.v.Store(0) }

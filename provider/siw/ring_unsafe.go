@@ -95,6 +95,13 @@ func (r *ring) recvEntry(i uint32) (*abi.SiwRqe, *atomic.Uint32) {
 	return (*abi.SiwRqe)(p), (*atomic.Uint32)(unsafe.Add(p, offRqFlags))
 }
 
+// sendEntry is entry i of a send ring (of siw_sqe, a constant size) and
+// its flags word.
+func (r *ring) sendEntry(i uint32) (*abi.SiwSqe, *atomic.Uint32) {
+	p := unsafe.Add(r.base, uintptr(i&(r.n-1))*uintptr(sqeSize))
+	return (*abi.SiwSqe)(p), (*atomic.Uint32)(unsafe.Add(p, offFlags))
+}
+
 // cqEntry is entry i of a CQ ring (of siw_cqe, a constant size) and the
 // word holding its flags, opcode and status.
 func (r *ring) cqEntry(i uint32) (*abi.SiwCqe, *atomic.Uint32) {
@@ -165,6 +172,15 @@ func flagWord(flags uint16, numSGE, opcode uint8) uint32 {
 // wqeValid is flagWord(SIW_WQE_VALID, 0, 0): the valid bit inside a
 // send or receive entry's flag word.
 var wqeValid = flagWord(abi.SIW_WQE_VALID, 0, 0)
+
+// cqeWord is the native-endian 32-bit word holding a CQE's flags, opcode
+// (__u8 each) and status (__u16), in that order: cqeFields' inverse.
+func cqeWord(flags, opcode uint8, status uint16) uint32 {
+	var b [4]byte
+	b[0], b[1] = flags, opcode
+	binary.NativeEndian.PutUint16(b[2:], status)
+	return binary.NativeEndian.Uint32(b[:])
+}
 
 // cqeFields splits a CQE's first word after the id: flags (__u8), opcode
 // (__u8), status (__u16).
