@@ -94,7 +94,9 @@ if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
     awk '/Depends: linux-headers-.*-common/{print $2}' | sort -u | tr '\n' ' ')
   KBUILD=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
     awk '/Depends: linux-kbuild-/{print $2; exit}')
-  [ -n "$HDRS" ] && [ -n "$KBUILD" ] || die "no linux-headers-$KVER=$KDEBVER (or its -common/kbuild) in apt set $KSET"
+  if [ -z "$HDRS" ] || [ -z "$KBUILD" ]; then
+    die "no linux-headers-$KVER=$KDEBVER (or its -common/kbuild) in apt set $KSET"
+  fi
   hneed=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
   for h in $HDRS; do hneed+=("$h=$KDEBVER"); done
   fetch "${hneed[@]}" || { apt_update; fetch "${hneed[@]}"; } ||
@@ -142,7 +144,8 @@ if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
     *) die "$M/siw.ko is not an aarch64 ELF" ;;
   esac
   aarch64-linux-gnu-strip --strip-debug -o "$KDIR/siw.ko.tmp" "$M/siw.ko" && mv "$KDIR/siw.ko.tmp" "$KDIR/siw.ko"
-  rm -rf "$H"
+  # The source .deb (~140 MB) only serves these builds (build.sh drops it too).
+  rm -rf "$H" "$src"
   log "siw.ko for $KVER built in $(since "$ts")s (vermagic $vm)"
 fi
 ts=$(now)
