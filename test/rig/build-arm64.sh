@@ -10,8 +10,13 @@
 # apt sources and architectures are never changed and nothing is installed.
 # Nothing runs the arm64 binaries on the host: the guest root is the packages
 # unpacked (the dependency closure apt computes for an empty system), not
-# ldd's view as on amd64. Debian ships no siw.ko for arm64 and building one
-# needs an aarch64 cross compiler: the arm64 guest has rxe only.
+# ldd's view as on amd64. Debian ships no siw.ko for arm64 either: it is
+# cross-built here as build.sh builds it for amd64 (linux-source-6.12's
+# drivers/infiniband/sw/siw against linux-headers-<kver>-arm64 + -common, the
+# host's amd64 linux-kbuild of the same upload, ARCH=arm64 with Debian's
+# aarch64-linux-gnu-gcc-12, the compiler the kernel names in its .config;
+# vermagic and ELF machine checked), cached as KDIR/siw.ko: the guest has
+# rxe0 and siw0 as on amd64.
 # The .env holds KPKG KVER KDEBVER USERLAND, ARCH=arm64, VMLINUX (the
 # uncompressed arm64 Image, booted by qemu-system-aarch64 -machine virt) and
 # INITRD. Warm path as build.sh: the files the .env names, built by this very
@@ -30,7 +35,7 @@ ROOT_PKGS=(ibverbs-utils perftest rdmacm-utils ibverbs-providers libibverbs1 lib
 # scripts, accounts, PAM, data): not unpacked.
 SKIP_PKGS=" base-files debianutils mawk debconf passwd adduser libpam0g libpam-modules
   libpam-modules-bin libsemanage-common libsemanage2 libsepol2 libcap2-bin pci.ids "
-MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe)
+MODULES=(virtio_pci virtio_net 9pnet_virtio 9p veth dummy ib_core ib_uverbs ib_umad rdma_ucm rdma_rxe siw)
 OPT_MODULES=(crc32_generic crc32c_generic crc32-cryptoapi crc32c-cryptoapi)
 
 key() { { cat "$RIG_DIR/build-arm64.sh"; declare -f rig_initramfs; echo "$KVER $KDEBVER $USERLAND"; } | sha256sum | cut -c1-16; }
@@ -72,13 +77,83 @@ fetch "${kneed[@]}" "${userland[@]}" || {
   fetch "${kneed[@]}" "${userland[@]}" || die "could not download ${kneed[*]} ${userland[*]}"
 }
 
+# siw.ko: Debian builds without CONFIG_RDMA_SIW (on arm64 too), so build it out
+# of tree as build.sh does, cross-compiled: linux-source's siw sources against
+# the arm64 linux-headers (+ -common), with the host-arch linux-kbuild of the
+# same upload (modpost, fixdep, ... run here) and Debian's cross gcc
+# (gcc-12-aarch64-linux-gnu, setup.sh; the arm64 kernel was built by gcc-12).
+SIW_DEBIAN=
+for p in $KIMG; do
+  if dpkg-deb -c "$(deb_of "$p" "$KDEBVER")" | grep -qE '/siw\.ko(\.[a-z]+)?$'; then SIW_DEBIAN=$p; fi
+done
+if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
+  SRCSER=$(echo "$KVER" | cut -d. -f1,2)        # 6.12.117+deb12-arm64 -> 6.12
+  # the arm64 headers need their -common half (arch all); the kbuild tools
+  # they name (linux-kbuild-<ver>) must be the host's arch: they run here.
+  HDRS=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
+    awk '/Depends: linux-headers-.*-common/{print $2}' | sort -u | tr '\n' ' ')
+  KBUILD=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
+    awk '/Depends: linux-kbuild-/{print $2; exit}')
+  if [ -z "$HDRS" ] || [ -z "$KBUILD" ]; then
+    die "no linux-headers-$KVER=$KDEBVER (or its -common/kbuild) in apt set $KSET"
+  fi
+  hneed=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
+  for h in $HDRS; do hneed+=("$h=$KDEBVER"); done
+  fetch "${hneed[@]}" || { apt_update; fetch "${hneed[@]}"; } ||
+    die "could not download ${hneed[*]}: headers and source must be the kernel's upload ($KDEBVER)"
+  APT_SET=host
+  fetch "$KBUILD=$KDEBVER" || { apt_update; fetch "$KBUILD=$KDEBVER"; } ||
+    die "could not download the host's $KBUILD=$KDEBVER (the kbuild tools of the arm64 headers)"
+  KBUILD_DEB=$(deb_of "$KBUILD" "$KDEBVER")
+  APT_SET=$KSET
+fi
+
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/rig-build-arm64.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
+if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
+  ts=$(now)
+  H=$TMP/hdr
+  for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
+  dpkg-deb -x "$KBUILD_DEB" "$H"
+  sed -i "s|/usr/src/|$H/usr/src/|g" "$H/usr/src/linux-headers-$KVER/Makefile"
+  src=$(deb_of "linux-source-$SRCSER" "$KDEBVER")
+  dpkg-deb --fsys-tarfile "$src" | tar -xO "./usr/src/linux-source-$SRCSER.tar.xz" | xz -dc |
+    tar -x -C "$TMP" --wildcards "linux-source-$SRCSER/drivers/infiniband/sw/siw/*"
+  M=$TMP/linux-source-$SRCSER/drivers/infiniband/sw/siw
+  # The compiler the kernel was built with: Debian cross-builds its arm64
+  # kernels, CONFIG_CC_VERSION_TEXT="aarch64-linux-gnu-gcc-12 (Debian 12.2.0-14) 12.2.0",
+  # the very gcc-12-aarch64-linux-gnu the host installs.
+  cfg=$H/usr/src/linux-headers-$KVER/.config
+  kcc=$(sed -n 's/^CONFIG_CC_VERSION_TEXT="\([^ ]*\).*/\1/p' "$cfg")
+  kccv=$(sed -n 's/^CONFIG_GCC_VERSION=//p' "$cfg")
+  case $kcc in aarch64-linux-gnu-*) cc=$kcc ;; *) cc=aarch64-linux-gnu-$kcc ;; esac
+  cc=${RIG_KCC:-$cc}
+  command -v "$cc" >/dev/null ||
+    die "no $cc to build siw.ko for $KVER (built by $kcc): install gcc-12-aarch64-linux-gnu (test/rig/setup.sh)"
+  ccv=$("$cc" -dumpfullversion | awk -F. '{printf "%d%02d%02d", $1, $2, $3}')
+  [ "$ccv" = "$kccv" ] || log "siw.ko for $KVER: the kernel was built by gcc $kccv, building with $cc ($ccv)"
+  # CONFIG_DEBUG_INFO_BTF_MODULES= : as build.sh (no pahole, no module BTF).
+  make -s -C "$H/usr/src/linux-headers-$KVER" M="$M" ARCH=arm64 CROSS_COMPILE=aarch64-linux-gnu- \
+    CC="$cc" HOSTCC=gcc-12 CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES= modules -j"$(nproc)" 2>&1 |
+    grep -v 'Skipping BTF' >&2 || true
+  [ -f "$M/siw.ko" ] || die "building siw.ko for $KVER failed (see the make output above)"
+  vm=$(modinfo -F vermagic "$M/siw.ko")
+  [ "${vm%% *}" = "$KVER" ] || die "siw.ko vermagic '$vm' does not match $KVER"
+  case $(od -An -tu2 -j 18 -N 2 "$M/siw.ko" | tr -d ' ') in
+    183) ;;   # e_machine EM_AARCH64
+    *) die "$M/siw.ko is not an aarch64 ELF" ;;
+  esac
+  aarch64-linux-gnu-strip --strip-debug -o "$KDIR/siw.ko.tmp" "$M/siw.ko" && mv "$KDIR/siw.ko.tmp" "$KDIR/siw.ko"
+  # The source .deb (~140 MB) only serves these builds (build.sh drops it too).
+  rm -rf "$H" "$src"
+  log "siw.ko for $KVER built in $(since "$ts")s (vermagic $vm)"
+fi
 ts=$(now)
 K=$TMP/k ROOT=$TMP/root
 for p in $KIMG; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$K"; done
 [ -e "$K/lib" ] || { [ -d "$K/usr/lib" ] && ln -s usr/lib "$K/lib"; }
 MODDIR=$K/lib/modules/$KVER
+[ -n "$SIW_DEBIAN" ] || { mkdir -p "$MODDIR/extra" && cp "$KDIR/siw.ko" "$MODDIR/extra/"; }
 depmod -b "$K" "$KVER"
 
 # ---- the kernel: Debian's arm64 vmlinuz is a gzipped Image; QEMU boots the Image ----

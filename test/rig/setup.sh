@@ -9,6 +9,9 @@
 #   iproute2 bash    copied into the guest (busybox ip has no veth; busybox sh ignores PATH)
 #   gcc-12 make binutils
 #                    build siw.ko (Debian's kernels are built with gcc-12)
+#   gcc-12-aarch64-linux-gnu
+#                    cross-build siw.ko for 6.12-arm64 (Debian cross-builds its
+#                    arm64 kernels with this very compiler)
 #   gcc libc6-dev    cgo, which `go test -race` needs
 #   debian-archive-keyring
 #                    verifies the suites read through the rig's private apt
@@ -17,7 +20,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 PKGS=(qemu-system-x86 qemu-system-arm qemu-system-data busybox-static cpio kmod xz-utils zstd iproute2 bash
-      gcc-12 make binutils gcc libc6-dev git debian-archive-keyring)
+      gcc-12 gcc-12-aarch64-linux-gnu make binutils gcc libc6-dev git debian-archive-keyring)
 
 need_debian
 missing=()
