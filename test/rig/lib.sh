@@ -482,6 +482,26 @@ rig_qemu_once() {
 }
 
 # console_tail LOG [N]: the last lines of a guest console, for failure reports.
+# digest LOG NAME: what failed in one binary's output, to print close to the
+# summary (a CI log is long): the output of the tests that failed (-test.v
+# names the running test in its "=== RUN/CONT/NAME" lines), their "--- FAIL"
+# lines, and the head of a panic (a -test.timeout one lists the running tests).
+# At most 60 lines, cut by awk itself: a reader that stops early (head) would
+# kill awk with SIGPIPE, and under pipefail that status (141) ended suite.sh
+# before its other kernels and its summary.
+digest() {
+  local sect; sect=$(mktemp)
+  tr -d '\r' < "$1" | awk -v n="$2" '$1=="RIG-START:" {on = $2==n; next} $1=="RIG-RESULT:" {on=0} on' > "$sect"
+  awk 'function out(l) { if (++shown <= 60) print "  | " l }
+       NR == FNR { if (match($0, /--- FAIL: [^ ]+/)) failed[substr($0, RSTART + 10, RLENGTH - 10)] = 1; next }
+       /^=== (RUN|CONT|NAME)/ { cur = $3; next }
+       /--- FAIL: / { out($0); next }
+       /^panic:/ { p = 8 }
+       p > 0 { out($0); p--; next }
+       (cur in failed) && !/^ *--- (PASS|SKIP)/ { out($0) }' "$sect" "$sect"
+  rm -f "$sect"
+}
+
 console_tail() {
   echo "rig: ---- last ${2:-40} lines of the console ($1) ----"
   tr -d '\r' < "$1" | tail -n "${2:-40}" | sed 's/^/  | /'

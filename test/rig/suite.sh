@@ -104,22 +104,6 @@ if grep -qs '^ARCH=arm64$' "${envs[@]}"; then
   log "arm64 rig tests: ${names64[*]-none}${broken64[*]+ (did not build: ${broken64[*]})}"
 fi
 
-# digest LOG NAME: what failed in one binary's output, to print close to the
-# summary (a CI log is long): the output of the tests that failed (-test.v
-# names the running test in its "=== RUN/CONT/NAME" lines), their "--- FAIL"
-# lines, and the head of a panic (a -test.timeout one lists the running tests).
-digest() {
-  local sect; sect=$(mktemp)
-  tr -d '\r' < "$1" | awk -v n="$2" '$1=="RIG-START:" {on = $2==n; next} $1=="RIG-RESULT:" {on=0} on' > "$sect"
-  awk 'NR == FNR { if (match($0, /--- FAIL: [^ ]+/)) failed[substr($0, RSTART + 10, RLENGTH - 10)] = 1; next }
-       /^=== (RUN|CONT|NAME)/ { cur = $3; next }
-       /--- FAIL: / { print; next }
-       /^panic:/ { p = 8 }
-       p > 0 { print; p--; next }
-       (cur in failed) && !/^ *--- (PASS|SKIP)/ { print }' "$sect" "$sect" | head -n 60 | sed 's/^/  | /'
-  rm -f "$sect"
-}
-
 # ---- one boot per kernel ----
 T=${RIG_TEST_TIMEOUT:-1200}
 # Only a hung guest outlasts these: a hung test ends at its -test.timeout (T)

@@ -1,0 +1,66 @@
+package test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/goverbs/goverbs/internal/rigtest"
+)
+
+// TestRigDigest runs lib.sh's digest, which suite.sh prints for a failed
+// test binary, on a console log whose failure is longer than the digest's
+// 60 lines. Under suite.sh's `set -euo pipefail` it must succeed: a digest
+// cut by `head` killed its awk with SIGPIPE, and the 141 ended suite.sh
+// before its other kernels and its summary.
+func TestRigDigest(t *testing.T) {
+	if rigtest.InRig() {
+		t.Skip("host unit tier: the rig's host scripts are not in the guest")
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash: the rig's scripts are bash")
+	}
+	lib, err := filepath.Abs("rig/lib.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	log.WriteString("RIG-START: other\n=== RUN   TestOther\n    other.go:1: not this binary\n--- FAIL: TestOther (0.00s)\nRIG-RESULT: other FAIL 1 0.1\n")
+	log.WriteString("RIG-START: pkg\n=== RUN   TestPasses\n    pass.go:1: quiet\n--- PASS: TestPasses (0.00s)\n=== RUN   TestFails\r\n")
+	for i := range 5000 { // more than a pipe holds, so a writer is still writing when a head would stop reading
+		fmt.Fprintf(&log, "    fail.go:%d: line %d of the failure\n", i, i)
+	}
+	log.WriteString("--- FAIL: TestFails (0.01s)\nFAIL\nRIG-RESULT: pkg FAIL 1 0.2\n")
+	logf := filepath.Join(t.TempDir(), "console.log")
+	if err := os.WriteFile(logf, []byte(log.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(bash, "-c", `set -euo pipefail; . "$1"; digest "$2" pkg; echo "digest returned"`,
+		"bash", lib, logf).CombinedOutput()
+	if err != nil {
+		t.Fatalf("digest under pipefail: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+	if last := lines[len(lines)-1]; last != "digest returned" {
+		t.Fatalf("last line %q, want the script to go on after digest", last)
+	}
+	lines = lines[:len(lines)-1]
+	if len(lines) != 60 {
+		t.Errorf("digest printed %d lines, want 60", len(lines))
+	}
+	for i, l := range lines {
+		if !strings.HasPrefix(l, "  | ") {
+			t.Errorf("line %d %q lacks the digest's indent", i, l)
+		}
+		if strings.Contains(l, "other") || strings.Contains(l, "quiet") {
+			t.Errorf("line %d %q is not the failed test's output", i, l)
+		}
+	}
+	if want := "  |     fail.go:0: line 0 of the failure"; len(lines) > 0 && lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+}
