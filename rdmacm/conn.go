@@ -352,7 +352,12 @@ func adoptQP(id *ID, cfg *Config) (*Conn, error) {
 
 // toRTS moves an IB/RoCE QP through RTR to RTS with the CM's attributes;
 // a UD QP gets RTR with its state only and RTS with SQ PSN 0.
-func (id *ID) toRTS(qp *uverbs.QP) error {
+func (id *ID) toRTS(qp *uverbs.QP) error { return id.toRTSWith(qp, nil) }
+
+// toRTSWith is toRTS with the READ depths of depths (when not nil) in
+// place of the CM's: Accept's QP serves and issues what the reply says,
+// as librdmacm's rdma_accept sets them, not the dialer's offer.
+func (id *ID) toRTSWith(qp *uverbs.QP, depths *Config) error {
 	if id.qpType == uverbs.QPTypeUD {
 		a := uverbs.QPAttr{State: uverbs.QPStateRTR}
 		if err := qp.Modify(&a, uverbs.QPAttrState); err != nil {
@@ -364,10 +369,10 @@ func (id *ID) toRTS(qp *uverbs.QP) error {
 		}
 		return nil
 	}
-	if err := id.ModifyQP(qp, uverbs.QPStateRTR); err != nil {
+	if err := id.modifyQP(qp, uverbs.QPStateRTR, depths); err != nil {
 		return err
 	}
-	return id.ModifyQP(qp, uverbs.QPStateRTS)
+	return id.modifyQP(qp, uverbs.QPStateRTS, depths)
 }
 
 func putConnParam(p *abi.RdmaUcmConnParam, qpn uint32, data []byte, cfg *Config) error {

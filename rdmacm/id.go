@@ -369,12 +369,26 @@ func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask
 // ModifyQP moves qp to state with the attributes the CM gives
 // (InitQPAttr, then QP.Modify).
 func (id *ID) ModifyQP(qp *uverbs.QP, state uverbs.QPState) error {
+	return id.modifyQP(qp, state, nil)
+}
+
+// modifyQP is ModifyQP with the READ depths of depths (when not nil) in
+// place of the CM's, where the CM gives them.
+func (id *ID) modifyQP(qp *uverbs.QP, state uverbs.QPState, depths *Config) error {
 	a, m, err := id.InitQPAttr(state)
 	if err != nil {
 		return err
 	}
 	if m == 0 {
 		return nil
+	}
+	if depths != nil {
+		if m&uverbs.QPAttrMaxDestRDAtomic != 0 {
+			a.MaxDestRDAtomic = depths.ResponderResources
+		}
+		if m&uverbs.QPAttrMaxQPRDAtomic != 0 {
+			a.MaxRDAtomic = depths.InitiatorDepth
+		}
 	}
 	if err := qp.Modify(&a, m); err != nil {
 		return opError(fmt.Sprintf("ModifyQP(%v)", state), err)

@@ -171,8 +171,16 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 		return nil, err
 	}
 	conn.PeerData, conn.Param, conn.UD, conn.PeerECE = r.Event.PrivateData, r.Event.Conn, r.Event.UD, r.Event.ECE
+	// The request comes from our side already (the IB CM's
+	// cm_format_req_event and iw_cm's connect request say what we are to
+	// serve as responder resources and may issue as initiator depth): we
+	// serve no more READs than the dialer may have outstanding and issue no
+	// more than it serves (librdmacm's rdma_accept agrees the same).
+	p := cfg
+	p.ResponderResources = min(cfg.ResponderResources, r.Event.Conn.ResponderResources)
+	p.InitiatorDepth = min(cfg.InitiatorDepth, r.Event.Conn.InitiatorDepth)
 	if !id.iWARP() {
-		if err := id.toRTS(conn.QP); err != nil {
+		if err := id.toRTSWith(conn.QP, &p); err != nil {
 			return failConn(err)
 		}
 	}
@@ -187,9 +195,6 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 	}
 	var req abi.RdmaUcmAccept
 	req.Uid, req.Id = uid, id.kid
-	p := cfg
-	p.ResponderResources = min(cfg.ResponderResources, r.Event.Conn.InitiatorDepth)
-	p.InitiatorDepth = min(cfg.InitiatorDepth, r.Event.Conn.ResponderResources)
 	if err := putConnParam(&req.ConnParam, conn.QP.QPN(), privateData, &p); err != nil {
 		return failConn(opError("Accept", err))
 	}
