@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
 // fakeQEMU stands in for qemu-system-x86_64 in the accelerator tests. Under
@@ -85,18 +83,7 @@ type rigAccel struct {
 }
 
 func newRigAccel(t *testing.T) *rigAccel {
-	if rigtest.InRig() {
-		// These test the host's scripts; the guest has no test/rig/lib.sh.
-		t.Skip("host unit tier: the rig's host scripts are not in the guest")
-	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash: the rig's scripts are bash")
-	}
-	lib, err := filepath.Abs("rig/lib.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bash, lib := hostScript(t, "lib.sh")
 	dir := t.TempDir()
 	r := &rigAccel{t: t, bash: bash, dir: dir, lib: lib,
 		runs: filepath.Join(dir, "runs"), cache: filepath.Join(dir, "cache"),

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
 // TestRigDigest runs lib.sh's digest, which suite.sh prints for a failed
@@ -17,17 +15,7 @@ import (
 // cut by `head` killed its awk with SIGPIPE, and the 141 ended suite.sh
 // before its other kernels and its summary.
 func TestRigDigest(t *testing.T) {
-	if rigtest.InRig() {
-		t.Skip("host unit tier: the rig's host scripts are not in the guest")
-	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash: the rig's scripts are bash")
-	}
-	lib, err := filepath.Abs("rig/lib.sh")
-	if err != nil {
-		t.Fatal(err)
-	}
+	bash, lib := hostScript(t, "lib.sh")
 	var log strings.Builder
 	log.WriteString("RIG-START: other\n=== RUN   TestOther\n    other.go:1: not this binary\n--- FAIL: TestOther (0.00s)\nRIG-RESULT: other FAIL 1 0.1\n")
 	log.WriteString("RIG-START: pkg\n=== RUN   TestPasses\n    pass.go:1: quiet\n--- PASS: TestPasses (0.00s)\n=== RUN   TestFails\r\n")

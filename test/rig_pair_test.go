@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-
-	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
 // fakePingpong stands in for goverbs' pingpong and ibv_rc_pingpong in the
@@ -33,17 +31,7 @@ exec sleep 300
 // address exchange ends within seconds with a STALL line saying what it last
 // did, and steps whose counters move are left alone.
 func TestRigPairStall(t *testing.T) {
-	if rigtest.InRig() {
-		t.Skip("host unit tier: the rig's guest scripts are run here with fakes")
-	}
-	bash, err := exec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash")
-	}
-	script, err := filepath.Abs(filepath.Join("rig", "guest", "pair-pingpong.sh"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	bash, script := hostScript(t, filepath.Join("guest", "pair-pingpong.sh"))
 	for _, ok := range []bool{false, true} {
 		name := map[bool]string{false: "stall", true: "healthy"}[ok]
 		t.Run(name, func(t *testing.T) {
