@@ -32,41 +32,12 @@ func TestRigReadDepths(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := rigCtx(t, 60*time.Second)
-			l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0),
-				&rdmacm.Config{ResponderResources: c.srvRR, InitiatorDepth: c.srvID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l.Close() })
-			type result struct {
-				c   *rdmacm.Conn
-				req rdmacm.ConnParam
-				err error
-			}
-			done := make(chan result, 1)
-			go func() {
-				r, err := l.Accept(ctx)
-				if err != nil {
-					done <- result{err: err}
-					return
-				}
-				c, err := r.Accept(ctx, nil)
-				done <- result{c, r.Event.Conn, err}
-			}()
-			client, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrRXE0, l.Addr().Port()),
+			client, server, req := pairWith(t, ctx, netip.Addr{}, addrRXE0,
+				&rdmacm.Config{ResponderResources: c.srvRR, InitiatorDepth: c.srvID},
 				&rdmacm.Config{ResponderResources: cliRR, InitiatorDepth: cliID})
-			if err != nil {
-				t.Fatal("Dial:", err)
-			}
-			t.Cleanup(func() { client.Close() })
-			r := <-done
-			if r.err != nil {
-				t.Fatal("Accept:", r.err)
-			}
-			t.Cleanup(func() { r.c.Close() })
-			if r.req.ResponderResources != cliID || r.req.InitiatorDepth != cliRR {
+			if req.ResponderResources != cliID || req.InitiatorDepth != cliRR {
 				t.Errorf("CONNECT_REQUEST: responder resources %d, initiator depth %d; want the dialer's %d and %d swapped",
-					r.req.ResponderResources, r.req.InitiatorDepth, cliID, cliRR)
+					req.ResponderResources, req.InitiatorDepth, cliID, cliRR)
 			}
 			// The dialer's QP takes what the reply said, crossed back.
 			for _, q := range []struct {
@@ -74,7 +45,7 @@ func TestRigReadDepths(t *testing.T) {
 				qp         *uverbs.QP
 				dest, init uint8
 			}{
-				{"acceptor", r.c.QP, c.dest, c.init},
+				{"acceptor", server.QP, c.dest, c.init},
 				{"dialer", client.QP, c.init, c.dest},
 			} {
 				a, _, err := q.qp.Query(uverbs.QPAttrMaxQPRDAtomic | uverbs.QPAttrMaxDestRDAtomic)

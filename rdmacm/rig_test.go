@@ -94,7 +94,15 @@ func exchange(t *testing.T, ctx context.Context, a, b *rdmacm.Conn, bufA, bufB *
 // let the kernel choose) and connects them with private data both ways.
 func pair(t *testing.T, ctx context.Context, cli, srv netip.Addr, cfg *rdmacm.Config) (client, server *rdmacm.Conn) {
 	t.Helper()
-	l, err := rdmacm.Listen(netip.AddrPortFrom(srv, 0), cfg)
+	client, server, _ = pairWith(t, ctx, cli, srv, cfg, cfg)
+	return client, server
+}
+
+// pairWith is pair with a Config for each side; it also returns the
+// connection request's parameters as the server's Accept saw them.
+func pairWith(t *testing.T, ctx context.Context, cli, srv netip.Addr, srvCfg, cliCfg *rdmacm.Config) (client, server *rdmacm.Conn, req rdmacm.ConnParam) {
+	t.Helper()
+	l, err := rdmacm.Listen(netip.AddrPortFrom(srv, 0), srvCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,6 +115,7 @@ func pair(t *testing.T, ctx context.Context, cli, srv netip.Addr, cfg *rdmacm.Co
 		c   *rdmacm.Conn
 		err error
 		pd  []byte
+		req rdmacm.ConnParam
 	}
 	done := make(chan res, 1)
 	go func() {
@@ -117,11 +126,11 @@ func pair(t *testing.T, ctx context.Context, cli, srv netip.Addr, cfg *rdmacm.Co
 		}
 		pd := r.PrivateData()
 		c, err := r.Accept(ctx, []byte("server hello"))
-		done <- res{c, err, pd}
+		done <- res{c, err, pd, r.Event.Conn}
 	}()
 	c := rdmacm.Config{}
-	if cfg != nil {
-		c = *cfg
+	if cliCfg != nil {
+		c = *cliCfg
 	}
 	c.PrivateData = []byte("client hello")
 	if cli.IsValid() {
@@ -146,7 +155,7 @@ func pair(t *testing.T, ctx context.Context, cli, srv netip.Addr, cfg *rdmacm.Co
 	if s := client.QP.State(); s != uverbs.QPStateRTS && client.ID.Device().Transport != uverbs.TransportIWARP {
 		t.Errorf("client QP in %v", s)
 	}
-	return client, r.c
+	return client, r.c, r.req
 }
 
 func TestRigConnectRXE(t *testing.T) {
