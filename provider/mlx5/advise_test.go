@@ -64,6 +64,14 @@ func newODPPair(t *testing.T, o model.Options) *odpPair {
 	return &odpPair{n: n, d: d, a: a, b: b, cq: cq}
 }
 
+// reconnect replaces the pair (after an error moved it to the error
+// state) by a new one on the same node and CQ.
+func (p *odpPair) reconnect(t *testing.T) {
+	p.a, p.b = p.n.qp(uverbs.QPTypeRC, p.cq, cap1), p.n.qp(uverbs.QPTypeRC, p.cq, cap1)
+	connect(t, p.a, p.b.QPN(), lidTo(p.d))
+	connect(t, p.b, p.a.QPN(), lidTo(p.d))
+}
+
 // post posts wr on a and returns its completion.
 func (p *odpPair) post(t *testing.T, wr uverbs.SendWR) uverbs.WorkCompletion {
 	t.Helper()
