@@ -168,24 +168,23 @@ func (d *Device) odpAccess(m *mmr, va uint64, n uint32, write bool) bool {
 			missing++
 		}
 	}
-	if missing == 0 {
-		// Mapped: the device uses the mapping. The model still checks
-		// that the process has the pages (a munmap or mprotect since
-		// would have invalidated them), and forgets them if not.
-		if populate(lo, hi, write) != nil {
-			for p := lo; p < hi; p += ps {
-				delete(m.odpPages, p)
-			}
-			return false
-		}
-		return true
+	// A fault maps the pages as odpGrant says; pages mapped as needed are
+	// used as they are, and the model still checks the process has them
+	// (a munmap or mprotect since would have invalidated them).
+	grant := need
+	if missing > 0 {
+		grant = m.odpGrant()
 	}
-	grant := m.odpGrant()
 	if populate(lo, hi, grant == ODPWrite) != nil {
+		for p := lo; p < hi; p += ps {
+			delete(m.odpPages, p)
+		}
 		return false
 	}
-	d.stats.ODPFaults += missing
-	m.mapPages(lo, hi, grant)
+	if missing > 0 {
+		d.stats.ODPFaults += missing
+		m.mapPages(lo, hi, grant)
+	}
 	return true
 }
 
