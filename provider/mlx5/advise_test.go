@@ -15,18 +15,46 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// odpMem maps n pages of this test's own, never touched (not an
-// mmap.Region: the tests unmap and protect single pages of it), unmapped
-// at cleanup.
-func odpMem(t *testing.T, n int) []byte {
+// odpMemory is n pages of a test's own, never touched (not an
+// mmap.Region: the tests unmap and protect single pages of it).
+type odpMemory struct {
+	mem  []byte
+	gone []bool // pages the test unmapped: their addresses may be another mapping's by cleanup
+}
+
+// odpMem maps n pages, unmapped at cleanup (but for those unmapped by
+// unmap).
+func odpMem(t *testing.T, n int) *odpMemory {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, n*mmap.PageSize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := uintptr(addrOf(mem))
-	t.Cleanup(func() { unix.Syscall(unix.SYS_MUNMAP, addr, uintptr(len(mem)), 0) })
-	return mem
+	m := &odpMemory{mem: mem, gone: make([]bool, n)}
+	t.Cleanup(func() {
+		for i, g := range m.gone {
+			if !g {
+				m.unmapRaw(i)
+			}
+		}
+	})
+	return m
+}
+
+func (m *odpMemory) unmapRaw(i int) unix.Errno {
+	ps := mmap.PageSize()
+	// x/sys's Munmap takes only what its own Mmap made whole: the raw call.
+	_, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(addrOf(m.mem))+uintptr(i*ps), uintptr(ps), 0)
+	return e
+}
+
+// unmap unmaps page i now.
+func (m *odpMemory) unmap(t *testing.T, i int) {
+	t.Helper()
+	if e := m.unmapRaw(i); e != 0 {
+		t.Fatal(e)
+	}
+	m.gone[i] = true
 }
 
 // resident reports whether the process has the page at b present (the
@@ -116,7 +144,7 @@ func TestAdviseMR(t *testing.T) {
 	ps := mmap.PageSize()
 	p := newODPPair(t, model.Options{ODP: true})
 	n, d := p.n, p.d
-	mem := odpMem(t, 6)
+	mem := odpMem(t, 6).mem
 	mr, err := n.pd.RegMR(mem, odpAccess)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +260,8 @@ func TestAdviseMRRefusals(t *testing.T) {
 	ps := mmap.PageSize()
 	d, dev := newModel(t, nil, model.Options{ODP: true})
 	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	mem := odpMem(t, 5)
+	om := odpMem(t, 5)
+	mem := om.mem
 	mr, err := n.pd.RegMR(mem, odpAccess)
 	if err != nil {
 		t.Fatal(err)
@@ -265,9 +294,7 @@ func TestAdviseMRRefusals(t *testing.T) {
 	defer short.Close()
 	base := mr.Addr()
 	// Page 2 unmapped, page 3 read-only, page 4 no access.
-	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(2*ps), uintptr(ps), 0); e != 0 {
-		t.Fatal(e)
-	}
+	om.unmap(t, 2)
 	if err := unix.Mprotect(mem[3*ps:4*ps], unix.PROT_READ); err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,8 @@ func TestImplicitODP(t *testing.T) {
 	if imr.LKey() != imr.RKey() || imr.Addr() != 0 || imr.IOVA() != 0 || imr.Len() != math.MaxInt || imr.Access()&uverbs.AccessOnDemand == 0 {
 		t.Errorf("implicit MR: lkey %#x rkey %#x addr %#x iova %#x len %d access %v", imr.LKey(), imr.RKey(), imr.Addr(), imr.IOVA(), imr.Len(), imr.Access())
 	}
-	mem := odpMem(t, 4)
+	om := odpMem(t, 4)
+	mem := om.mem
 	base := addrOf(mem)
 
 	// WRITE through the rkey into a page nothing registered.
@@ -86,9 +87,7 @@ func TestImplicitODP(t *testing.T) {
 	}
 
 	// Unmapped: page 3 goes away.
-	if _, _, e := unix.Syscall(unix.SYS_MUNMAP, uintptr(base)+uintptr(3*ps), uintptr(ps), 0); e != 0 {
-		t.Fatal(e)
-	}
+	om.unmap(t, 3)
 	p.write(t, imr.RKey(), base+uint64(3*ps), 64, uverbs.WCRemAccessErr)
 	// The error moved the pair to the error state: a fresh pair.
 	p.reconnect(t)
@@ -96,7 +95,7 @@ func TestImplicitODP(t *testing.T) {
 	p.reconnect(t)
 	// Read-only memory: a READ through the writable implicit MR needs a
 	// write fault, which the mapping refuses.
-	rom := odpMem(t, 1)
+	rom := odpMem(t, 1).mem
 	rom[0] = 0x5a
 	if err := unix.Mprotect(rom, unix.PROT_READ); err != nil {
 		t.Fatal(err)

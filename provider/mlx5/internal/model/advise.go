@@ -218,23 +218,22 @@ func (d *Device) prefetch(p prefetch) error {
 	if !ok {
 		return unix.EFAULT
 	}
-	d.stats.ODPPrefetches++
 	switch p.advice {
 	case abi.IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT:
 		m.snapshot(lo, hi)
-		return nil
 	case abi.IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH:
 		if err := populate(lo, hi, false); err != nil {
 			return err
 		}
 		m.mapPages(lo, hi, ODPRead) // DOWNGRADE: read access only
-		return nil
+	default:
+		grant := m.odpGrant()
+		if err := populate(lo, hi, grant == ODPWrite); err != nil {
+			return err
+		}
+		m.mapPages(lo, hi, grant)
 	}
-	grant := m.odpGrant()
-	if err := populate(lo, hi, grant == ODPWrite); err != nil {
-		return err
-	}
-	m.mapPages(lo, hi, grant)
+	d.stats.ODPPrefetches++
 	return nil
 }
 
