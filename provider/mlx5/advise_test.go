@@ -356,3 +356,37 @@ func TestAdviseMRNoODP(t *testing.T) {
 		t.Errorf("%d ADVISE_MR ioctls reached the kernel, want none", c)
 	}
 }
+
+// readSink keeps a test's read of a page from being optimized away.
+var readSink byte
+
+// TestODPRegSnapshot: REG_MR of an explicit ODP MR maps at once what the
+// process has present (mlx5_ib_init_odp_mr: a snapshot, no fault): the
+// page the CPU wrote is mapped for writing and takes an RDMA WRITE without
+// a page fault, the page it only read (the shared zero page) is mapped for
+// reading, the untouched one is not mapped and stays not present.
+func TestODPRegSnapshot(t *testing.T) {
+	ps := mmap.PageSize()
+	p := newODPPair(t, model.Options{ODP: true})
+	mem := odpMem(t, 3).mem
+	mem[0] = 1
+	readSink = mem[ps] // read only: the zero page
+	mr, err := p.n.pd.RegMR(mem, odpAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	base := mr.Addr()
+	got := []model.ODPAccess{p.d.ODPPage(mr.LKey(), base), p.d.ODPPage(mr.LKey(), base+uint64(ps)), p.d.ODPPage(mr.LKey(), base+uint64(2*ps))}
+	if want := []model.ODPAccess{model.ODPWrite, model.ODPRead, model.ODPUnmapped}; got[0] != want[0] || got[1] != want[1] || got[2] != want[2] {
+		t.Errorf("pages of a new ODP MR (written, read, untouched): %v, want %v", got, want)
+	}
+	if resident(t, mem[2*ps:]) {
+		t.Errorf("the registration faulted the untouched page in")
+	}
+	f0 := p.d.Stats().ODPFaults
+	p.write(t, mr.RKey(), base+8, 64, uverbs.WCSuccess)
+	if f := p.d.Stats().ODPFaults - f0; f != 0 {
+		t.Errorf("a WRITE into the page mapped at registration faulted %d pages, want 0", f)
+	}
+}
