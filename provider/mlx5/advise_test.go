@@ -390,3 +390,48 @@ func TestODPRegSnapshot(t *testing.T) {
 		t.Errorf("a WRITE into the page mapped at registration faulted %d pages, want 0", f)
 	}
 }
+
+// TestODPMemoryWindow: a window bound over an ODP MR reaches its pages on
+// demand as the MR does: an RDMA WRITE through the window's rkey into an
+// untouched page lands (a page fault), one into a page the process has
+// unmapped is a remote access error. ADVISE_MR with the window's key: the
+// key it was allocated with is EINVAL (an mkey, not an MR's), the key a
+// bind gave it ENOENT (the kernel knows the window by its first key).
+func TestODPMemoryWindow(t *testing.T) {
+	ps := mmap.PageSize()
+	p := newODPPair(t, model.Options{ODP: true})
+	om := odpMem(t, 2)
+	mr, err := p.n.pd.RegMR(om.mem, odpAccess|uverbs.AccessMWBind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	mw, err := p.n.pd.AllocMW(uverbs.MWType1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mw.Close()
+	base := mr.Addr()
+	sge := func(k uint32) []uverbs.SGE { return []uverbs.SGE{{Addr: base, Length: 64, LKey: k}} }
+	if err := p.n.pd.AdviseMR(uverbs.AdvicePrefetch, uverbs.AdviseFlush, sge(mw.RKey())); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("AdviseMR with a window's key: %v, want EINVAL", err)
+	}
+	k := uverbs.IncRKey(mw.RKey())
+	b := uverbs.MWBind{MWRKey: mw.RKey(), NewRKey: k, MRLKey: mr.LKey(), Addr: base, Length: uint64(2 * ps), Access: uint32(uverbs.AccessRemoteWrite)}
+	if w := p.post(t, uverbs.SendWR{ID: 0xb1, Opcode: uverbs.WRBindMW, Bind: b}); w.Status != uverbs.WCSuccess {
+		t.Fatalf("BIND_MW over the ODP MR: %+v", w)
+	}
+	f0 := p.d.Stats().ODPFaults
+	src := p.write(t, k, base+32, 128, uverbs.WCSuccess)
+	if !bytes.Equal(om.mem[32:160], src) {
+		t.Errorf("the WRITE through the window did not land")
+	}
+	if f := p.d.Stats().ODPFaults - f0; f != 1 {
+		t.Errorf("the WRITE through the window faulted %d pages, want 1", f)
+	}
+	if err := p.n.pd.AdviseMR(uverbs.AdvicePrefetch, uverbs.AdviseFlush, sge(k)); !errors.Is(err, unix.ENOENT) {
+		t.Errorf("AdviseMR with the key a bind gave the window: %v, want ENOENT", err)
+	}
+	om.unmap(t, 1)
+	p.write(t, k, base+uint64(ps), 64, uverbs.WCRemAccessErr)
+}
