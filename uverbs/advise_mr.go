@@ -41,12 +41,19 @@ func (c *Context) odpSupported(verb string) error {
 }
 
 // AdviseMR gives the device advice about ranges of on-demand-paging MRs
-// of the PD (ibv_advise_mr: UVERBS_METHOD_ADVISE_MR, an ioctl; the kernel
-// has no write() form): each SGE names lkey, address and length of one
-// range. flags is 0 or AdviseFlush. A device without on-demand paging is
-// refused with ErrNotSupported before any command, and so is one whose
-// kernel driver has no advise_mr (the kernel then has no such method: one
-// ioctl).
+// of the PD (ibv_advise_mr: UVERBS_METHOD_ADVISE_MR of the MR object, an
+// ioctl; the kernel has no write() form): each SGE names lkey, address and
+// length of one range. flags is 0 or AdviseFlush. A device without
+// on-demand paging is refused with ErrNotSupported before any command; a
+// kernel whose driver has no advise_mr answers EOPNOTSUPP (the method
+// exists for every device: Linux 6.1's handler checks the driver), which
+// is ErrNotSupported too (one ioctl).
+//
+// Without AdviseFlush the kernel checks the keys and queues the prefetch:
+// a range it then cannot fault in is not reported. With it the prefetch is
+// done when AdviseMR returns and its errors are returned (mlx5: EFAULT for
+// a range outside the MR or not mapped, EPERM for a write prefetch of
+// memory the process cannot write).
 func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 	const verb = "AdviseMR"
 	sp := pd.ctx.begin(verb)
@@ -72,16 +79,21 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 		e := abi.IbUverbsSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 		list = append(list, abi.Bytes(&e)...)
 	}
-	b := abi.NewIoctl(abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_ADVISE_MR)
+	// The method belongs to the MR object (enum uverbs_methods_mr; the PD
+	// object has only PD_DESTROY, so asking it answers EPROTONOSUPPORT).
+	b := abi.NewIoctl(abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_ADVISE_MR)
+	defer b.Release()
 	b.Handle(abi.UVERBS_ATTR_ADVISE_MR_PD_HANDLE, pd.handle)
 	b.Uint64In(abi.UVERBS_ATTR_ADVISE_MR_ADVICE, uint64(advice)) // UVERBS_ATTR_CONST_IN: a u64
 	b.Uint32In(abi.UVERBS_ATTR_ADVISE_MR_FLAGS, flags)
 	b.PtrIn(abi.UVERBS_ATTR_ADVISE_MR_SGE_LIST, list)
-	// The kernel defines the method only for devices whose driver has
-	// advise_mr (UAPI_DEF_OBJ_NEEDS_FN): elsewhere the ioctl answers that
-	// there is no such method, and there is no write() form to fall back to.
+	// A kernel without the method (before Linux 5.0, or without ioctl)
+	// answers that there is no such method, and there is no write() form
+	// to fall back to. A kernel with it answers EOPNOTSUPP for a driver
+	// without advise_mr (uverbs_std_types_mr.c: the method is declared for
+	// every device, and its handler checks ops.advise_mr).
 	_, err = pd.ctx.ioctlOr(verb, b, abi.TransportNone, func() error {
-		return fmt.Errorf("%w: the kernel has no ADVISE_MR method for this device (its driver has no advise_mr)", ErrNotSupported)
+		return fmt.Errorf("%w: the kernel has no ADVISE_MR method", ErrNotSupported)
 	})
 	return err
 }

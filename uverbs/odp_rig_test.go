@@ -13,15 +13,19 @@ import (
 )
 
 // TestODPRig: on a device without on-demand paging (siw; rxe before Linux
-// 6.4) RegMR with AccessOnDemand and AdviseMR are refused with
-// ErrNotSupported before any command, and sent anyway the kernel refuses
-// them itself: REG_MR with ON_DEMAND is EINVAL on 6.1 (ib_check_mr_access
-// without IBK_ON_DEMAND_PAGING; newer kernels may say EOPNOTSUPP), and the
-// ADVISE_MR method does not exist for a driver without advise_mr (the
-// ioctl's EPROTONOSUPPORT, which AdviseMR reports as ErrNotSupported). Where
-// the device reports ODP (rxe from 6.4), the ODP MR registers, and
-// AdviseMR's prefetch either succeeds or is the kernel's EOPNOTSUPP (rxe
-// got advise_mr later than ODP), which the test logs.
+// 6.4) RegMR with AccessOnDemand, AdviseMR and RegImplicitODP are refused
+// with ErrNotSupported by their capability checks (RegImplicitODP's costs
+// the one QUERY_DEVICE and sends no REG_MR), and sent anyway the kernel
+// refuses them itself: REG_MR with ON_DEMAND, explicit or implicit, is
+// EINVAL on 6.1 (ib_check_mr_access without IBK_ON_DEMAND_PAGING; newer
+// kernels may say EOPNOTSUPP), and ADVISE_MR of the MR object is the
+// handler's EOPNOTSUPP for a driver without advise_mr (the method exists
+// for every device), which AdviseMR reports as ErrNotSupported. Where the
+// device reports ODP (rxe from 6.4), the ODP MR registers, and AdviseMR's
+// prefetch either succeeds or is the kernel's EOPNOTSUPP (rxe got
+// advise_mr later than ODP), which the test logs; RegImplicitODP is
+// refused by the capability check unless the device reports implicit ODP
+// (rxe does not), and registers if it does.
 func TestODPRig(t *testing.T) {
 	rigtest.Require(t)
 	for _, name := range []string{"rxe0", "siw0"} {
@@ -72,6 +76,7 @@ func TestODPRig(t *testing.T) {
 				if !odpWrite(t, c, pd, plain, r.Bytes()[:4096], mr, len(b2)-4096, b2[len(b2)-4096:]) {
 					t.Logf("KERNEL DEFECT: a 4-packet RDMA WRITE into rxe's ODP MR completed successfully but did not land whole")
 				}
+				implicitRig(t, c, pd, a)
 				err = pd.AdviseMR(AdvicePrefetchWrite, AdviseFlush, []SGE{{Addr: mr.Addr(), Length: 1 << 16, LKey: mr.LKey()}})
 				switch {
 				case err == nil:
@@ -89,6 +94,7 @@ func TestODPRig(t *testing.T) {
 			if err := pd.AdviseMR(AdvicePrefetch, 0, sge); !errors.Is(err, ErrNotSupported) {
 				t.Errorf("AdviseMR on %s: %v, want ErrNotSupported", name, err)
 			}
+			implicitRig(t, c, pd, a)
 			c.skipCapChecks = true
 			defer func() { c.skipCapChecks = false }()
 			mr, err := pd.RegMR(r.Bytes(), AccessLocalWrite|AccessOnDemand)
@@ -101,13 +107,54 @@ func TestODPRig(t *testing.T) {
 			} else {
 				t.Logf("the kernel's REG_MR answer: %v", err)
 			}
+			imr, err := pd.RegImplicitODP(AccessLocalWrite)
+			if err == nil {
+				imr.Close()
+				t.Fatalf("%s's kernel registered an implicit ODP MR without reporting ODP", name)
+			}
+			if !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.EOPNOTSUPP) {
+				t.Errorf("REG_MR of the implicit range on %s: %v, want the kernel's EINVAL or EOPNOTSUPP", name, err)
+			} else {
+				t.Logf("the kernel's answer to REG_MR of the implicit range: %v", err)
+			}
 			before := c.Syscalls()
-			if err := pd.AdviseMR(AdvicePrefetch, 0, sge); !errors.Is(err, ErrNotSupported) {
-				t.Errorf("ADVISE_MR on %s: %v, want ErrNotSupported (no such method)", name, err)
+			err = pd.AdviseMR(AdvicePrefetch, 0, sge)
+			if !errors.Is(err, ErrNotSupported) || !errors.Is(err, unix.EOPNOTSUPP) {
+				t.Errorf("ADVISE_MR on %s: %v, want the handler's EOPNOTSUPP (ErrNotSupported)", name, err)
 			} else {
 				t.Logf("the kernel's ADVISE_MR answer (%d syscall): %v", c.Syscalls()-before, err)
 			}
 		})
+	}
+}
+
+// implicitRig checks RegImplicitODP against the device's ODP capabilities
+// a: refused by the capability check (one QUERY_DEVICE, no REG_MR) where
+// they lack implicit ODP, registered where they have it.
+func implicitRig(t *testing.T, c *Context, pd *PD, a DeviceAttr) {
+	t.Helper()
+	before := c.Syscalls()
+	imr, err := pd.RegImplicitODP(AccessLocalWrite | AccessRemoteWrite | AccessRemoteRead)
+	if a.ODPCaps.General&ODPSupportImplicit != 0 {
+		if err != nil {
+			t.Errorf("RegImplicitODP on a device reporting implicit ODP: %v", err)
+			return
+		}
+		t.Logf("RegImplicitODP: lkey %#x rkey %#x", imr.LKey(), imr.RKey())
+		imr.Close()
+		return
+	}
+	if !errors.Is(err, ErrNotSupported) {
+		t.Errorf("RegImplicitODP without implicit ODP: %v, want ErrNotSupported", err)
+	}
+	if n := c.Syscalls() - before; n != 1 {
+		t.Errorf("RegImplicitODP's refusal took %d syscalls, want 1 (the capability check's QUERY_DEVICE)", n)
+	}
+	if _, sent := c.Transports()["RegImplicitODP"]; sent {
+		t.Errorf("RegImplicitODP's refusal sent a command")
+	}
+	if err == nil {
+		imr.Close()
 	}
 }
 

@@ -16,9 +16,9 @@ import (
 // ON_DEMAND registers memory the CPU never touched, an RDMA WRITE into it
 // lands and an RDMA READ into it (a local write through the ODP MR) lands;
 // once a page of it is unmapped, a WRITE there fails (the fault cannot be
-// resolved: a remote access error). Implicit ODP is not modelled; a
-// device without ODP refuses ON_DEMAND with ErrNotSupported before the
-// kernel.
+// resolved: a remote access error). A device without ODP refuses
+// ON_DEMAND with ErrNotSupported before the kernel. (Implicit ODP:
+// TestImplicitODP; ADVISE_MR: TestAdviseMR.)
 func TestODP(t *testing.T) {
 	ps := mmap.PageSize()
 	d, dev := newModel(t, nil, model.Options{ODP: true})
@@ -89,10 +89,10 @@ func TestODP(t *testing.T) {
 		defer m2.Close()
 	}
 
-	// The model has no ADVISE_MR method (as a kernel whose driver lacks
-	// advise_mr): ErrNotSupported.
-	if err := n.pd.AdviseMR(uverbs.AdvicePrefetchWrite, uverbs.AdviseFlush, []uverbs.SGE{{Addr: base, Length: uint32(ps), LKey: mr.LKey()}}); !errors.Is(err, uverbs.ErrNotSupported) {
-		t.Errorf("AdviseMR on the model: %v, want ErrNotSupported (not modelled)", err)
+	// ADVISE_MR of the unmapped page (TestAdviseMR has the rest): the
+	// write fault cannot be resolved.
+	if err := n.pd.AdviseMR(uverbs.AdvicePrefetchWrite, uverbs.AdviseFlush, []uverbs.SGE{{Addr: base + uint64(2*ps), Length: uint32(ps), LKey: mr.LKey()}}); !errors.Is(err, unix.EFAULT) {
+		t.Errorf("AdviseMR(PREFETCH_WRITE, FLUSH) of the unmapped page: %v, want EFAULT", err)
 	}
 
 	nd, ndev := newModel(t, nil, model.Options{})

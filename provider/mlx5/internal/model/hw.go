@@ -43,6 +43,9 @@ func (d *Device) step() bool {
 			busy = true
 		}
 	}
+	if d.runPrefetches() {
+		busy = true
+	}
 	return busy
 }
 

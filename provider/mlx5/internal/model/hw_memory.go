@@ -34,7 +34,7 @@ func (d *Device) local(q *mqp, lkey uint32, addr uint64, n uint32, write bool) (
 	if addr < m.iova || addr-m.iova+uint64(n) > m.length {
 		return nil, false
 	}
-	if m.odp && !fault(m.start+(addr-m.iova), n) {
+	if m.odp && !d.odpAccess(m, m.start+(addr-m.iova), n, write) {
 		return nil, false
 	}
 	return kernel.UserMemory(m.start+(addr-m.iova), int(n)), true
@@ -56,7 +56,7 @@ func (d *Device) remote(q *mqp, rkey uint32, addr uint64, n uint32, access uint3
 	if n == 0 {
 		return nil, true
 	}
-	if m.odp && !fault(m.start+(addr-m.iova), n) {
+	if m.odp && !d.odpAccess(m, m.start+(addr-m.iova), n, access != accRemoteRead) {
 		return nil, false
 	}
 	return kernel.UserMemory(m.start+(addr-m.iova), int(n)), true

@@ -71,6 +71,11 @@ type Options struct {
 	// read, atomic, SRQ receive), REG_MR with ON_DEMAND access, and page
 	// faults resolved at access time.
 	ODP bool
+	// ImplicitODP gives the device implicit on-demand paging too (it
+	// implies ODP): IB_ODP_SUPPORT_IMPLICIT in the ODP capabilities, and
+	// REG_MR of start 0 and length U64_MAX registers the implicit ODP MR,
+	// whose keys reach every address the process maps (odp.go).
+	ImplicitODP bool
 	// ECE gives the device ece_support (the ucontext response's
 	// MLX5_IB_ALLOC_UCONTEXT_RESP_MASK_ECE) with a firmware that takes
 	// these ECE option bits: it answers a CREATE_QP's or MODIFY_QP's
@@ -107,6 +112,8 @@ type Stats struct {
 	Flushed         int // WQEs completed with a flush error
 	UARMappings     int // UAR pages mapped and not unmapped
 	Contexts        int // open contexts
+	ODPFaults       int // pages of ODP MRs an access found not mapped as it needed, and faulted in
+	ODPPrefetches   int // ranges ADVISE_MR prefetched (with FLUSH at once, without it from the queue)
 }
 
 // Fabric connects modelled devices: packets between their QPs are routed by
@@ -155,6 +162,7 @@ type Device struct {
 	nextPageID uint32
 	stats      Stats
 	methods    map[[2]uint16]int // ioctl calls by object and method (MethodCalls)
+	prefetches []prefetch        // ADVISE_MR prefetches without FLUSH, not done yet
 	violations []string
 	paused     bool
 	lost       bool // disassociated: every command fails with EIO
@@ -167,6 +175,9 @@ func (f *Fabric) Add(o Options) (*Device, error) {
 	n := len(f.devs)
 	if o.Name == "" {
 		o.Name = fmt.Sprintf("mlx5_%d", n)
+	}
+	if o.ImplicitODP {
+		o.ODP = true
 	}
 	if o.NoIoctl {
 		// A kernel without ioctl has no UAR object either.

@@ -59,6 +59,11 @@ const (
 	devCapMemWindow2B = 1 << 24 // IB_DEVICE_MEM_WINDOW_TYPE_2B
 )
 
+// mwKeyByte is the key byte of a new window's key: the key the kernel
+// knows the window by (binds change the device's key byte, not the
+// kernel's record).
+const mwKeyByte = 0x17
+
 // mmw is a memory window: an mkey the device rebinds.
 type mmw struct {
 	handle uint32
@@ -219,6 +224,9 @@ func (d *Device) remoteMW(q *mqp, rkey uint32, addr uint64, n uint32, access uin
 	if n == 0 {
 		return nil, true
 	}
+	if m.odp && !d.odpAccess(m, m.start+(at-m.iova), n, access != accRemoteRead) {
+		return nil, false
+	}
 	return kernel.UserMemory(m.start+(at-m.iova), int(n)), true
 }
 
@@ -255,7 +263,7 @@ func (u *ufile) cmdAllocMW(in, out, din, dout []byte) error {
 	d := u.d
 	idx := d.nextKey
 	d.nextKey++
-	m := &mmw{key: idx<<8 | 0x17, pd: p, type2: req.MwType == 2, free: true, qpn: 0xffffff}
+	m := &mmw{key: idx<<8 | mwKeyByte, pd: p, type2: req.MwType == 2, free: true, qpn: 0xffffff}
 	m.handle = u.ctx.add(m)
 	d.mws[idx] = m
 	p.users++

@@ -82,6 +82,10 @@ type mmr struct {
 	iova   uint64
 	access uint32
 	odp    bool // ON_DEMAND: nothing pinned, pages faulted in at access (odp.go)
+	// implicit: the implicit ODP MR (start and I/O address 0, length
+	// U64_MAX): the process's address space.
+	implicit bool
+	odpPages map[uint64]ODPAccess // ODP: the pages the device has mapped, by user address
 }
 
 type mah struct {

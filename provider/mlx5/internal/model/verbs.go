@@ -248,6 +248,8 @@ func (u *ufile) ioctl(c *call) error {
 		return nil
 	case om{abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY}:
 		return u.deallocPD(handleOf(c, 0))
+	case om{abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_ADVISE_MR}:
+		return u.ioctlAdviseMR(c) // advise.go
 	case om{abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY}:
 		return u.deregMR(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY}:

@@ -51,13 +51,21 @@ func (u *ufile) cmdRegMR(in, out, din, dout []byte) error {
 		return unix.EINVAL
 	}
 	odp := req.AccessFlags&abi.IB_UVERBS_ACCESS_ON_DEMAND != 0
-	if err := u.d.checkODPReg(odp, req.Start, req.Length); err != nil {
+	if err := u.d.checkODPReg(odp, req.Start, req.Length, req.HcaVa); err != nil {
 		return err
 	}
 	d := u.d
 	key := d.nextKey<<8 | 0x42
 	d.nextKey++
-	m := &mmr{key: key, pd: p, start: req.Start, length: req.Length, iova: req.HcaVa, access: req.AccessFlags, odp: odp}
+	m := &mmr{key: key, pd: p, start: req.Start, length: req.Length, iova: req.HcaVa, access: req.AccessFlags, odp: odp,
+		implicit: odp && isImplicit(req.Start, req.Length)}
+	if odp && !m.implicit {
+		// mlx5_ib_init_odp_mr: what the process has present is mapped at
+		// once.
+		if lo, hi, ok := pages(m.start, m.length); ok {
+			m.snapshot(lo, hi)
+		}
+	}
 	m.handle = u.ctx.add(m)
 	d.mrs[key] = m
 	p.users++
