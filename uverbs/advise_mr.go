@@ -23,9 +23,10 @@ const (
 const AdviseFlush = abi.IB_UVERBS_ADVISE_MR_FLAG_FLUSH
 
 // odpSupported is the capability check of on-demand paging: a device whose
-// ODP capabilities lack ODP_SUPPORT (rxe before Linux 6.4, siw, the mlx5
-// model) refuses with ErrNotSupported before any command.
-func (c *Context) odpSupported(verb string) error {
+// ODP capabilities lack need (ODPSupport: rxe before Linux 6.4, siw, the
+// mlx5 model without ODP; ODPSupportImplicit for the implicit MR) refuses
+// with ErrNotSupported before any command but the QUERY_DEVICE.
+func (c *Context) odpSupported(verb string, need ODPGeneralCap) error {
 	if c.skipCapChecks {
 		return nil
 	}
@@ -33,9 +34,13 @@ func (c *Context) odpSupported(verb string) error {
 	if err != nil {
 		return err
 	}
-	if a.ODPCaps.General&ODPSupport == 0 {
+	if a.ODPCaps.General&need != need {
+		what := "on-demand paging"
+		if need&ODPSupportImplicit != 0 {
+			what = "implicit on-demand paging"
+		}
 		return opError(verb, c.dev.Name, abi.TransportNone,
-			fmt.Errorf("%w: the device has no on-demand paging (ODP capabilities %v)", ErrNotSupported, a.ODPCaps.General))
+			fmt.Errorf("%w: the device has no %s (ODP capabilities %v)", ErrNotSupported, what, a.ODPCaps.General))
 	}
 	return nil
 }
@@ -71,7 +76,7 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 		return err
 	}
 	defer pd.done()
-	if err := pd.ctx.odpSupported(verb); err != nil {
+	if err := pd.ctx.odpSupported(verb, ODPSupport); err != nil {
 		return err
 	}
 	list := make([]byte, 0, len(sgl)*16) // struct ib_uverbs_sge each

@@ -1,7 +1,6 @@
 package uverbs
 
 import (
-	"fmt"
 	"math"
 
 	"github.com/goverbs/goverbs/abi"
@@ -42,7 +41,7 @@ func (pd *PD) RegImplicitODP(access Access) (_ *MR, err error) {
 		return nil, err
 	}
 	defer pd.done()
-	if err := pd.ctx.implicitODPSupported(verb); err != nil {
+	if err := pd.ctx.odpSupported(verb, ODPSupportImplicit); err != nil {
 		return nil, err
 	}
 	req := abi.IbUverbsRegMr{Start: 0, Length: math.MaxUint64, HcaVa: 0, PdHandle: pd.handle, AccessFlags: uint32(access)}
@@ -53,21 +52,4 @@ func (pd *PD) RegImplicitODP(access Access) (_ *MR, err error) {
 		return nil, err
 	}
 	return &MR{pd: pd, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, length: math.MaxInt, access: access}, nil
-}
-
-// implicitODPSupported is implicit ODP's capability check (QUERY_DEVICE):
-// ErrNotSupported where the ODP capabilities lack ODPSupportImplicit.
-func (c *Context) implicitODPSupported(verb string) error {
-	if c.skipCapChecks {
-		return nil
-	}
-	a, err := c.QueryDevice()
-	if err != nil {
-		return err
-	}
-	if a.ODPCaps.General&ODPSupportImplicit == 0 {
-		return opError(verb, c.dev.Name, abi.TransportNone,
-			fmt.Errorf("%w: the device has no implicit on-demand paging (ODP capabilities %v)", ErrNotSupported, a.ODPCaps.General))
-	}
-	return nil
 }

@@ -133,7 +133,7 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	}
 	defer pd.done()
 	if access&AccessOnDemand != 0 {
-		if err := pd.ctx.odpSupported("RegMR"); err != nil {
+		if err := pd.ctx.odpSupported("RegMR", ODPSupport); err != nil {
 			return nil, err
 		}
 	}
