@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/mmap"
@@ -42,7 +44,11 @@ type cmLink struct {
 	client bool // the dialing side
 	dead   bool // the peer left, no receive is posted
 	heard  bool // a message from the peer came
-	wc     [4]uverbs.WorkCompletion
+	// readNudge: the server on iWARP may nudge with a zero-length RDMA
+	// READ (both ends granted one; see nudgeEvery); nudgeOut: a nudge
+	// READ not yet completed.
+	readNudge, nudgeOut bool
+	wc                  [4]uverbs.WorkCompletion
 }
 
 const cmSendOff = 2048 // the send area of the link's buffer; receives land at 0
@@ -85,7 +91,25 @@ const (
 // completes nothing for it (siw_proc_write; MPA's RTR message is one), and
 // its arrival makes the QP read the socket, the stuck message first. The
 // client may send it: it has already sent its first FPDU.
+//
+// The server, facing a client that does not nudge (rdma-core's perftest),
+// nudges the same way after nudgeEvery with a zero-length RDMA READ: the
+// client's siw answers it with a zero-length READ RESPONSE (siw_init_rresp;
+// no memory is checked for a zero-length SGE on either side,
+// siw_check_sgl_tx, siw_proc_rresp), and that arrival makes the server's
+// QP read its socket. It needs an ORD of 1 on the exchange connection,
+// which perftest's client grants for READ and atomic tests only
+// (rdma_client_connect sets responder_resources to -o's outstanding reads
+// for those, 0 otherwise: send_lat -R and write_lat -R against rdma-core's
+// client have no server-side cure; their first message stays stuck when
+// siw's race strikes). The READ may only go out once the client's kernel
+// has taken the MPA reply (an FPDU right behind it fails the connect,
+// siw_recv_mpa_rr): a second after the accept returned, the reply sent
+// before it returned has long been read there. GOVERBS_SIW_NUDGE=0 turns
+// both nudges off (the rig's tests show the hang they cure with it).
 const nudgeEvery = time.Second
+
+var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
 
 func (l *cmLink) postRecv() error {
 	_, err := l.conn.QP.PostRecv([]uverbs.RecvWR{{ID: cmRecvID, SGL: []uverbs.SGE{{Addr: l.mr.Addr(), Length: cmMsg, LKey: l.mr.LKey()}}}})
@@ -187,6 +211,9 @@ func cmAccept(port int, source string) (*comm, error) {
 		return nil, failf("Function rdma_accept failed: %v", err)
 	}
 	l.conn = c
+	// On iWARP ESTABLISHED's responder_resources is siw's negotiated ORD
+	// and initiator_depth its IRD (Linux's cma_iw_handler).
+	l.readNudge = c.ID.Device().Transport == uverbs.TransportIWARP && c.Param.ResponderResources >= 1 && c.Param.InitiatorDepth >= 1
 	return &comm{cm: l}, nil
 }
 
@@ -213,8 +240,11 @@ func (l *cmLink) await(recv bool) error {
 			return err
 		}
 		for _, w := range l.wc[:n] {
-			if w.ID == cmNudgeID && (w.Status == uverbs.WCSuccess || w.Status == uverbs.WCWRFlushErr) {
-				continue
+			if w.ID == cmNudgeID {
+				l.nudgeOut = false
+				if w.Status == uverbs.WCSuccess || w.Status == uverbs.WCWRFlushErr {
+					continue
+				}
 			}
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
@@ -242,10 +272,11 @@ func (l *cmLink) await(recv bool) error {
 	}
 }
 
-// wait waits for completions. The client on iWARP, waiting for the
-// server's first message, nudges every nudgeEvery (see nudgeEvery).
+// wait waits for completions. On iWARP, waiting for the peer's first
+// message, the client nudges every nudgeEvery, and so does the server
+// where it may READ (see nudgeEvery).
 func (l *cmLink) wait(recv bool) (int, error) {
-	if !recv || l.heard || l.conn.ID.Device().Transport != uverbs.TransportIWARP || !l.client {
+	if !recv || l.heard || l.conn.ID.Device().Transport != uverbs.TransportIWARP || !l.client && !l.readNudge || nudgeOff {
 		return l.conn.CQ.Wait(context.Background(), l.wc[:])
 	}
 	for {
@@ -255,12 +286,28 @@ func (l *cmLink) wait(recv bool) (int, error) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return n, err
 		}
-		// The send queue holds our message's completed SEND at most; a
-		// nudge that does not fit (the last one still in flight) waits
-		// for the next turn.
-		_, _ = l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled}})
+		if l.client {
+			// The send queue holds our message's completed SEND at
+			// most; a nudge that does not fit (the last one still in
+			// flight) waits for the next turn.
+			_, _ = l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled}})
+			continue
+		}
+		// The server has sent nothing yet: its send queue is empty. One
+		// READ at a time (its completion, counted here, is what the CQ
+		// can hold beside the receive's).
+		if !l.nudgeOut {
+			if _, err := l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled}}); err != nil {
+				return 0, failf("Couldn't post the RDMA READ nudge: %v", err)
+			}
+			l.nudgeOut = true
+			nudges.Add(1)
+		}
 	}
 }
+
+// nudges counts the server's READ nudges (the rig's tests read it).
+var nudges atomic.Int64
 
 // peerLeft reports whether the connection went down because the peer
 // disconnected (waiting a little: the QP flushes before the event is seen).

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/mmap"
@@ -87,7 +88,10 @@ type session struct {
 	start int // offset of the client's start_buf
 	wc    []uverbs.WorkCompletion
 	ctx   context.Context // done when the connection is
-	nudge bool            // the client on iWARP, before the server's first message
+	// nudge: on iWARP, before the peer's first message, wait posts
+	// nudgeOp every nudgeEvery (see nudgeEvery).
+	nudge   bool
+	nudgeOp uverbs.WROpcode
 }
 
 // watch makes s.ctx end when the CM reports the connection down.
@@ -208,27 +212,46 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 	}
 }
 
-// nudgeEvery is how long the client on iWARP waits for the server's first
+// nudgeEvery is how long either side on iWARP waits for the peer's first
 // message before it nudges. siw's accept (siw_accept in Linux's siw_cm.c,
 // 6.1 to 7.x) sends the MPA reply before it hands the socket's receive
 // callback to the QP: a first message that arrives in between stays unread
 // in the server's socket until more data comes, and server and client each
 // wait for the other (rping's client against rdma-core's server stalled on
-// siw0 so). An unsignaled zero-length RDMA WRITE is that more data: siw
-// places nothing and completes nothing for it at the server (MPA's RTR
-// message is one), and its arrival makes the QP read the socket.
+// siw0 so, and rdma-core's client against this server: 4 connects in 30
+// on Linux 7.3). The client nudges with an unsignaled zero-length RDMA
+// WRITE: siw places nothing and completes nothing for it at the server
+// (siw_proc_write; MPA's RTR message is one), and its arrival makes the QP
+// read the socket. The server, which must not rely on its client doing so,
+// nudges with an unsignaled zero-length RDMA READ: the client's siw
+// answers it with a zero-length READ RESPONSE (siw_init_rresp; siw checks
+// no memory for a zero-length SGE on either side, siw_check_sgl_tx and
+// siw_proc_rresp) whose arrival does the same. That needs the client to
+// have granted an IRD (rping's client grants 1; the READ sink is an empty
+// SGE) and it may only be sent once the client's kernel has taken the MPA
+// reply (an FPDU right behind the reply fails siw's connect,
+// siw_recv_mpa_rr): a second after the accept returned, the reply, sent
+// before it returned, has long been read there.
 const nudgeEvery = time.Second
+
+// nudgeOff: GOVERBS_SIW_NUDGE=0 turns the nudges off (the rig's tests
+// show the hang they cure with it).
+var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
+
+// nudges counts the nudges posted (the rig's tests read it).
+var nudges atomic.Int64
 
 // wait waits for the next completion, nudging while s.nudge holds.
 func (s *session) wait() (int, error) {
-	for s.nudge {
+	for s.nudge && !nudgeOff {
 		ctx, cancel := context.WithTimeout(s.ctx, nudgeEvery)
 		n, err := s.conn.CQ.Wait(ctx, s.wc)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) || s.ctx.Err() != nil {
 			return n, err
 		}
-		_, _ = s.conn.QP.PostSend([]uverbs.SendWR{{ID: wrNudge, Opcode: uverbs.WRRDMAWrite}}) // a full send queue: next turn
+		_, _ = s.conn.QP.PostSend([]uverbs.SendWR{{ID: wrNudge, Opcode: s.nudgeOp}}) // a full send queue: next turn
+		nudges.Add(1)
 	}
 	return s.conn.CQ.Wait(s.ctx, s.wc)
 }
@@ -289,7 +312,7 @@ func runClient(o *options) error {
 		return err
 	}
 	s.conn = c
-	s.nudge = c.ID.Device().Transport == uverbs.TransportIWARP
+	s.nudge, s.nudgeOp = c.ID.Device().Transport == uverbs.TransportIWARP, uverbs.WRRDMAWrite
 	s.watch()
 	s.watchDisconnect("client")
 	o.debugf("rmda_connect successful\n")
@@ -394,6 +417,11 @@ func serve(o *options, r *rdmacm.ConnRequest) error {
 		return fmt.Errorf("rdma_accept: %w", err)
 	}
 	s.conn = c
+	// On iWARP the negotiated ORD is ESTABLISHED's responder_resources
+	// (Linux's cma_iw_handler gives siw's ord there), its IRD the
+	// initiator_depth; a READ needs both ends' consent.
+	s.nudge = c.ID.Device().Transport == uverbs.TransportIWARP && c.Param.ResponderResources >= 1 && c.Param.InitiatorDepth >= 1
+	s.nudgeOp = uverbs.WRRDMARead
 	s.watch()
 	s.watchDisconnect("server")
 	o.debugf("accepting client connection request\n")
