@@ -220,3 +220,82 @@ func hangState(pid int) string {
 	}
 	return b.String()
 }
+
+// TestRigRpingSIWAcceptRace: this rping serves rdma-core's rping client on
+// siw0, one connection per round (RPING_SIW_ROUNDS, default 20), each
+// with a single ping. siw's accept (siw_accept in Linux's siw_cm.c) sends
+// the MPA reply before the QP owns the socket's receive callback; a
+// client's first message that arrives in between stays unread in the
+// server's socket (4 connects in 30 hung so on Linux 7.3 before the
+// server nudged). The server's zero-length RDMA READ nudge must end every
+// such round: a round that has not ended after 20 s counts as hung, with
+// the unread bytes of the server's socket noted. Run with
+// GOVERBS_SIW_NUDGE=0 the nudge is off and the hangs show.
+func TestRigRpingSIWAcceptRace(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "siw0")
+	rp := rdmaCoreRping(t)
+	rounds := 20
+	if s := os.Getenv("RPING_SIW_ROUNDS"); s != "" {
+		var err error
+		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
+			t.Fatalf("RPING_SIW_ROUNDS=%q", s)
+		}
+	}
+	before := nudges.Load()
+	var hung, nudged []int
+	var unread []string
+	start := time.Now()
+	for i := range rounds {
+		port := 7400 + i%500
+		n0 := nudges.Load()
+		done := make(chan int, 1)
+		go func() {
+			done <- run([]string{"-s", "-a", "10.0.3.15", "-p", strconv.Itoa(port), "-C", "1", "-S", "64"})
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var out []byte
+		var err error
+		for try := 0; try < 50; try++ {
+			var serr strings.Builder
+			cmd := exec.CommandContext(ctx, rp, "-c", "-a", "10.0.3.15", "-p", strconv.Itoa(port), "-C", "1", "-S", "64", "-v")
+			cmd.Stderr = &serr
+			cmd.Cancel = func() error {
+				// The round hung: note what the server's socket holds
+				// before the client dies.
+				unread = append(unread, rigtest.UnreadOn(port)...)
+				return cmd.Process.Kill()
+			}
+			out, err = cmd.Output()
+			out = append(out, serr.String()...)
+			if err == nil || !strings.Contains(serr.String(), "REJECTED") || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond) // the server is not listening yet
+		}
+		if ctx.Err() != nil {
+			hung = append(hung, i)
+		} else if err != nil {
+			t.Errorf("round %d: rdma-core rping client: %v\n%s", i, err, out)
+		} else if !strings.Contains(string(out), "ping data: rdma-ping-0: ") {
+			t.Errorf("round %d: no ping printed:\n%s", i, out)
+		}
+		cancel()
+		select {
+		case rc := <-done:
+			if rc != 0 && ctx.Err() == nil {
+				t.Errorf("round %d: goverbs rping server exited %d", i, rc)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: goverbs rping server did not end after the client left", i)
+		}
+		if nudges.Load() != n0 {
+			nudged = append(nudged, i)
+		}
+	}
+	t.Logf("%d rounds in %v (nudges off: %v): %d hung %v (server sockets with unread bytes: %q); the server nudged in %d %v (%d nudges)",
+		rounds, time.Since(start).Round(time.Second), nudgeOff, len(hung), hung, unread, len(nudged), nudged, nudges.Load()-before)
+	if len(hung) > 0 {
+		t.Errorf("%d of %d rounds hung", len(hung), rounds)
+	}
+}
