@@ -31,6 +31,7 @@ const (
 const (
 	wrRecv    = 1 << 63
 	wrMsgSend = 1 << 62
+	wrNudge   = 1 << 61 // a zero-length RDMA WRITE (see nudgeEvery)
 )
 
 // hostBigEndian: rsocket peers exchange SGEs in the receiver's host order
@@ -77,6 +78,7 @@ type Conn struct {
 	err       error // why the connection is in stError
 	closing   bool
 	quiet     bool          // accepted on iWARP: send nothing before the peer's first message
+	nudge     bool          // dialed on iWARP, nothing received yet: waiters nudge (see nudgeEvery)
 	prog      chan struct{} // closed when the state moved on (waiters)
 	progWait  int           // goroutines that may be waiting on prog
 	sseqNo    uint16
@@ -202,6 +204,7 @@ func (c *Conn) start(peer []byte, accepted bool) error {
 	// under TCG. rsocket peers send first (goverbs' Dial its credits at
 	// once, rsocket.c its credits or data on its first call).
 	c.quiet = c.msgSend && accepted
+	c.nudge = c.msgSend && !accepted && !nudgeOff
 	if a, err := c.rc.ID.LocalAddr(); err == nil {
 		c.laddr = &Addr{a}
 	}

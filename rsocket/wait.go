@@ -51,6 +51,7 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 			}
 			reposts++
 			c.quiet = false // the initiator has sent: we may too
+			c.nudge = false // the acceptor's QP reads its socket
 			var msg uint32
 			if wc.Flags&uverbs.WCWithImm != 0 {
 				msg = wc.Imm
@@ -78,6 +79,13 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 				if c.rmsgTail++; c.rmsgTail == len(c.rmsg) {
 					c.rmsgTail = 0
 				}
+			}
+			continue
+		}
+		if wc.ID&wrNudge != 0 {
+			c.sqeAvail++
+			if wc.Status != uverbs.WCSuccess && c.state&stConnected != 0 {
+				c.fail(wcError{wc.Status})
 			}
 			continue
 		}
@@ -243,11 +251,17 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 			counted = false
 			c.pollHeld()
 			ok := cond(c) || c.closing
+			nudge := c.nudge
 			c.mu.Unlock()
 			if !ok {
 				n, err := c.spin()
+				timedOut := false
 				if n == 0 && err == nil {
-					n, err = c.cq.Wait(dl, c.wc[:])
+					if nudge {
+						n, timedOut, err = c.waitNudging(dl)
+					} else {
+						n, err = c.cq.Wait(dl, c.wc[:])
+					}
 				}
 				c.mu.Lock()
 				c.process(c.wc[:n])
@@ -257,6 +271,9 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 				// the connection fail so, "context deadline exceeded").
 				if err != nil && dl.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 					c.brokenLocked(err)
+				}
+				if timedOut {
+					c.postNudge()
 				}
 				c.updateCredits()
 				c.mu.Unlock()
@@ -293,3 +310,62 @@ func (c *Conn) spin() (int, error) {
 		}
 	}
 }
+
+// nudgeEvery is how long a dialed connection on iWARP waits for the
+// peer's first message before it nudges.
+//
+// siw's accept (siw_accept in Linux's siw_cm.c, 6.1 to 7.x) sends the MPA
+// reply before it hands the socket's receive callback to the QP: what we
+// send the moment our connect returns (our credits, then the caller's
+// first bytes) can arrive in between and stay unread in the acceptor's
+// socket until more data comes; the acceptor then waits for our bytes
+// and we for its answer, forever (rdmacm's TestRigSIWFirstMessage: 13
+// first messages in 300 on Linux 7.3). A zero-length RDMA WRITE is that
+// more data: siw places nothing and completes nothing for it at the
+// acceptor (siw_proc_write; MPA's RTR message is one), so the rsocket
+// peer (rsocket.c or this package) never sees it, and its arrival makes
+// the acceptor's QP read the socket, the stuck messages first. The
+// dialer may send it: it has sent its first FPDU already.
+//
+// An acceptor has no such cure against rsocket.c's rconnect: that grants
+// no RDMA READ (responder_resources 0, so siw's accept lowers our ORD to
+// 0 and a READ, whose response would wake our socket, is refused), and
+// rsocket.c sends nothing unasked but credits (on its first poll, then
+// after half its receive queue or buffer was consumed) and keepalives
+// (SO_KEEPALIVE only).
+//
+// GOVERBS_SIW_NUDGE=0 turns the nudge off (the rig's tests show the hang
+// it cures with it).
+const nudgeEvery = time.Second
+
+var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
+
+// waitNudging is CQ.Wait bounded by nudgeEvery as well as dl; timedOut
+// reports that nudgeEvery passed with nothing completed. The token held,
+// mu not.
+func (c *Conn) waitNudging(dl *deadline) (n int, timedOut bool, err error) {
+	ctx, cancel := context.WithTimeout(dl, nudgeEvery)
+	n, err = c.cq.Wait(ctx, c.wc[:])
+	cancel()
+	if errors.Is(err, context.DeadlineExceeded) && dl.Err() == nil {
+		return n, true, nil
+	}
+	return n, false, err
+}
+
+// postNudge posts the nudge (see nudgeEvery) while the connection needs
+// one and a send queue entry is free; a refused post waits for the next
+// turn (a connection that broke is the CM's to report). mu held.
+func (c *Conn) postNudge() {
+	if !c.nudge || c.sqeAvail < 1 || c.state&stConnected == 0 {
+		return
+	}
+	c.swr[0] = uverbs.SendWR{ID: wrNudge, Opcode: uverbs.WRRDMAWrite}
+	if _, err := c.qp.PostSend(c.swr[:1]); err == nil {
+		c.sqeAvail--
+		nudges.Add(1)
+	}
+}
+
+// nudges counts the nudges posted (tests read it).
+var nudges atomic.Int64
