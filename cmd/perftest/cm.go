@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/mmap"
@@ -44,11 +43,12 @@ type cmLink struct {
 	client bool // the dialing side
 	dead   bool // the peer left, no receive is posted
 	heard  bool // a message from the peer came
-	// readNudge: the server on iWARP may nudge with a zero-length RDMA
-	// READ (both ends granted one; see nudgeEvery); nudgeOut: a nudge
-	// READ not yet completed.
-	readNudge, nudgeOut bool
-	wc                  [4]uverbs.WorkCompletion
+	// early is the server's answer to the message it waits for, sent
+	// before that message came if it is late on iWARP (see nudgeEvery);
+	// earlySent says it went.
+	early     []byte
+	earlySent bool
+	wc        [4]uverbs.WorkCompletion
 }
 
 const cmSendOff = 2048 // the send area of the link's buffer; receives land at 0
@@ -92,21 +92,23 @@ const (
 // its arrival makes the QP read the socket, the stuck message first. The
 // client may send it: it has already sent its first FPDU.
 //
-// The server, facing a client that does not nudge (rdma-core's perftest),
-// nudges the same way after nudgeEvery with a zero-length RDMA READ: the
-// client's siw answers it with a zero-length READ RESPONSE (siw_init_rresp;
-// no memory is checked for a zero-length SGE on either side,
-// siw_check_sgl_tx, siw_proc_rresp), and that arrival makes the server's
-// QP read its socket. It needs an ORD of 1 on the exchange connection,
-// which perftest's client grants for READ and atomic tests only
-// (rdma_client_connect sets responder_resources to -o's outstanding reads
-// for those, 0 otherwise: send_lat -R and write_lat -R against rdma-core's
-// client have no server-side cure; their first message stays stuck when
-// siw's race strikes). The READ may only go out once the client's kernel
-// has taken the MPA reply (an FPDU right behind it fails the connect,
-// siw_recv_mpa_rr): a second after the accept returned, the reply sent
-// before it returned has long been read there. GOVERBS_SIW_NUDGE=0 turns
-// both nudges off (the rig's tests show the hang they cure with it).
+// The server faces clients that do not nudge (rdma-core's perftest). A
+// zero-length RDMA READ would wake its socket the same way (the client's
+// siw answers with a zero-length READ RESPONSE), but perftest's client
+// grants no READ on the exchange connection (create_comm_struct makes its
+// verb SEND, so rdma_client_connect leaves responder_resources 0, and
+// siw's accept lowers the server's ORD to 0). The server answers early
+// instead: each exchange step's server message is its own (a version, a
+// size, its QP address), known before the client's comes, and the client
+// has a receive posted from before its connect on. When the first message
+// is nudgeEvery late the server SENDs its answer; the client takes it and
+// goes on to its next step, whose message is more data on the server's
+// socket: the QP then reads the stuck message and that one, in order. The
+// answer may only go out once the client's kernel has taken the MPA reply
+// (an FPDU right behind the reply fails siw's connect, siw_recv_mpa_rr):
+// a second after the accept returned, the reply, sent before it returned,
+// has long been read there. GOVERBS_SIW_NUDGE=0 turns both nudges off
+// (the rig's tests show the hang they cure with it).
 const nudgeEvery = time.Second
 
 var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
@@ -211,9 +213,6 @@ func cmAccept(port int, source string) (*comm, error) {
 		return nil, failf("Function rdma_accept failed: %v", err)
 	}
 	l.conn = c
-	// On iWARP ESTABLISHED's responder_resources is siw's negotiated ORD
-	// and initiator_depth its IRD (Linux's cma_iw_handler).
-	l.readNudge = c.ID.Device().Transport == uverbs.TransportIWARP && c.Param.ResponderResources >= 1 && c.Param.InitiatorDepth >= 1
 	return &comm{cm: l}, nil
 }
 
@@ -240,11 +239,8 @@ func (l *cmLink) await(recv bool) error {
 			return err
 		}
 		for _, w := range l.wc[:n] {
-			if w.ID == cmNudgeID {
-				l.nudgeOut = false
-				if w.Status == uverbs.WCSuccess || w.Status == uverbs.WCWRFlushErr {
-					continue
-				}
+			if w.ID == cmNudgeID && (w.Status == uverbs.WCSuccess || w.Status == uverbs.WCWRFlushErr) {
+				continue
 			}
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
@@ -273,10 +269,10 @@ func (l *cmLink) await(recv bool) error {
 }
 
 // wait waits for completions. On iWARP, waiting for the peer's first
-// message, the client nudges every nudgeEvery, and so does the server
-// where it may READ (see nudgeEvery).
+// message, the client nudges every nudgeEvery and the server sends its
+// answer early (see nudgeEvery).
 func (l *cmLink) wait(recv bool) (int, error) {
-	if !recv || l.heard || l.conn.ID.Device().Transport != uverbs.TransportIWARP || !l.client && !l.readNudge || nudgeOff {
+	if !recv || l.heard || l.conn.ID.Device().Transport != uverbs.TransportIWARP || !l.client && l.early == nil || nudgeOff {
 		return l.conn.CQ.Wait(context.Background(), l.wc[:])
 	}
 	for {
@@ -293,21 +289,16 @@ func (l *cmLink) wait(recv bool) (int, error) {
 			_, _ = l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled}})
 			continue
 		}
-		// The server has sent nothing yet: its send queue is empty. One
-		// READ at a time (its completion, counted here, is what the CQ
-		// can hold beside the receive's).
-		if !l.nudgeOut {
-			if _, err := l.conn.QP.PostSend([]uverbs.SendWR{{ID: cmNudgeID, Opcode: uverbs.WRRDMARead, Flags: uverbs.SendSignaled}}); err != nil {
-				return 0, failf("Couldn't post the RDMA READ nudge: %v", err)
+		// The server has sent nothing yet: its send queue is empty. Its
+		// answer goes once; its completion is counted as a send's.
+		if !l.earlySent {
+			if err := l.postSend(l.early); err != nil {
+				return 0, err
 			}
-			l.nudgeOut = true
-			nudges.Add(1)
+			l.earlySent = true
 		}
 	}
 }
-
-// nudges counts the server's READ nudges (the rig's tests read it).
-var nudges atomic.Int64
 
 // peerLeft reports whether the connection went down because the peer
 // disconnected (waiting a little: the QP flushes before the event is seen).
@@ -322,13 +313,20 @@ func (l *cmLink) peerLeft() bool {
 
 // send is rdma_write_data: one signaled SEND of b, waited for.
 func (l *cmLink) send(b []byte) error {
+	if err := l.postSend(b); err != nil {
+		return err
+	}
+	return l.await(false)
+}
+
+func (l *cmLink) postSend(b []byte) error {
 	copy(l.mem.Bytes()[cmSendOff:], b)
 	wr := uverbs.SendWR{Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
 		SGL: []uverbs.SGE{{Addr: l.mr.Addr() + cmSendOff, Length: uint32(len(b)), LKey: l.mr.LKey()}}}
 	if _, err := l.conn.QP.PostSend([]uverbs.SendWR{wr}); err != nil {
 		return failf("Function ibv_post_send failed: %v", err)
 	}
-	return l.await(false)
+	return nil
 }
 
 // recv is rdma_read_data: the next message's first n bytes, then the

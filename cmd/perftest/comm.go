@@ -187,12 +187,21 @@ func (c *comm) xchgCM(mine []byte) ([]byte, error) {
 			return nil, failf(" Unable to write to socket/rdma_cm: %v", err)
 		}
 	}
+	if !c.client && !c.cm.heard {
+		c.cm.early = mine // sent before the client's message if that is late (cm.go, nudgeEvery)
+	}
 	theirs, err := c.cm.recv(len(mine))
+	c.cm.early = nil
 	if err != nil {
 		return nil, failf(" Unable to read from socket/rdma_cm: %v", err)
 	}
 	if !c.client {
-		if err := c.cm.send(mine); err != nil {
+		send := c.cm.send
+		if c.cm.earlySent {
+			c.cm.earlySent = false
+			send = func([]byte) error { return c.cm.await(false) } // its completion
+		}
+		if err := send(mine); err != nil {
 			return nil, failf(" Unable to write to socket/rdma_cm: %v", err)
 		}
 	}

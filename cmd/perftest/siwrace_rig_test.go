@@ -17,8 +17,8 @@ import (
 // sends the MPA reply before the QP owns the socket's receive callback; a
 // client's first exchange message that arrives in between stays unread in
 // the server's socket (1 run in 20 hung so on Linux 7.3 before the server
-// nudged). The server's zero-length RDMA READ nudge (cm.go, nudgeEvery)
-// must end every such round: a round not over after 45 s counts as hung,
+// nudged). The server's early answer (cm.go, nudgeEvery) must end every
+// such round: a round not over after 45 s counts as hung,
 // with the unread bytes of the server's socket noted. With
 // GOVERBS_SIW_NUDGE=0 in the test's environment the nudge is off (it
 // reaches the goverbs server) and the hangs show.
