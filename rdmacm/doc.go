@@ -51,11 +51,18 @@
 //     for an answer can post a zero-length RDMA WRITE, which siw neither
 //     places nor completes at the peer (siw_proc_write; MPA's RTR message
 //     is one): its arrival makes the QP read the socket, the stuck message
-//     first. goverbs' perftest and rping clients do so each second until
-//     the server's first message comes. An accepting side has no such
-//     cure: only data from the peer makes its socket read (a zero-length
-//     RDMA READ's response would, where the peer grants IRD, but it may
-//     only be sent once the dialer is known to have sent).
+//     first. goverbs' perftest, rping and rsocket clients do so each
+//     second until the server's first message comes. An accepting side's
+//     socket reads only when data from the peer comes, which it can only
+//     provoke: a second after its accept returned (the dialer's kernel has
+//     long taken the MPA reply by then) rping's server posts a zero-length
+//     RDMA READ, which the client's siw answers (rping's client grants an
+//     IRD of 1), and perftest's server sends its answer early (its
+//     exchange messages do not depend on the client's, and perftest's
+//     client grants no READ there), whose receipt makes the client send
+//     its next message. rsocket's listener has no such lever against
+//     rsocket.c's client, which grants no READ and answers nothing
+//     unasked. This package posts nothing on a caller's QP.
 //
 // Dial returns once the MPA reply is processed, Accept once the socket is
 // the QP's: a program that waits for both before either side posts (the
