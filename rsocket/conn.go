@@ -78,7 +78,8 @@ type Conn struct {
 	err       error // why the connection is in stError
 	closing   bool
 	quiet     bool          // accepted on iWARP: send nothing before the peer's first message
-	nudge     bool          // dialed on iWARP, nothing received yet: waiters nudge (see nudgeEvery)
+	nudge     bool          // dialed on iWARP, no data received yet: waiters nudge (see nudgeEvery)
+	nudged    int           // nudges posted
 	prog      chan struct{} // closed when the state moved on (waiters)
 	progWait  int           // goroutines that may be waiting on prog
 	sseqNo    uint16

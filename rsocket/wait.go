@@ -51,7 +51,6 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 			}
 			reposts++
 			c.quiet = false // the initiator has sent: we may too
-			c.nudge = false // the acceptor's QP reads its socket
 			var msg uint32
 			if wc.Flags&uverbs.WCWithImm != 0 {
 				msg = wc.Imm
@@ -75,6 +74,7 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 					}
 				}
 			case opData:
+				c.nudge = false // the acceptor took our data (or needs none)
 				c.rmsg[c.rmsgTail] = msgData(msg)
 				if c.rmsgTail++; c.rmsgTail == len(c.rmsg) {
 					c.rmsgTail = 0
@@ -327,6 +327,12 @@ func (c *Conn) spin() (int, error) {
 // the acceptor's QP read the socket, the stuck messages first. The
 // dialer may send it: it has sent its first FPDU already.
 //
+// A waiter nudges until the acceptor's first data comes, nudgeMax times
+// at most (the first cures; the race is at the connection's start). Not
+// until the acceptor's first message: rsocket.c sends its credits on its
+// first poll, unasked, while its socket may hold ours unread (the rig saw
+// 9 hangs in 60 connects on Linux 7.3 with that rule).
+//
 // An acceptor has no such cure against rsocket.c's rconnect: that grants
 // no RDMA READ (responder_resources 0, so siw's accept lowers our ORD to
 // 0 and a READ, whose response would wake our socket, is refused), and
@@ -337,6 +343,8 @@ func (c *Conn) spin() (int, error) {
 // GOVERBS_SIW_NUDGE=0 turns the nudge off (the rig's tests show the hang
 // it cures with it).
 const nudgeEvery = time.Second
+
+const nudgeMax = 5
 
 var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
 
@@ -363,5 +371,8 @@ func (c *Conn) postNudge() {
 	c.swr[0] = uverbs.SendWR{ID: wrNudge, Opcode: uverbs.WRRDMAWrite}
 	if _, err := c.qp.PostSend(c.swr[:1]); err == nil {
 		c.sqeAvail--
+		if c.nudged++; c.nudged == nudgeMax {
+			c.nudge = false
+		}
 	}
 }
