@@ -48,15 +48,18 @@ type cmLink struct {
 	// earlySent says it went.
 	early     []byte
 	earlySent bool
-	wc        [4]uverbs.WorkCompletion
+	// rposted and rtaken count the receives posted and the messages
+	// taken: the next receive's slot and the next message's.
+	rposted, rtaken int
+	wc              [4]uverbs.WorkCompletion
 }
 
-const cmSendOff = 2048 // the send area of the link's buffer; receives land at 0
+const cmSendOff = 2048 // the send area of the link's buffer; receives land in 64-byte slots from 0
 
 // cmConfig is the exchange connection's Config: one message each way at a
 // time, its receive posted before the connection is up (Prepare).
 func (l *cmLink) config() *rdmacm.Config {
-	return &rdmacm.Config{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
+	return &rdmacm.Config{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: cmRecvSlots, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
 		Prepare: func(c *rdmacm.Conn) error {
 			var err error
 			if l.mem, err = mmap.Anonymous(4096); err != nil {
@@ -66,9 +69,21 @@ func (l *cmLink) config() *rdmacm.Config {
 				return err
 			}
 			l.conn = c
-			return l.postRecv()
+			for range cmRecvSlots {
+				if err := l.postRecv(); err != nil {
+					return err
+				}
+			}
+			return nil
 		}}
 }
+
+// cmRecvSlots receives are posted at a time, each into its own slot of
+// the buffer: a server that answered early (see nudgeEvery) gets the
+// client's stuck message and its next one back to back, and iWARP has no
+// receiver-not-ready retry (a message finding no receive breaks the
+// connection). Receives complete in the order they were posted.
+const cmRecvSlots = 2
 
 // cmRecvID tells the exchange's receives from its sends in an error
 // completion (whose opcode is not valid); cmNudgeID marks a nudge.
@@ -114,7 +129,11 @@ const nudgeEvery = time.Second
 var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
 
 func (l *cmLink) postRecv() error {
-	_, err := l.conn.QP.PostRecv([]uverbs.RecvWR{{ID: cmRecvID, SGL: []uverbs.SGE{{Addr: l.mr.Addr(), Length: cmMsg, LKey: l.mr.LKey()}}}})
+	off := uint64(l.rposted%cmRecvSlots) * 64
+	_, err := l.conn.QP.PostRecv([]uverbs.RecvWR{{ID: cmRecvID, SGL: []uverbs.SGE{{Addr: l.mr.Addr() + off, Length: cmMsg, LKey: l.mr.LKey()}}}})
+	if err == nil {
+		l.rposted++
+	}
 	return err
 }
 
@@ -339,7 +358,9 @@ func (l *cmLink) recv(n int) ([]byte, error) {
 		return nil, err
 	}
 	out := make([]byte, n)
-	copy(out, l.mem.Bytes()[:n])
+	off := (l.rtaken % cmRecvSlots) * 64
+	l.rtaken++
+	copy(out, l.mem.Bytes()[off:off+n])
 	if err := l.postRecv(); err != nil {
 		if l.conn.QP.State() == uverbs.QPStateErr && l.peerLeft() {
 			// The peer disconnected after its last message, and our
