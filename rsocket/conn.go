@@ -73,38 +73,39 @@ type Conn struct {
 	tok chan struct{}
 	wc  [32]uverbs.WorkCompletion // used by the token's holder
 
-	mu        sync.Mutex // everything below
-	state     int
-	err       error // why the connection is in stError
-	closing   bool
-	quiet     bool          // accepted on iWARP: send nothing before the peer's first message
-	nudge     bool          // dialed on iWARP, no data received yet: waiters nudge (see nudgeEvery)
-	nudged    int           // nudges posted
-	prog      chan struct{} // closed when the state moved on (waiters)
-	progWait  int           // goroutines that may be waiting on prog
-	sseqNo    uint16
-	sseqComp  uint16
-	rseqNo    uint16
-	rseqComp  uint16
-	ctrlSeq   uint32
-	ctrlMax   uint32
-	sqeAvail  int
-	sbufAvail int
-	sbufHead  int // where the next send's bytes go in the send buffer
-	remoteSGL sge // the peer's target SGL
-	remoteSGE int // the entry of it the next credit update fills
-	targetSGE int // the entry of our target SGL the next write goes to
-	rmsg      []uint32
-	rmsgHead  int
-	rmsgTail  int
-	rbufOff2  int // read offset in the receive buffer
-	rbufFree  int // offset of the half the next credit update offers
-	rbufAvail int // bytes read, not yet offered back
-	msgIndex  int // the next iWARP receive slot
-	swr       [2]uverbs.SendWR
-	ssge      [2]uverbs.SGE
-	rwr       [1]uverbs.RecvWR
-	rsge      [1]uverbs.SGE
+	mu         sync.Mutex // everything below
+	state      int
+	err        error // why the connection is in stError
+	closing    bool
+	quiet      bool // accepted on iWARP: send nothing before the peer's first message (stillQuiet)
+	acceptedAt time.Time
+	nudge      bool          // dialed on iWARP, no data received yet: waiters nudge (see nudgeEvery)
+	nudged     int           // nudges posted
+	prog       chan struct{} // closed when the state moved on (waiters)
+	progWait   int           // goroutines that may be waiting on prog
+	sseqNo     uint16
+	sseqComp   uint16
+	rseqNo     uint16
+	rseqComp   uint16
+	ctrlSeq    uint32
+	ctrlMax    uint32
+	sqeAvail   int
+	sbufAvail  int
+	sbufHead   int // where the next send's bytes go in the send buffer
+	remoteSGL  sge // the peer's target SGL
+	remoteSGE  int // the entry of it the next credit update fills
+	targetSGE  int // the entry of our target SGL the next write goes to
+	rmsg       []uint32
+	rmsgHead   int
+	rmsgTail   int
+	rbufOff2   int // read offset in the receive buffer
+	rbufFree   int // offset of the half the next credit update offers
+	rbufAvail  int // bytes read, not yet offered back
+	msgIndex   int // the next iWARP receive slot
+	swr        [2]uverbs.SendWR
+	ssge       [2]uverbs.SGE
+	rwr        [1]uverbs.RecvWR
+	rsge       [1]uverbs.SGE
 
 	kaTimer  *time.Timer // keepalive (guarded by mu)
 	kaPeriod time.Duration
@@ -205,6 +206,7 @@ func (c *Conn) start(peer []byte, accepted bool) error {
 	// under TCG. rsocket peers send first (goverbs' Dial its credits at
 	// once, rsocket.c its credits or data on its first call).
 	c.quiet = c.msgSend && accepted
+	c.acceptedAt = time.Now()
 	c.nudge = c.msgSend && !accepted && !nudgeOff
 	if a, err := c.rc.ID.LocalAddr(); err == nil {
 		c.laddr = &Addr{a}
@@ -237,7 +239,7 @@ func canSend(c *Conn) bool {
 	if c.state&stWritable == 0 {
 		return true
 	}
-	if c.quiet {
+	if c.stillQuiet() {
 		return false
 	}
 	sqe := c.sqeAvail > 0
@@ -247,7 +249,20 @@ func canSend(c *Conn) bool {
 	return sqe && c.sbufAvail >= sndLowat && c.sseqNo != c.sseqComp && c.targetLen(c.targetSGE) != 0
 }
 
-func ctrlReady(c *Conn) bool { return c.ctrlAvail() && !c.quiet || c.state&stConnected == 0 }
+func ctrlReady(c *Conn) bool { return c.ctrlAvail() && !c.stillQuiet() || c.state&stConnected == 0 }
+
+// stillQuiet reports whether an accepted connection must still send
+// nothing: not once the peer's first message came (process), nor once
+// nudgeEvery passed since the accept. By then the dialer's kernel has
+// long taken the MPA reply, which went out before the accept returned,
+// and an answer sent before the dialer's message came is how a program
+// gets that message out of siw_accept's race (see nudgeEvery). mu held.
+func (c *Conn) stillQuiet() bool {
+	if c.quiet && time.Since(c.acceptedAt) >= nudgeEvery {
+		c.quiet = false
+	}
+	return c.quiet
+}
 
 func allSent(c *Conn) bool {
 	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.sqSize || c.state&stConnected == 0

@@ -148,7 +148,7 @@ func (c *Conn) ctrl2Avail() bool { return int32(c.ctrlSeq+1-c.ctrlMax) < 0 }
 // updateCredits sends credits when half the receive credits or half the
 // receive buffer can be given back (rs_give_credits). mu held.
 func (c *Conn) updateCredits() {
-	if c.state&stConnected == 0 || c.quiet {
+	if c.state&stConnected == 0 || c.stillQuiet() {
 		return
 	}
 	if c.rbufAvail < c.rbufSize/2 && int16(c.rseqNo-c.rseqComp) < 0 {

@@ -68,6 +68,7 @@ type options struct {
 	count       int
 	size        int
 	custom      bool
+	fresh       bool // a connection just accepted: its first sync is syncFirst
 	sizeOption  int
 	keepalive   int
 	useTCP      bool
@@ -328,6 +329,7 @@ func (o *options) serverConnect() error {
 		return err
 	}
 	o.setOptions()
+	o.fresh = true
 	return nil
 }
 
@@ -438,12 +440,21 @@ func (o *options) sendXfer(size int) error {
 func (o *options) recvXfer(size int) error {
 	b := o.buf[:size]
 	if _, err := io.ReadFull(o.conn, b); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			err = errors.New("connection closed by the peer")
-		}
-		o.perror("rrecv", err)
-		return err
+		return o.recvErr(err)
 	}
+	return o.check(b)
+}
+
+func (o *options) recvErr(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		err = errors.New("connection closed by the peer")
+	}
+	o.perror("rrecv", err)
+	return err
+}
+
+// check verifies received bytes (-T v).
+func (o *options) check(b []byte) error {
 	if o.verify {
 		for i := range b {
 			if b[i] != o.verData {
@@ -457,8 +468,59 @@ func (o *options) recvXfer(size int) error {
 	return nil
 }
 
+// earlyAfter is how long a server waits for a fresh connection's first
+// sync message before it sends its own first (the exchange is symmetric:
+// its message does not depend on the client's). siw's accept (siw_accept
+// in Linux's siw_cm.c, 6.1 to 7.x) sends the MPA reply before the QP owns
+// the socket's receive callback; the client's first messages can arrive in
+// between and stay unread in the server's socket until more data comes,
+// and rdma-core's rstream client then waits for the answer forever (1
+// connect in 60 on Linux 7.3). With the answer in hand it sends its test
+// data, whose arrival makes the QP read what was stuck. rsocket's
+// listener cannot do this itself (rsocket's nudgeEvery); it lets an
+// accepted connection send once a second has passed. GOVERBS_SIW_NUDGE=0
+// turns it off (the rig's tests show the hang with it).
+const earlyAfter = time.Second
+
+// syncFirst is the server's first sync on a fresh connection: the
+// client's 16 bytes, and its own sent early if those are earlyAfter late.
+func (o *options) syncFirst() error {
+	b := o.buf[:16]
+	o.conn.SetReadDeadline(time.Now().Add(earlyAfter)) //nolint:errcheck // a conn without deadlines reads on
+	n, err := io.ReadFull(o.conn, b)
+	o.conn.SetReadDeadline(time.Time{}) //nolint:errcheck
+	sent := false
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		if n == 0 {
+			if err := o.sendXfer(16); err != nil {
+				return err
+			}
+			sent = true
+		}
+		var m int
+		m, err = io.ReadFull(o.conn, b[n:])
+		n += m
+	}
+	if err != nil {
+		return o.recvErr(err)
+	}
+	if err := o.check(b[:n]); err != nil {
+		return err
+	}
+	if sent {
+		return nil
+	}
+	return o.sendXfer(16)
+}
+
 func (o *options) syncTest() error {
 	client := o.dst != ""
+	if !client && o.fresh {
+		o.fresh = false
+		if os.Getenv("GOVERBS_SIW_NUDGE") != "0" {
+			return o.syncFirst()
+		}
+	}
 	var err error
 	if client {
 		err = o.sendXfer(16)
