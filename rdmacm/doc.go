@@ -60,9 +60,12 @@
 //     IRD of 1), and perftest's server sends its answer early (its
 //     exchange messages do not depend on the client's, and perftest's
 //     client grants no READ there), whose receipt makes the client send
-//     its next message. rsocket's listener has no such lever against
-//     rsocket.c's client, which grants no READ and answers nothing
-//     unasked. This package posts nothing on a caller's QP.
+//     its next message (with a second receive posted for it: iWARP has
+//     no receiver-not-ready retry). rsocket's listener has no lever of
+//     its own against rsocket.c's client, which grants no READ and
+//     answers nothing unasked; it lets an accepted connection send a
+//     second after the accept, and cmd/rstream's server answers its
+//     first sync early. This package posts nothing on a caller's QP.
 //
 // Dial returns once the MPA reply is processed, Accept once the socket is
 // the QP's: a program that waits for both before either side posts (the
