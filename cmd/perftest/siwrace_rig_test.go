@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestSIWAcceptRaceRig(t *testing.T) {
 			t.Fatalf("PERFTEST_SIW_ROUNDS=%q", s)
 		}
 	}
-	var hung []int
+	var hung, early []int
 	var mu sync.Mutex
 	var unread []string
 	start := time.Now()
@@ -46,7 +47,11 @@ func TestSIWAcceptRaceRig(t *testing.T) {
 			cancel()
 		})
 		args := []string{"-p", strconv.Itoa(port), "-n", "10", "-F", "-R", "-x", "0", "-s", "64"}
-		srv := rigtest.Start(t, "goverbs server", command(t, ctx, "read_lat", true, "siw0", args, ""))
+		sc := command(t, ctx, "read_lat", true, "siw0", args, "")
+		if os.Getenv("GOVERBS_SIW_NUDGE") == "" {
+			sc.Env = append(sc.Env, "GOVERBS_SIW_NUDGE=log")
+		}
+		srv := rigtest.Start(t, "goverbs server", sc)
 		waitCMListen(t, srv, port, time.Minute)
 		cli := rigtest.Start(t, "rdma-core client", command(t, ctx, "read_lat", false, "siw0", args, "10.0.3.15"))
 		cerr, serr := cli.Wait(), srv.Wait()
@@ -60,11 +65,14 @@ func TestSIWAcceptRaceRig(t *testing.T) {
 		case !latLine.MatchString(cli.Stdout.String()):
 			t.Errorf("round %d: the client printed no latency line\n%s", i, cli.Output())
 		}
+		if strings.Contains(srv.Output(), "answered early") {
+			early = append(early, i)
+		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	t.Logf("%d rounds in %v (GOVERBS_SIW_NUDGE=%q): %d hung %v (server sockets with unread bytes: %q)",
-		rounds, time.Since(start).Round(time.Second), os.Getenv("GOVERBS_SIW_NUDGE"), len(hung), hung, unread)
+	t.Logf("%d rounds in %v (GOVERBS_SIW_NUDGE=%q): %d hung %v (server sockets with unread bytes: %q); the server answered early in %d %v",
+		rounds, time.Since(start).Round(time.Second), os.Getenv("GOVERBS_SIW_NUDGE"), len(hung), hung, unread, len(early), early)
 	if len(hung) > 0 {
 		t.Errorf("%d of %d rounds hung", len(hung), rounds)
 	}

@@ -479,7 +479,8 @@ func (o *options) check(b []byte) error {
 // data, whose arrival makes the QP read what was stuck. rsocket's
 // listener cannot do this itself (rsocket's nudgeEvery); it lets an
 // accepted connection send once a second has passed. GOVERBS_SIW_NUDGE=0
-// turns it off (the rig's tests show the hang with it).
+// turns it off (the rig's tests show the hang with it); =log has the
+// server say on stderr when it answered early.
 const earlyAfter = time.Second
 
 // syncFirst is the server's first sync on a fresh connection: the
@@ -496,6 +497,9 @@ func (o *options) syncFirst() error {
 				return err
 			}
 			sent = true
+			if os.Getenv("GOVERBS_SIW_NUDGE") == "log" {
+				fmt.Fprintln(o.errOut, "goverbs: the client's first sync is late: answered early")
+			}
 		}
 		var m int
 		m, err = io.ReadFull(o.conn, b[n:])
