@@ -287,7 +287,7 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 				t.Errorf("round %d: goverbs rping server exited %d", i, rc)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("round %d: goverbs rping server did not end after the client left", i)
+			t.Fatalf("round %d: goverbs rping server did not end after the client left (it nudged: %v); the client said:\n%s\n%s", i, nudges.Load() != n0, out, hangState(0))
 		}
 		if nudges.Load() != n0 {
 			nudged = append(nudged, i)
