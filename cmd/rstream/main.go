@@ -79,7 +79,8 @@ type options struct {
 	fmtData     byte // format_buf's running byte
 	verData     byte // verify_buf's running byte
 	verTotal    int64
-	opt         int // rstream's optimization: optMixed (custom runs), optLatency, optBandwidth
+	received    int64 // bytes received by recvXfer, for an error's report
+	opt         int   // rstream's optimization: optMixed (custom runs), optLatency, optBandwidth
 	listener    net.Listener
 	conn        net.Conn
 	start, stop time.Time
@@ -439,7 +440,9 @@ func (o *options) sendXfer(size int) error {
 
 func (o *options) recvXfer(size int) error {
 	b := o.buf[:size]
-	if _, err := io.ReadFull(o.conn, b); err != nil {
+	n, err := io.ReadFull(o.conn, b)
+	o.received += int64(n)
+	if err != nil {
 		return o.recvErr(err)
 	}
 	return o.check(b)
@@ -449,7 +452,9 @@ func (o *options) recvErr(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		err = errors.New("connection closed by the peer")
 	}
-	o.perror("rrecv", err)
+	// rstream says only strerror; the bytes received so far tell a
+	// connection that broke mid-run from one whose last transfer was lost.
+	o.perror("rrecv", fmt.Errorf("%w (%d bytes received before)", err, o.received))
 	return err
 }
 

@@ -174,7 +174,8 @@ func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 		t.Fatalf("%s: %v\n%s\n%s: %v\n%s%s", srv.who, serr, srv.out.String(), cli.who, cerr, cli.out.String(), earlier)
 	}
 	if cerr != nil {
-		t.Errorf("%s %v: %v\n%s%s", cli.who, cliArgs, cerr, cli.out.String(), earlier)
+		// the server's side of it too, even if it ended well
+		t.Errorf("%s %v: %v\n%s%s\n%s (%v) printed:\n%s", cli.who, cliArgs, cerr, cli.out.String(), earlier, srv.who, serr, srv.out.String())
 	}
 	if serr != nil {
 		t.Errorf("%s %v: %v\n%s%s", srv.who, srvArgs, serr, srv.out.String(), earlier)
