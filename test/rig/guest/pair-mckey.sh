@@ -14,7 +14,7 @@
 #            QP, this says "ready GROUP COUNT SIZE"; goverbs sends them and
 #            answers "sent N" (what its rxe put on the wire); mckey exits 0
 #            only once it has received COUNT, then this says "done COUNT",
-#            else (20 s after "sent") it kills mckey and tries the next group,
+#            else (PAIR_MCKEY_RECV_WAIT, 20, s after "sent") it kills mckey and tries the next group,
 #            three tries, and says "done 0" after the last
 #   send     on each "ready GROUP COUNT SIZE", mckey -s sends COUNT datagrams
 #            of SIZE bytes; this says "sent N", N what PAIR_DEV's sent_pkts
@@ -28,7 +28,10 @@
 set -u
 role=$1 port=$2 group=$3
 count=${MCKEY_COUNT:-10} size=100 tries=3
+# (PAIR_HW, PAIR_IGMP, PAIR_DEV_MCAST and PAIR_MCKEY_RECV_WAIT: for the host
+# test with fakes, test/rig_pair_test.go)
 hw=${PAIR_HW:-/sys/class/infiniband/$PAIR_DEV/ports/1/hw_counters}
+igmp=${PAIR_IGMP:-/proc/net/igmp} dev_mcast=${PAIR_DEV_MCAST:-/proc/net/dev_mcast} recv_wait=${PAIR_MCKEY_RECV_WAIT:-20}
 say() { echo "pair-mckey: $*"; }
 fail() { say "FAIL: $*"; exit 1; }
 up() { cut -d. -f1 /proc/uptime; }
@@ -45,10 +48,10 @@ joined() {
   # shellcheck disable=SC2086 # split the address at its dots
   set -- $1
   hex=$(printf '%02X%02X%02X%02X' "$4" "$3" "$2" "$1")
-  awk -v dev="$PAIR_NET" -v g="$hex" '/^[0-9]/ {d = $2} /^\t/ && d == dev && $1 == g {f = 1} END {exit !f}' /proc/net/igmp
+  awk -v dev="$PAIR_NET" -v g="$hex" '/^[0-9]/ {d = $2} /^\t/ && d == dev && $1 == g {f = 1} END {exit !f}' "$igmp"
 }
 # macs: the link-layer multicast addresses PAIR_NET lets in.
-macs() { awk -v dev="$PAIR_NET" '$2 == dev {printf "%s ", $5}' /proc/net/dev_mcast; }
+macs() { awk -v dev="$PAIR_NET" '$2 == dev {printf "%s ", $5}' "$dev_mcast"; }
 # show: mckey's output, indented.
 show() { sed 's/^/  | /' /tmp/mckey.out; }
 
@@ -84,7 +87,7 @@ receive)
     tell "ready $g $count $size"
     hear 60
     # mckey exits once it has received all of them
-    end=$(( $(up) + 20 ))
+    end=$(( $(up) + recv_wait ))
     while kill -0 $pid 2>/dev/null && [ "$(up)" -lt $end ]; do sleep 0.2; done
     kill -TERM $pid 2>/dev/null
     wait $pid
