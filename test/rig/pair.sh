@@ -92,7 +92,7 @@ for i in 0 1; do
   printf '#!/bin/sh\nexport PAIR_SELF=%d\n. /rig/pair-net.sh || exit 97\n%s\n' "$side" "${cmds[$i]}" > "$work/cmd$i"
   make_overlay "$ov" "$work/cmd$i"
   cp "$RIG_DIR/guest/pair-net.sh" "$RIG_DIR/guest/pair-pingpong.sh" "$RIG_DIR/guest/pair-cm.sh" "$RIG_DIR/guest/pair-mckey.sh" "$ov/rig/"
-  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL PAIR_CM_COUNT
+  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL PAIR_CM_COUNT PAIR_CM_STEPS
   for d in ${bins[@]+"${bins[@]}"}; do cp -a "$d"/. "$ov/rig/bin/"; done
   for p in ${gos[@]+"${gos[@]}"}; do
     ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p ($arch) failed"

@@ -50,7 +50,8 @@
 # every datagram the sender's rxe transmitted was received (both sides
 # check the counts). Each side prints
 #   PAIR-STEP: <id> <server>@<A|B>-><client>@<A|B> <server|client> PASS|FAIL <status> <seconds>
-# and the script exits non-zero if any of its sides failed.
+# and the script exits non-zero if any of its sides failed. PAIR_CM_STEPS
+# (e.g. "c11 c12"), when set, runs only those steps.
 C=${PAIR_CM_COUNT:-100} W=${PAIR_STEP_WAIT:-600} T=${PAIR_STEP_TIMEOUT:-600} S=${PAIR_STALL:-30}
 me=$([ "$PAIR_SELF" = 1 ] && echo A || echo B)
 # rdma-core's rping is /usr/bin's: goverbs' own, also called rping, is first in PATH.
@@ -104,6 +105,7 @@ show() {
 failed=0
 while read -r id kind stool sside ctool cside size; do
   port=$((7700 + ${id#c})) name="$stool@$sside->$ctool@$cside"
+  case " ${PAIR_CM_STEPS:-$id} " in *" $id "*) ;; *) continue ;; esac
   if [ "$sside" = "$me" ]; then role=server t=$stool; elif [ "$cside" = "$me" ]; then role=client t=$ctool; else continue; fi
   s=$(cut -d' ' -f1 /proc/uptime)
   if [ "$kind" != rping ]; then
