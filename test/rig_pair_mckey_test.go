@@ -16,7 +16,8 @@ import (
 // fakeMckey stands in for rdma-core's mckey in TestRigPairMckey. A sender
 // (-s) adds the next of FAKE_SENT's counts (one per run) to rxe1's
 // sent_pkts, as if that many of its datagrams reached the wire; a receiver
-// joins (a line in the fake /proc/net/igmp) and completes once the fake
+// joins and attaches (a line in the fake /proc/net/igmp, rxe's 33:33 MAC
+// in the fake /proc/net/dev_mcast) and completes once the fake
 // goverbs sender has created $FAKE_DIR/delivered-GROUP, else waits to be
 // killed, as mckey does.
 const fakeMckey = `#!/bin/bash
@@ -32,6 +33,7 @@ if [ -n "$s" ]; then
 fi
 IFS=. read -r a b c d <<<"$g"
 printf '\t\t\t\t%02X%02X%02X%02X     1 0:00000000\t\t0\n' "$d" "$c" "$b" "$a" >> "$PAIR_IGMP"
+printf '3    eth1            1     0     3333%02x%02x%02x%02x\n' "$a" "$b" "$c" "$d" >> "$PAIR_DEV_MCAST"
 for _ in $(seq 50); do
   [ -e "$FAKE_DIR/delivered-$g" ] && { echo "receiving data transfers"; echo "data transfers complete"; exit 0; }
   sleep 0.1
@@ -166,6 +168,7 @@ func TestRigPairMckey(t *testing.T) {
 				cmd.Process.Kill()
 				t.Fatalf("the script did not end\n%s", out.String())
 			}
+			t.Logf("pair-mckey.sh %s:\n%s", c.role, out.String())
 			lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 			if last := lines[len(lines)-1]; !strings.HasPrefix(last, c.last) {
 				t.Errorf("last line %q, want %q...\n%s", last, c.last, out.String())

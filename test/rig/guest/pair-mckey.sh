@@ -10,12 +10,14 @@
 # (rdmacm/pair_rig_test.go has the protocol):
 #   receive  mckey joins GROUP (and GROUP+1, GROUP+2 on a retry) and waits
 #            for MCKEY_COUNT (10) datagrams of 100 bytes; once PAIR_NET is an
-#            IGMP member of the group and mckey had a second to attach its
-#            QP, this says "ready GROUP COUNT SIZE"; goverbs sends them and
-#            answers "sent N" (what its rxe put on the wire); mckey exits 0
-#            only once it has received COUNT, then this says "done COUNT",
-#            else (PAIR_MCKEY_RECV_WAIT, 20, s after "sent") it kills mckey and tries the next group,
-#            three tries, and says "done 0" after the last
+#            IGMP member of the group and mckey's QP is attached (rxe's
+#            33:33 MAC for the group on PAIR_NET; 5 s at most), this says
+#            "ready GROUP COUNT SIZE"; goverbs sends them and answers
+#            "sent N" (what its rxe put on the wire); mckey exits 0 only
+#            once it has received COUNT, then this says "done COUNT", else
+#            (PAIR_MCKEY_RECV_WAIT s after "sent", default 20) it kills
+#            mckey and tries the next group, three tries, and says "done 0"
+#            after the last
 #   send     on each "ready GROUP COUNT SIZE", mckey -s sends COUNT datagrams
 #            of SIZE bytes; this says "sent N", N what PAIR_DEV's sent_pkts
 #            rose by (rxe from 6.4 on drops what mckey, exiting at once
@@ -81,7 +83,15 @@ receive)
       fi
       sleep 0.1
     done
-    sleep 1
+    # rxe adds a MAC of its own to the netdev when the first QP attaches to
+    # a group (rxe_mcast_add: 33:33 and the MGID's, ::ffff:GROUP's, last 4
+    # bytes): the sign that mckey's QP is attached; 5 s at most.
+    # shellcheck disable=SC2086 # split the address at its dots
+    attach=3333$(IFS=.; printf '%02x' $g)
+    for _ in $(seq 50); do
+      case " $(macs)" in *" $attach "*) break ;; esac
+      sleep 0.1
+    done
     say "$PAIR_NET: IGMP member of $g; multicast MACs: $(macs)"
     rcvd0=$(cnt rcvd_pkts)
     tell "ready $g $count $size"
