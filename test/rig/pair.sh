@@ -206,7 +206,12 @@ for i in 0 1; do
 done
 ids=()
 [ -z "$pingpong" ] || ids+=(1 2 3 4 5 6)
-[ -z "$cm" ] || ids+=(c1 c2 c3 c4 c5 c6 c7 c8 c9 c10)
+# --cm: the ids of pair-cm.sh's step table (its STEPS here-document), or PAIR_CM_STEPS
+if [ -n "$cm" ]; then
+  # shellcheck disable=SC2207 # one id a word
+  ids+=($(awk '/^STEPS$/ {f = 0} f {print $1} /<<STEPS$/ {f = 1}' "$RIG_DIR/guest/pair-cm.sh" |
+          awk -v only=" ${PAIR_CM_STEPS:-} " 'only == "  " || index(only, " " $1 " ")'))
+fi
 if [ ${#ids[@]} != 0 ]; then
   pass=0 bad=0
   for n in "${ids[@]}"; do
