@@ -48,10 +48,10 @@
 # says when it is a member of the group, the sender how many datagrams its
 # rxe put on the wire, the receiver how many arrived), and passes when
 # every datagram the sender's rxe transmitted was received (both sides
-# check the counts). mckey -s sends from A both ways round: it exits right
-# after posting its sends unsignaled, and rxe from 6.4 on drops what is still
-# queued (6.12 put 1 of its 50 on the wire in the first run), while A, the
-# pair's first kernel (6.1 or 5.10 by default), sends them all. Each side prints
+# check the counts). c12's mckey -s runs on A: it exits right after posting
+# its sends unsignaled, and rxe from 6.4 on drops what is still queued (6.12
+# put 1 of its 50 on the wire in the first run), while A, the pair's first
+# kernel (6.1 or 5.10 in the usual pairs), sends them all. Each side prints
 #   PAIR-STEP: <id> <server>@<A|B>-><client>@<A|B> <server|client> PASS|FAIL <status> <seconds>
 # and the script exits non-zero if any of its sides failed. PAIR_CM_STEPS
 # (e.g. "c11 c12"), when set, runs only those steps.
