@@ -94,23 +94,28 @@ func (nic rxeNIC) igmpJoined(t *testing.T, group netip.Addr) bool {
 	return false
 }
 
-// mcastMACs lists the link-layer multicast addresses the netdev accepts
-// (/proc/net/dev_mcast): a group's datagrams from another machine reach
-// rxe only if the NIC lets the group's MAC (01:00:5e + the group's low 23
-// bits) in.
-func (nic rxeNIC) mcastMACs(t *testing.T) string {
+// groupMACs says which of the group's two MACs the netdev accepts
+// (/proc/net/dev_mcast): the IPv4 one, 01:00:5e and the group's low 23
+// bits, which the group's frames carry and which the kernel's CM adds by
+// joining the group (IGMP) for a full member; and 33:33 and the group's
+// 4 bytes, which rxe adds when a QP attaches (rxe_mcast_add maps the
+// MGID, ::ffff:GROUP, as if it were an IPv6 group).
+func (nic rxeNIC) groupMACs(t *testing.T, group netip.Addr) string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/net/dev_mcast")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var macs []string
+	have := map[string]bool{}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f := strings.Fields(line); len(f) == 5 && f[1] == nic.netdev { // "3 eth1 1 0 01005e4d0b01"
-			macs = append(macs, f[4])
+			have[f[4]] = true
 		}
 	}
-	return strings.Join(macs, " ")
+	a := group.As4()
+	ip := fmt.Sprintf("01005e%02x%02x%02x", a[1]&0x7f, a[2], a[3])
+	rxe := fmt.Sprintf("3333%02x%02x%02x%02x", a[0], a[1], a[2], a[3])
+	return fmt.Sprintf("%s (IPv4) %v, %s (rxe) %v", ip, have[ip], rxe, have[rxe])
 }
 
 // mcMember is goverbs' receiving side of a multicast exchange: a full

@@ -124,7 +124,8 @@ func pairMckeyReceiver(t *testing.T, ctx context.Context, nic rxeNIC, group neti
 		r := joinMcast(t, ctx, nic, group, mcSends)
 		// The kernel's CM joined the netdev to the IPv4 group (IGMP), which
 		// lets the group's MAC in.
-		t.Logf("%s: IGMP member of %v: %v; multicast MACs %s", nic.netdev, group, nic.igmpJoined(t, group), nic.mcastMACs(t))
+		t.Logf("%s IGMP member of %v: %v", nic.netdev, group, nic.igmpJoined(t, group))
+		t.Logf("%s filter: %s", nic.netdev, nic.groupMACs(t, group))
 		side.send("ready %v %d %d", group, mcSends, ucmSize)
 		f := side.recv(120 * time.Second)
 		if len(f) != 2 || f[0] != "sent" {

@@ -33,7 +33,7 @@ if [ -n "$s" ]; then
 fi
 IFS=. read -r a b c d <<<"$g"
 printf '\t\t\t\t%02X%02X%02X%02X     1 0:00000000\t\t0\n' "$d" "$c" "$b" "$a" >> "$PAIR_IGMP"
-printf '3    eth1            1     0     3333%02x%02x%02x%02x\n' "$a" "$b" "$c" "$d" >> "$PAIR_DEV_MCAST"
+printf '3    eth1            1     0     %s\n' "$(printf '01005e%02x%02x%02x' $((b & 127)) "$c" "$d")" "$(printf '3333%02x%02x%02x%02x' "$a" "$b" "$c" "$d")" >> "$PAIR_DEV_MCAST"
 for _ in $(seq 50); do
   [ -e "$FAKE_DIR/delivered-$g" ] && { echo "receiving data transfers"; echo "data transfers complete"; exit 0; }
   sleep 0.1
@@ -176,7 +176,7 @@ func TestRigPairMckey(t *testing.T) {
 			if (werr == nil) != c.ok {
 				t.Errorf("exit %v, want success %v\n%s", werr, c.ok, out.String())
 			}
-			if n := strings.Count(out.String(), "IGMP member of 239.77.11."); n != c.readyGroups {
+			if n := strings.Count(out.String(), "eth1 filter: 01005e4d0b0"); n != c.readyGroups || strings.Contains(out.String(), " no") {
 				t.Errorf("%d joins seen, want %d\n%s", n, c.readyGroups, out.String())
 			}
 		})

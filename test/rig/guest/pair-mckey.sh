@@ -54,6 +54,8 @@ joined() {
 }
 # macs: the link-layer multicast addresses PAIR_NET lets in.
 macs() { awk -v dev="$PAIR_NET" '$2 == dev {printf "%s ", $5}' "$dev_mcast"; }
+# has MAC: whether PAIR_NET lets MAC in.
+has() { case " $(macs)" in *" $1 "*) echo yes ;; *) echo no ;; esac; }
 # show: mckey's output, indented.
 show() { sed 's/^/  | /' /tmp/mckey.out; }
 
@@ -89,10 +91,14 @@ receive)
     # shellcheck disable=SC2086 # split the address at its dots
     attach=3333$(IFS=.; printf '%02x' $g)
     for _ in $(seq 50); do
-      case " $(macs)" in *" $attach "*) break ;; esac
+      [ "$(has "$attach")" = no ] || break
       sleep 0.1
     done
-    say "$PAIR_NET: IGMP member of $g; multicast MACs: $(macs)"
+    # the IPv4 group's MAC (01:00:5e, low 23 bits), which its frames carry
+    # shellcheck disable=SC2086
+    ipmac=$(IFS=.; set -- $g; printf '01005e%02x%02x%02x' $(($2 & 127)) "$3" "$4")
+    say "$PAIR_NET: IGMP member of $g"
+    say "$PAIR_NET filter: $ipmac (IPv4) $(has "$ipmac"), $attach (rxe) $(has "$attach")"
     rcvd0=$(cnt rcvd_pkts)
     tell "ready $g $count $size"
     hear 60
