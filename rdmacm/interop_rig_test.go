@@ -267,42 +267,66 @@ func ucmatoseServe(t *testing.T, ctx context.Context, addr netip.AddrPort, start
 	}
 }
 
-// rdma_server / rdma_client: one connection, 16 bytes each way.
+// rdma_server / rdma_client: one connection, one 16-byte message each way:
+// the client sends first, the server answers, and the server disconnects
+// once its send completed. rdma-core's tools send the 16 zero bytes of a
+// static buffer and check nothing but completions.
+const rdmaMsg = 16
+
 func TestRigInteropRdmaServer(t *testing.T) {
 	rigtest.Require(t)
 	ctx := rigCtx(t, 60*time.Second)
 	wait := tool(t, ctx, "rdma_server", "-s", addrRXE0.String(), "-p", "7473")
-	var b *buffers
-	cfg := &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
-		b = newBuffers(t, c.PD(), 4096)
-		return postRecvs(c, b, 1, 16)
-	}}
-	c := dialRetry(t, ctx, netip.AddrPortFrom(addrRXE0, 7473), cfg)
-	defer c.Close()
-	copy(b.mem.Bytes()[1024:], "goverbs client!!")
-	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, 16)}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := waitN(ctx, c, 2); err != nil {
-		t.Fatal(err)
-	}
+	rdmaClient(t, ctx, netip.AddrPortFrom(addrRXE0, 7473))
 	out := wait()
 	t.Logf("rdma_server:\n%s", out)
+}
+
+// rdmaClient is rdma_client against the rdma_server at dst (dialled until
+// it listens): it sends 16 bytes and checks the 16 it receives.
+func rdmaClient(t *testing.T, ctx context.Context, dst netip.AddrPort) {
+	var b *buffers
+	cfg := &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
+		b = newRdmaBuffers(t, c.PD())
+		return postRecvs(c, b, 1, rdmaMsg)
+	}}
+	c := dialRetry(t, ctx, dst, cfg)
+	defer c.Close()
+	copy(b.mem.Bytes()[1024:], "goverbs client!!")
+	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, rdmaMsg)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdmaComplete(ctx, c, b, 2); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestRigInteropRdmaClient(t *testing.T) {
 	rigtest.Require(t)
 	ctx := rigCtx(t, 60*time.Second)
+	var wait func() string
+	rdmaServe(t, ctx, netip.AddrPortFrom(addrRXE0, 7474), func() {
+		wait = tool(t, ctx, "rdma_client", "-s", addrRXE0.String(), "-p", "7474")
+	})
+	t.Logf("rdma_client:\n%s", wait())
+}
+
+// rdmaServe is rdma_server on addr for one rdma_client: it receives the
+// client's 16 bytes (checked), answers with 16 and waits for the client's
+// disconnect; start (if not nil) runs once it listens.
+func rdmaServe(t *testing.T, ctx context.Context, addr netip.AddrPort, start func()) {
 	var b *buffers
-	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 7474), &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
-		b = newBuffers(t, c.PD(), 4096)
-		return postRecvs(c, b, 1, 16)
+	l, err := rdmacm.Listen(addr, &rdmacm.Config{Prepare: func(c *rdmacm.Conn) error {
+		b = newRdmaBuffers(t, c.PD())
+		return postRecvs(c, b, 1, rdmaMsg)
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	wait := tool(t, ctx, "rdma_client", "-s", addrRXE0.String(), "-p", "7474")
+	if start != nil {
+		start()
+	}
 	r, err := l.Accept(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -312,20 +336,59 @@ func TestRigInteropRdmaClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := waitN(ctx, c, 1); err != nil {
+	if err := rdmaComplete(ctx, c, b, 1); err != nil {
 		t.Fatal("receiving:", err)
 	}
 	copy(b.mem.Bytes()[1024:], "goverbs server!!")
-	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, 16)}}); err != nil {
+	if _, err := c.QP.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled, SGL: b.sge(1024, rdmaMsg)}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitN(ctx, c, 1); err != nil {
+	if err := rdmaComplete(ctx, c, b, 1); err != nil {
 		t.Fatal("sending:", err)
 	}
 	if ev, err := c.NextEvent(ctx); err != nil || ev.Type != rdmacm.EventDisconnected {
 		t.Fatalf("waiting for rdma_client's disconnect: %v, %v", ev.Type, err)
 	}
-	t.Logf("rdma_client:\n%s", wait())
+}
+
+// newRdmaBuffers is the buffer of one rdma_server/rdma_client connection:
+// the receive slot at 0, filled with 0xa5 so that rdmaComplete sees the
+// peer's zeros land, the send at 1024.
+func newRdmaBuffers(t *testing.T, pd *uverbs.PD) *buffers {
+	b := newBuffers(t, pd, 4096)
+	for i := range b.mem.Bytes()[:rdmaMsg] {
+		b.mem.Bytes()[i] = 0xa5
+	}
+	return b
+}
+
+// rdmaComplete waits for n completions on c and checks them: every one
+// successful, and the receive among them (at most one) 16 bytes, the
+// rdma-core tool's zeros over the slot's 0xa5.
+func rdmaComplete(ctx context.Context, c *rdmacm.Conn, b *buffers, n int) error {
+	wc := make([]uverbs.WorkCompletion, n)
+	for got := 0; got < n; {
+		k, err := c.CQ.Wait(ctx, wc[:n-got])
+		if err != nil {
+			return fmt.Errorf("after %d of %d completions: %w", got, n, err)
+		}
+		for _, w := range wc[:k] {
+			if w.Status != uverbs.WCSuccess {
+				return fmt.Errorf("completion %d: %v", got, w.Status)
+			}
+			if w.Opcode != uverbs.WCRecv {
+				continue
+			}
+			if w.ByteLen != rdmaMsg {
+				return fmt.Errorf("received %d bytes, want %d", w.ByteLen, rdmaMsg)
+			}
+			if m := b.mem.Bytes()[:rdmaMsg]; !bytes.Equal(m, make([]byte, rdmaMsg)) {
+				return fmt.Errorf("received % x, want rdma-core's %d zero bytes", m, rdmaMsg)
+			}
+		}
+		got += k
+	}
+	return nil
 }
 
 // udaddy: UD through the CM (SIDR). The client sends -C SEND_WITH_IMM

@@ -19,9 +19,9 @@
 #     --cm             the rdma_cm schedule (guest/pair-cm.sh): goverbs' rping
 #                      and rdma-core's rping connecting through each guest's
 #                      kernel CM, every pairing, both roles, both directions,
-#                      data verified; then ucmatose and udaddy against goverbs'
-#                      rdmacm in both roles; after --pingpong's steps when both
-#                      are given
+#                      data verified; then ucmatose, udaddy, mckey and
+#                      rdma_server/rdma_client against goverbs' rdmacm in both
+#                      roles; after --pingpong's steps when both are given
 # In each guest, before the command: guest/pair-net.sh has set up the NIC
 # 10.77.0.1 (A) / 10.77.0.2 (B) and rxe1 on it, and exported PAIR_SELF (1|2),
 # PAIR_IP, PAIR_PEER, PAIR_NET and PAIR_DEV. The guests are watched like every
@@ -91,13 +91,13 @@ for i in 0 1; do
   arch=$(ARCH=amd64; . "${envs[$i]}"; echo "$ARCH")
   printf '#!/bin/sh\nexport PAIR_SELF=%d\n. /rig/pair-net.sh || exit 97\n%s\n' "$side" "${cmds[$i]}" > "$work/cmd$i"
   make_overlay "$ov" "$work/cmd$i"
-  cp "$RIG_DIR/guest/pair-net.sh" "$RIG_DIR/guest/pair-pingpong.sh" "$RIG_DIR/guest/pair-cm.sh" "$ov/rig/"
-  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL PAIR_CM_COUNT
+  cp "$RIG_DIR/guest/pair-net.sh" "$RIG_DIR/guest/pair-pingpong.sh" "$RIG_DIR/guest/pair-cm.sh" "$RIG_DIR/guest/pair-mckey.sh" "$ov/rig/"
+  write_env "$ov/rig/env" PAIR_ITERS PAIR_STEP_WAIT PAIR_STEP_TIMEOUT PAIR_STALL PAIR_CM_COUNT PAIR_CM_STEPS
   for d in ${bins[@]+"${bins[@]}"}; do cp -a "$d"/. "$ov/rig/bin/"; done
   for p in ${gos[@]+"${gos[@]}"}; do
     ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p ($arch) failed"
   done
-  # --cm: goverbs' side of the ucmatose/udaddy steps (rdmacm's TestRigPairPeer)
+  # --cm: goverbs' side of the ucmatose/udaddy/mckey/rdma_server steps (rdmacm's TestRigPairPeer)
   if [ -n "$cm" ]; then
     ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go test -c -o "$ov/rig/bin/rdmacm.test" ./rdmacm ) || die "go test -c ./rdmacm ($arch) failed"
   fi
@@ -206,7 +206,12 @@ for i in 0 1; do
 done
 ids=()
 [ -z "$pingpong" ] || ids+=(1 2 3 4 5 6)
-[ -z "$cm" ] || ids+=(c1 c2 c3 c4 c5 c6 c7 c8 c9 c10)
+# --cm: the ids of pair-cm.sh's step table (its STEPS here-document), or PAIR_CM_STEPS
+if [ -n "$cm" ]; then
+  # shellcheck disable=SC2207 # one id a word
+  ids+=($(awk '/^STEPS$/ {f = 0} f {print $1} /<<STEPS$/ {f = 1}' "$RIG_DIR/guest/pair-cm.sh" |
+          awk -v only=" ${PAIR_CM_STEPS:-} " 'only == "  " || index(only, " " $1 " ")'))
+fi
 if [ ${#ids[@]} != 0 ]; then
   pass=0 bad=0
   for n in "${ids[@]}"; do

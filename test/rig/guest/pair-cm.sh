@@ -13,36 +13,60 @@
 #   c5    goverbs (A)          goverbs (B)         1024
 #   c6    goverbs (B)          goverbs (A)         65535
 # then rdma-core's ucmatose (RC, 4 connections, 10 messages of 100 bytes each
-# way) and udaddy (UD through SIDR, 10 messages each way) against goverbs'
-# rdmacm (the rdmacm test binary's TestRigPairPeer, the same protocols):
+# way), udaddy (UD through SIDR, 10 messages each way), mckey (UD multicast;
+# mckey's own words: the receiver is its "server", the sender its "client")
+# and rdma_server/rdma_client (RC, one 16-byte message each way) against
+# goverbs' rdmacm (the rdmacm test binary's TestRigPairPeer, the same
+# protocols):
 #   c7    ucmatose (A)         goverbs (B)
 #   c8    goverbs (A)          ucmatose (B)
 #   c9    udaddy (A)           goverbs (B)
 #   c10   goverbs (A)          udaddy (B)
-# Each step has its own port. A client whose connect is rejected (no
+#   c11   mckey (A) receives   goverbs (B) sends       group 239.77.11.1
+#   c12   goverbs (B) receives mckey -s (A) sends      group 239.77.12.1
+#   c13   rdma_server (A)      goverbs (B)
+#   c14   goverbs (A)          rdma_client (B)
+# The rping, mckey and rdma_server/rdma_client steps each have their own port
+# (7700 + the step's number; the ucmatose steps use 7471, the udaddy ones
+# 7174, the tools' defaults). A client whose connect is rejected (no
 # listener on that port yet: the peer's CM answers REJ, "REJECTED" in both
-# tools' words) and that printed no ping retries for up to PAIR_STEP_WAIT s;
+# tools' words, "Connection refused" in rdma_client's) and that printed no
+# ping retries for up to PAIR_STEP_WAIT s;
 # every tool ends within PAIR_STEP_TIMEOUT s (SIGKILL). The data is checked
 # three ways: -V (each side compares what came back), every one of the
 # -C pings printed by -v (client: "ping data: rdma-ping-N", server:
 # "server ping data: rdma-ping-N"), and both exit statuses. Once the first
 # ping is printed, PAIR_STALL s (default 30) without a packet sent or
-# received on rxe1 end that side's tool after a STALL: line. ucmatose and
-# udaddy pass with exit 0 and their own success line ("return status 0",
-# "data transfers complete"), goverbs' side with TestRigPairPeer's PASS;
-# their clients retry a REJECTED/UNREACHABLE connect like rping's, and each
-# such tool ends within min(PAIR_STEP_TIMEOUT, 180) s. Each side prints
+# received on rxe1 end that side's tool after a STALL: line. ucmatose,
+# udaddy, rdma_server and rdma_client pass with exit 0 and their own
+# success line ("return status 0", "data transfers complete", "end 0"),
+# goverbs' side with TestRigPairPeer's PASS; their clients retry a
+# REJECTED/UNREACHABLE/refused connect like rping's, and each such tool
+# ends within min(PAIR_STEP_TIMEOUT, 180) s. A mckey step has no connection:
+# rdma-core's side is guest/pair-mckey.sh, which runs mckey and talks to
+# goverbs' side over a TCP side channel on the step's port (the receiver
+# says when it is a member of the group, the sender how many datagrams its
+# rxe put on the wire, the receiver how many arrived), and passes when
+# every datagram the sender's rxe transmitted was received (both sides
+# check the counts). c12's mckey -s runs on A: it exits right after posting
+# its sends unsignaled, and rxe from 6.4 on drops what is still queued (6.12
+# put 1 of its 50 on the wire in the first run), while A, the pair's first
+# kernel (6.1 or 5.10 in the usual pairs), sends them all. Each side prints
 #   PAIR-STEP: <id> <server>@<A|B>-><client>@<A|B> <server|client> PASS|FAIL <status> <seconds>
-# and the script exits non-zero if any of its sides failed.
+# and the script exits non-zero if any of its sides failed. PAIR_CM_STEPS
+# (e.g. "c11 c12"), when set, runs only those steps.
 C=${PAIR_CM_COUNT:-100} W=${PAIR_STEP_WAIT:-600} T=${PAIR_STEP_TIMEOUT:-600} S=${PAIR_STALL:-30}
 me=$([ "$PAIR_SELF" = 1 ] && echo A || echo B)
 # rdma-core's rping is /usr/bin's: goverbs' own, also called rping, is first in PATH.
 tool() { case $1 in goverbs) echo /rig/bin/rping ;; rdma-core) echo /usr/bin/rping ;; esac; }
-# ucm KIND ADDR TOOL ROLE: rdma-core's side of a ucmatose/udaddy step.
+# ucm KIND ADDR TOOL ROLE PORT GROUP: rdma-core's side of a ucmatose, udaddy,
+# mckey or rdma_server/rdma_client step.
 ucm() {
   case $3 in
     ucmatose) if [ "$4" = server ]; then echo "ucmatose -b $2 -p 7471 -c 4 -C 10 -S 100"; else echo "ucmatose -s $2 -p 7471 -c 4 -C 10 -S 100"; fi ;;
     udaddy) if [ "$4" = server ]; then echo "udaddy -b $2 -C 10 -S 100"; else echo "udaddy -s $2 -C 10 -S 100"; fi ;;
+    mckey) if [ "$4" = server ]; then echo "bash /rig/pair-mckey.sh receive $5 $6"; else echo "bash /rig/pair-mckey.sh send $5 $6"; fi ;;
+    rdma_server|rdma_client) echo "$3 -s $2 -p $5" ;;
   esac
 }
 hw=${PAIR_HW:-/sys/class/infiniband/$PAIR_DEV/ports/1/hw_counters}
@@ -84,20 +108,27 @@ show() {
 failed=0
 while read -r id kind stool sside ctool cside size; do
   port=$((7700 + ${id#c})) name="$stool@$sside->$ctool@$cside"
+  case " ${PAIR_CM_STEPS:-$id} " in *" $id "*) ;; *) continue ;; esac
   if [ "$sside" = "$me" ]; then role=server t=$stool; elif [ "$cside" = "$me" ]; then role=client t=$ctool; else continue; fi
   s=$(cut -d' ' -f1 /proc/uptime)
   if [ "$kind" != rping ]; then
-    addr=$PAIR_IP; [ "$role" = client ] && addr=$PAIR_PEER
+    # a mckey side binds to its own address (the sender's side channel
+    # connects to the receiver's, pair-mckey.sh knows PAIR_PEER)
+    addr=$PAIR_IP; [ "$role" = client ] && [ "$kind" != mckey ] && addr=$PAIR_PEER
+    group=239.77.${id#c}.1 peer=$kind-$role
+    [ "$kind" = mckey ] && peer=mckey-$([ "$role" = server ] && echo receiver || echo sender)
     # shellcheck disable=SC2207 # ucm prints a command's words
-    cmd=($(ucm "$kind" "$addr" "$t" "$role"))
-    [ "$t" = goverbs ] && cmd=(env "RDMACM_PAIR_PEER=$kind-$role" "RDMACM_PAIR_ADDR=$addr" /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
+    cmd=($(ucm "$kind" "$addr" "$t" "$role" "$port" "$group"))
+    [ "$t" = goverbs ] && cmd=(env "RDMACM_PAIR_PEER=$peer" "RDMACM_PAIR_ADDR=$addr" "RDMACM_PAIR_PORT=$port" "RDMACM_PAIR_GROUP=$group"
+      /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
     echo "  step $id $role | ${cmd[*]}"
     end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
     while :; do
       tries=$((tries + 1))
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
       rc=$?
-      if [ "$role" = client ] && [ "$t" != goverbs ] && [ "$rc" != 0 ] && grep -Eq 'REJECTED|UNREACHABLE' /tmp/cm.out /tmp/cm.err &&
+      if [ "$role" = client ] && [ "$t" != goverbs ] && [ "$rc" != 0 ] &&
+         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused' /tmp/cm.out /tmp/cm.err &&
          ! grep -q 'data transfers' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
         sleep 0.5; continue
       fi
@@ -110,6 +141,8 @@ while read -r id kind stool sside ctool cside size; do
       goverbs) ok='^--- PASS: TestRigPairPeer' ;;
       ucmatose) ok='return status 0' ;;
       udaddy) ok='data transfers complete' ;;
+      mckey) ok='^pair-mckey: PASS' ;;
+      rdma_server|rdma_client) ok="^$t: end 0\$" ;;
     esac
     if [ "$rc" = 0 ] && grep -q "$ok" /tmp/cm.out && ! grep -q -- '--- SKIP' /tmp/cm.out; then
       r=PASS
@@ -162,5 +195,9 @@ c7 ucmatose ucmatose A goverbs B -
 c8 ucmatose goverbs A ucmatose B -
 c9 udaddy udaddy A goverbs B -
 c10 udaddy goverbs A udaddy B -
+c11 mckey mckey A goverbs B -
+c12 mckey goverbs B mckey A -
+c13 rdma rdma_server A goverbs B -
+c14 rdma goverbs A rdma_client B -
 STEPS
 [ $failed = 0 ]
