@@ -1,7 +1,6 @@
 package rsocket
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -639,6 +638,3 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 func (c *Conn) opError(op string, err error) error {
 	return &net.OpError{Op: op, Net: "rsocket", Source: c.laddr, Addr: c.raddr, Err: err}
 }
-
-// Context-free check that deadline satisfies what CQ.Wait needs.
-var _ context.Context = &deadline{}

@@ -7,26 +7,25 @@ import (
 )
 
 // deadline is one direction's deadline: a channel closed when it passes or
-// when the connection closes. It is also the context.Context a blocked call
-// hands to CQ.Wait, so waiting costs no allocation and no goroutine: a
-// timer (not a goroutine) closes the channel.
+// when the connection closes. A timer (not a goroutine) closes the channel.
 //
 // As in net.Pipe, the channel stays the same while the deadline has not
 // passed, so a call blocked on it sees a later SetDeadline: moving the
 // deadline into the past closes it at once, moving it later re-arms the
-// timer.
+// timer. A deadline that passed and is moved gets a new channel.
 type deadline struct {
 	mu     sync.Mutex
 	when   time.Time
 	timer  *time.Timer
 	ch     chan struct{}
-	shut   bool // the connection closed: ch stays closed
-	broke  bool // the connection broke: ch stays closed, the time still counts
+	ctx    *deadlineCtx // ch's context (see context)
+	shut   bool         // the connection closed: ch stays closed
+	broke  bool         // the connection broke: ch stays closed, the time still counts
 	expire func()
 }
 
 func (d *deadline) init() {
-	d.ch = make(chan struct{})
+	d.newChannel()
 	d.expire = func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -63,7 +62,7 @@ func (d *deadline) set(t time.Time) {
 	d.when = t
 	select {
 	case <-d.ch:
-		d.ch = make(chan struct{}) // expired: a fresh channel for the new deadline
+		d.newChannel() // expired: a fresh channel for the new deadline
 	default:
 	}
 	if t.IsZero() {
@@ -79,6 +78,23 @@ func (d *deadline) set(t time.Time) {
 	} else {
 		d.timer.Reset(dur)
 	}
+}
+
+// newChannel gives the deadline a new open channel, and its context.
+// mu held (or the deadline not shared yet).
+func (d *deadline) newChannel() {
+	d.ch = make(chan struct{})
+	d.ctx = &deadlineCtx{d: d, ch: d.ch}
+}
+
+// context is the context.Context a blocked call hands to CQ.Wait (waiting
+// on it costs no allocation and no goroutine): done until the deadline's
+// channel closes, that is, while the deadline has not passed, the
+// connection has not broken and has not closed.
+func (d *deadline) context() context.Context {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ctx
 }
 
 // done is the channel closed when the deadline passes or the connection
@@ -121,24 +137,34 @@ func (d *deadline) shutdown() {
 	closeOnce(d.ch)
 }
 
-// The context.Context CQ.Wait waits on.
-var _ context.Context = (*deadline)(nil)
-
-func (d *deadline) Deadline() (time.Time, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.when, !d.when.IsZero()
+// deadlineCtx is one channel of a deadline as a context.Context. Its Err
+// is non-nil exactly when its own channel is closed, as the Context
+// contract asks, even once the deadline has a newer channel: context's own
+// functions (WithTimeout, AfterFunc) panic on a Done closed while Err says
+// nil ("missing cancel error"), which the deadline itself, answering for
+// its current channel, could do after a SetDeadline.
+type deadlineCtx struct {
+	d  *deadline
+	ch chan struct{}
 }
 
-func (d *deadline) Done() <-chan struct{} { return d.done() }
+var _ context.Context = (*deadlineCtx)(nil)
 
-func (d *deadline) Err() error {
+func (c *deadlineCtx) Deadline() (time.Time, bool) {
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	return c.d.when, !c.d.when.IsZero()
+}
+
+func (c *deadlineCtx) Done() <-chan struct{} { return c.ch }
+
+func (c *deadlineCtx) Err() error {
 	select {
-	case <-d.done():
+	case <-c.ch:
 		return context.DeadlineExceeded
 	default:
 		return nil
 	}
 }
 
-func (d *deadline) Value(any) any { return nil }
+func (c *deadlineCtx) Value(any) any { return nil }

@@ -256,20 +256,21 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 			if !ok {
 				n, err := c.spin()
 				timedOut := false
+				ctx := dl.context() // this channel's: its Err stays set once it closed
 				if n == 0 && err == nil {
 					if bounded {
-						n, timedOut, err = c.waitNudging(dl)
+						n, timedOut, err = c.waitNudging(ctx)
 					} else {
-						n, err = c.cq.Wait(dl, c.wc[:])
+						n, err = c.cq.Wait(ctx, c.wc[:])
 					}
 				}
 				c.mu.Lock()
 				c.process(c.wc[:n])
 				// A deadline that passed is no break, even if SetDeadline
-				// moved it on since: dl.Err() then says nil while Wait
-				// reported the deadline (nettest's ConcurrentMethods saw
-				// the connection fail so, "context deadline exceeded").
-				if err != nil && dl.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				// moved it on since (nettest's ConcurrentMethods saw the
+				// connection fail so, "context deadline exceeded"); nor is
+				// a wait ended by the connection's break or close.
+				if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 					c.brokenLocked(err)
 				}
 				if timedOut {
@@ -352,10 +353,10 @@ const nudgeMax = 5
 
 var nudgeOff = os.Getenv("GOVERBS_SIW_NUDGE") == "0"
 
-// waitNudging is CQ.Wait bounded by nudgeEvery as well as dl; timedOut
-// reports that nudgeEvery passed with nothing completed. The token held,
-// mu not.
-func (c *Conn) waitNudging(dl *deadline) (n int, timedOut bool, err error) {
+// waitNudging is CQ.Wait bounded by nudgeEvery as well as dl (a
+// deadline's context); timedOut reports that nudgeEvery passed with
+// nothing completed. The token held, mu not.
+func (c *Conn) waitNudging(dl context.Context) (n int, timedOut bool, err error) {
 	ctx, cancel := context.WithTimeout(dl, nudgeEvery)
 	n, err = c.cq.Wait(ctx, c.wc[:])
 	cancel()

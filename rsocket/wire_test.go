@@ -118,18 +118,18 @@ func closed(c <-chan struct{}) bool {
 func TestDeadline(t *testing.T) {
 	var d deadline
 	d.init()
-	if closed(d.Done()) || d.expired() || d.Err() != nil {
+	if closed(d.done()) || d.expired() || d.context().Err() != nil {
 		t.Fatal("a deadline without a time has expired")
 	}
 	d.set(time.Now().Add(-time.Second))
-	if !closed(d.Done()) || !d.expired() || !errors.Is(d.Err(), context.DeadlineExceeded) {
+	if !closed(d.done()) || !d.expired() || !errors.Is(d.context().Err(), context.DeadlineExceeded) {
 		t.Fatal("a past deadline has not expired")
 	}
 	d.set(time.Time{})
-	if closed(d.Done()) || d.expired() {
+	if closed(d.done()) || d.expired() {
 		t.Fatal("a cleared deadline is still expired")
 	}
-	ch := d.Done()
+	ch := d.done()
 	d.set(time.Now().Add(time.Hour))
 	d.set(time.Now().Add(20 * time.Millisecond)) // moved closer while someone waits on ch
 	select {
@@ -141,13 +141,42 @@ func TestDeadline(t *testing.T) {
 		t.Fatal("fired but not expired")
 	}
 	d.set(time.Now().Add(time.Hour))
-	ch = d.Done()
+	ch = d.done()
 	d.shutdown()
 	if !closed(ch) || d.expired() {
 		t.Fatal("shutdown did not wake the waiter, or counts as a timeout")
 	}
 	d.set(time.Time{})
-	if !closed(d.Done()) {
+	if !closed(d.done()) {
 		t.Fatal("a deadline reopened after shutdown")
+	}
+}
+
+// TestDeadlineContext: a deadline's context keeps the Context contract
+// when a deadline that passed is moved on (its channel replaced): the old
+// context's Err stays non-nil, and a context derived from it is canceled
+// with that error. context's propagation goroutine panicked ("missing
+// cancel error") when the deadline answered Err for its newer channel.
+func TestDeadlineContext(t *testing.T) {
+	var d deadline
+	d.init()
+	for i := 0; i < 100; i++ {
+		old := d.context()
+		child, cancel := context.WithTimeout(old, time.Hour) // watched by context's goroutine
+		d.set(time.Now().Add(-time.Second))                  // passed: old's channel closes
+		d.set(time.Now().Add(time.Hour))                     // moved on: a new channel
+		select {
+		case <-child.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a context derived from a passed deadline was not canceled")
+		}
+		if !errors.Is(old.Err(), context.DeadlineExceeded) || !errors.Is(child.Err(), context.DeadlineExceeded) {
+			t.Fatalf("after the deadline passed: Err %v, the derived context's %v; want context.DeadlineExceeded", old.Err(), child.Err())
+		}
+		if now := d.context(); now == old || now.Err() != nil {
+			t.Fatalf("the moved deadline's context: the same one %v, Err %v; want a new one, nil", now == old, now.Err())
+		}
+		cancel()
+		d.set(time.Time{})
 	}
 }
