@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 	"golang.org/x/sys/unix"
@@ -18,13 +19,19 @@ import (
 // parks without holding an OS thread (the epoll pattern of rdma-core's
 // users, done by the Go runtime).
 //
-// Events are read by one dispatcher goroutine per channel, started by the
-// first waiter. Each event goes to exactly one consumer: to CQ.Wait if a
-// goroutine is in CQ.Wait on the event's CQ, else to CompChannel.Wait,
-// which returns each CQ with pending events once (a CQ already queued is
-// not queued twice). A CQ.Wait that starts takes over its CQ's queued
-// event, so CompChannel.Wait never returns a CQ whose event CQ.Wait
-// consumed. Both Waits may be used from any number of goroutines.
+// No goroutine of goverbs' reads the channel: the waiters do. One waiter
+// at a time (CQ.Wait or CompChannel.Wait, whichever found the channel
+// unread) reads it, parked on the runtime poller, and hands each event to
+// its consumer; when it leaves, another waiter takes over. So the event of
+// a lone waiter costs one wake-up, the poller's, as a blocked read() does
+// in C, and no goroutine runs while nobody waits.
+//
+// Each event goes to exactly one consumer: to CQ.Wait if a goroutine is in
+// CQ.Wait on the event's CQ, else to CompChannel.Wait, which returns each
+// CQ with pending events once (a CQ already queued is not queued twice).
+// A CQ.Wait that starts takes over its CQ's queued event, so
+// CompChannel.Wait never returns a CQ whose event CQ.Wait consumed. Both
+// Waits may be used from any number of goroutines.
 //
 // Close (of the channel or of its Context) wakes every goroutine parked
 // in CompChannel.Wait and in CQ.Wait on the channel's CQs: they return an
@@ -35,12 +42,27 @@ type CompChannel struct {
 	file *os.File
 	fd   int // the descriptor number, read once through SyscallConn
 
-	start   sync.Once
 	mu      sync.Mutex
 	ready   []*CQ         // CQs with an event not yet returned by Wait
-	sig     chan struct{} // capacity 1: "ready changed"
-	err     error         // why the dispatcher stopped
-	stopped chan struct{} // closed when the dispatcher stops
+	reading bool          // a waiter holds the reader's token
+	sig     chan struct{} // capacity 1: ready gained a CQ
+	free    chan struct{} // capacity 1: the reader's token was given back
+
+	// ev is the reader's buffer: only the token's holder touches it.
+	ev abi.IbUverbsCompEventDesc
+
+	stopOnce sync.Once
+	err      error         // why reading stopped
+	stopped  chan struct{} // closed when reading stopped for good
+
+	// The reader parks in read(2) on the poller; its ctx's end reaches it
+	// as a read deadline in the past (a kick). The registration with ctx
+	// is kept for the next wait on the same ctx: context.AfterFunc
+	// allocates, and a goroutine usually waits in a loop on one ctx.
+	watchMu   sync.Mutex
+	watchDone <-chan struct{} // the Done of the watched ctx
+	watchStop func() bool     // undoes the registration
+	kickFn    func()          // ch.kick, made once
 
 	lifetime
 }
@@ -56,7 +78,9 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 	if err := c.invoke("CreateCompChannel", &cmd); err != nil {
 		return nil, err
 	}
-	ch := &CompChannel{ctx: c, file: asyncFile(int(resp.Fd)), fd: int(resp.Fd), sig: make(chan struct{}, 1), stopped: make(chan struct{})}
+	ch := &CompChannel{ctx: c, file: asyncFile(int(resp.Fd)), fd: int(resp.Fd),
+		sig: make(chan struct{}, 1), free: make(chan struct{}, 1), stopped: make(chan struct{})}
+	ch.kickFn = ch.kick
 	c.channels.Store(ch, struct{}{})
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
 		ch.Close()
@@ -75,39 +99,60 @@ func (ch *CompChannel) Fd() int { return ch.fd }
 // (ReqNotify) before polling it empty, or use CQ.Wait, which does it all.
 //
 // If the device is removed, Wait returns an error wrapping ENODEV.
-func (ch *CompChannel) Wait(ctx context.Context) (*CQ, error) {
+func (ch *CompChannel) Wait(ctx context.Context) (_ *CQ, err error) {
 	ch.ctx.watchDevice()
-	ch.start.Do(func() { go ch.dispatch() })
+	var holding, woken bool
+	defer func() {
+		if holding || woken {
+			ch.leave(holding, woken)
+		}
+	}()
 	for {
 		if err := ch.waitClosed(); err != nil {
 			return nil, err
 		}
-		ch.mu.Lock()
-		for len(ch.ready) > 0 {
-			cq := ch.ready[0]
-			ch.ready = ch.ready[1:]
-			cq.queued = false
-			if !cq.isClosed() {
-				ch.mu.Unlock()
-				return cq, nil
-			}
+		if cq := ch.next(); cq != nil {
+			return cq, nil
 		}
-		ch.mu.Unlock()
+		if !holding && ch.acquire() {
+			holding = true
+		}
+		if holding {
+			if err := ch.readFor(ctx, "CompChannel.Wait"); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		select {
 		case <-ch.sig:
+			woken = true
+		case <-ch.free:
+			woken = true
 		case <-ch.closed():
 		case <-ch.ctx.dead:
 		case <-ch.ctx.lostCh:
 			return nil, ch.ctx.lostError("CompChannel.Wait")
 		case <-ch.stopped:
-			if err := ch.waitClosed(); err != nil {
-				return nil, err
-			}
-			return nil, opError("CompChannel.Wait", ch.ctx.dev.Name, abi.TransportNone, ch.err)
+			return nil, ch.stopError("CompChannel.Wait")
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// next takes the first open CQ off the queue of CompChannel.Wait.
+func (ch *CompChannel) next() *CQ {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for len(ch.ready) > 0 {
+		cq := ch.ready[0]
+		ch.ready = ch.ready[1:]
+		cq.queued = false
+		if !cq.isClosed() {
+			return cq
+		}
+	}
+	return nil
 }
 
 // waitClosed is Wait's error once the channel or its context is closed.
@@ -119,6 +164,11 @@ func (ch *CompChannel) waitClosed() error {
 		return &OpError{Verb: "CompChannel.Wait", Device: ch.ctx.dev.Name, Err: fmt.Errorf("the context: %w", ErrClosed)}
 	}
 	return nil
+}
+
+// stopError is a waiter's error once reading stopped for good.
+func (ch *CompChannel) stopError(verb string) error {
+	return opError(verb, ch.ctx.dev.Name, abi.TransportNone, ch.err)
 }
 
 // unqueue removes cq from the queue of CompChannel.Wait and reports
@@ -139,49 +189,160 @@ func (ch *CompChannel) unqueue(cq *CQ) bool {
 	return true
 }
 
-// dispatch reads completion events until the channel is closed. Reading
-// parks the goroutine on the runtime poller between events.
-func (ch *CompChannel) dispatch() {
-	var ev abi.IbUverbsCompEventDesc
-	buf := abi.Bytes(&ev)
-	for {
-		if _, err := io.ReadFull(ch.file, buf); err != nil {
-			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && ch.ctx.closed.Load()) {
-				err = ErrClosed
-			}
-			ch.err = err
-			close(ch.stopped)
-			return
-		}
-		v, ok := ch.ctx.cqs.Load(ev.CqHandle)
-		if !ok {
-			continue // a CQ destroyed with an event in flight
-		}
-		cq := v.(*CQ)
-		if !cq.acquire() {
-			continue // closing: its provider state may be gone
-		}
-		cq.events.Add(1)
-		cq.prov.Event()
-		ch.mu.Lock()
-		if cq.waiters.Load() > 0 {
-			// A CQ.Wait owns the CQ's events.
-			select {
-			case cq.wake <- struct{}{}:
-			default: // a wake-up is already pending; it covers this event
-			}
-		} else if !cq.queued {
-			cq.queued = true
-			ch.ready = append(ch.ready, cq)
-		}
-		ch.mu.Unlock()
-		cq.done()
-		select {
-		case ch.sig <- struct{}{}:
-		default:
-		}
+// acquire takes the reader's token if no waiter holds it.
+func (ch *CompChannel) acquire() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.reading {
+		return false
+	}
+	ch.reading = true
+	return true
+}
+
+// leave is a waiter's way out. The holder gives the token back and wakes
+// a waiter to take it over; a waiter that was woken (by free or sig) and
+// leaves without acting on it passes the wake-up on, so that no wake-up
+// is lost with it.
+func (ch *CompChannel) leave(holding, woken bool) {
+	ch.mu.Lock()
+	if holding {
+		ch.reading = false
+	}
+	free, ready := !ch.reading, len(ch.ready) > 0
+	ch.mu.Unlock()
+	if free {
+		notify(ch.free)
+	}
+	if woken && ready {
+		notify(ch.sig)
 	}
 }
+
+// notify sends a wake-up on a channel of capacity 1; a wake-up already
+// pending covers it.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// readFor is the token holder's turn: it reads one event and hands it to
+// its consumer, parked on the runtime poller until an event comes, ctx
+// ends or something kicks the reader (Close, the device's removal). A nil
+// error means something happened: the caller looks again at what it waits
+// for.
+func (ch *CompChannel) readFor(ctx context.Context, verb string) error {
+	if done := ctx.Done(); done != nil {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+		ch.watch(ctx)
+	}
+	select {
+	case <-ch.stopped:
+		return ch.stopError(verb)
+	case <-ch.ctx.lostCh:
+		return ch.ctx.lostError(verb)
+	default:
+	}
+	if err := ch.read(); err != nil {
+		if e := ch.waitClosed(); e != nil {
+			return e
+		}
+		return opError(verb, ch.ctx.dev.Name, abi.TransportNone, err)
+	}
+	return nil
+}
+
+// read reads one completion event and delivers it. A kick ends the read
+// with nothing read and a nil error; an error stops reading for good.
+func (ch *CompChannel) read() error {
+	buf := abi.Bytes(&ch.ev)
+	n, err := ch.file.Read(buf)
+	switch {
+	case err == nil && n == len(buf):
+		ch.deliver(ch.ev.CqHandle)
+		return nil
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		// A kick: the deadline is cleared before the caller looks at
+		// what changed, so a kick after that look still ends the next
+		// read.
+		ch.file.SetReadDeadline(time.Time{})
+		return nil
+	case err == nil:
+		err = fmt.Errorf("a completion event of %d bytes: %w", n, io.ErrUnexpectedEOF)
+	}
+	if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && ch.ctx.closed.Load()) {
+		err = ErrClosed
+	}
+	ch.stopOnce.Do(func() {
+		ch.err = err
+		close(ch.stopped)
+	})
+	return err
+}
+
+// deliver hands a CQ's event to CQ.Wait, or queues the CQ for
+// CompChannel.Wait.
+func (ch *CompChannel) deliver(handle uint64) {
+	v, ok := ch.ctx.cqs.Load(handle)
+	if !ok {
+		return // a CQ destroyed with an event in flight
+	}
+	cq := v.(*CQ)
+	if !cq.acquire() {
+		return // closing: its provider state may be gone
+	}
+	cq.events.Add(1)
+	cq.prov.Event()
+	ch.mu.Lock()
+	queued := false
+	if cq.waiters.Load() > 0 {
+		notify(cq.wake) // a CQ.Wait owns the CQ's events
+	} else if !cq.queued {
+		cq.queued = true
+		ch.ready = append(ch.ready, cq)
+		queued = true
+	}
+	ch.mu.Unlock()
+	cq.done()
+	if queued {
+		notify(ch.sig)
+	}
+}
+
+// watch makes the end of ctx kick the reader.
+func (ch *CompChannel) watch(ctx context.Context) {
+	done := ctx.Done()
+	ch.watchMu.Lock()
+	defer ch.watchMu.Unlock()
+	if done == ch.watchDone {
+		return
+	}
+	if ch.watchStop != nil {
+		ch.watchStop()
+	}
+	ch.watchDone, ch.watchStop = done, context.AfterFunc(ctx, ch.kickFn)
+}
+
+// unwatch drops the registration with the last watched ctx.
+func (ch *CompChannel) unwatch() {
+	ch.watchMu.Lock()
+	defer ch.watchMu.Unlock()
+	if ch.watchStop != nil {
+		ch.watchStop()
+	}
+	ch.watchDone, ch.watchStop = nil, nil
+}
+
+// kick ends the reader's read at once (a read deadline in the past), so
+// that it looks again at what it waits for. A kick that finds no reader
+// ends the next read, which is harmless: the reader looks and reads again.
+func (ch *CompChannel) kick() { ch.file.SetReadDeadline(time.Unix(1, 0)) }
 
 // Close closes the channel and wakes its waiters. It is idempotent; close
 // the CQs bound to it first (the kernel keeps the channel alive while they
@@ -192,6 +353,7 @@ func (ch *CompChannel) Close() error {
 		sp := ch.ctx.begin("DestroyCompChannel")
 		defer func() { sp.end(err) }()
 		ch.ctx.channels.Delete(ch)
+		ch.unwatch()
 		return ch.file.Close()
 	})
 }

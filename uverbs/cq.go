@@ -244,7 +244,9 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // again (a completion may have slipped in before the arm), and only then
 // parks on the channel until an event comes or ctx is done. No completion
 // is ever missed, and a waiting goroutine holds no OS thread. The CQ needs
-// a channel.
+// a channel. A parked Wait that finds the channel unread reads it itself
+// (see CompChannel), so a lone waiter's event costs one wake-up by the
+// runtime poller and no hand-off between goroutines.
 //
 // The spin lasts at most CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
 // counted in polls (the cost of a poll is timed now and then, so a spin
@@ -274,9 +276,14 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 		return 0, argError("CQ.Wait", cq.ctx.dev.Name, "the CQ has no completion channel")
 	}
 	cq.waiters.Add(1)
-	defer cq.waiters.Add(-1)
+	var holding, woken bool // the reader's token; a wake-up from ch.free
+	defer func() {
+		cq.waiters.Add(-1)
+		if holding || woken {
+			ch.leave(holding, false)
+		}
+	}()
 	cq.ctx.watchDevice()
-	ch.start.Do(func() { go ch.dispatch() })
 	if ch.unqueue(cq) {
 		cq.armed.Store(false) // the queued event is ours: the CQ is disarmed
 	}
@@ -309,13 +316,40 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 		select {
 		case <-cq.wake:
 			cq.armed.Store(false)
+			continue
+		default:
+		}
+		if !holding && ch.acquire() {
+			holding = true
+		}
+		if holding {
+			// This goroutine reads the channel: its own event wakes it
+			// with no hand-off.
+			if err := ch.readFor(ctx, "CQ.Wait"); err != nil {
+				if cq.ctx.lost.Load() {
+					if n, err := cq.Poll(wc); n > 0 || err != nil {
+						return n, err
+					}
+				}
+				if e := cq.waitClosed(); e != nil {
+					return 0, e
+				}
+				return 0, err
+			}
+			continue
+		}
+		select {
+		case <-cq.wake:
+			cq.armed.Store(false)
+		case <-ch.free:
+			woken = true // the reader left: take its place
 		case <-cq.closed():
 		case <-ch.closed():
 		case <-ch.stopped:
 			if err := cq.waitClosed(); err != nil {
 				return 0, err
 			}
-			return 0, opError("CQ.Wait", cq.ctx.dev.Name, abi.TransportNone, ch.err)
+			return 0, ch.stopError("CQ.Wait")
 		case <-cq.ctx.dead:
 		case <-cq.ctx.lostCh:
 			if n, err := cq.Poll(wc); n > 0 || err != nil {
@@ -394,7 +428,7 @@ func (cq *CQ) destroyKernel() error {
 // memory. Idempotent.
 func (cq *CQ) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
-	return cq.close(func() (err error) {
+	err := cq.close(func() (err error) {
 		sp := cq.ctx.begin("DestroyCQ")
 		defer func() { sp.end(err) }()
 		if err := cq.destroyKernel(); err != nil {
@@ -403,6 +437,10 @@ func (cq *CQ) Close() error {
 		cq.forget()
 		return cq.prov.Close()
 	})
+	if err == nil && cq.channel != nil && cq.waiters.Load() > 0 {
+		cq.channel.kick() // a CQ.Wait may be the channel's reader
+	}
+	return err
 }
 
 // forget removes the destroyed CQ from the context's event table and from

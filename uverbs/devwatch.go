@@ -93,6 +93,10 @@ func (c *Context) deviceLost() {
 	c.lostOnce.Do(func() {
 		c.lost.Store(true)
 		close(c.lostCh)
+		c.channels.Range(func(k, _ any) bool {
+			k.(*CompChannel).kick() // its reader is parked in read(2)
+			return true
+		})
 	})
 }
 

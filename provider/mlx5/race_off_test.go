@@ -1,0 +1,5 @@
+//go:build !race
+
+package mlx5_test
+
+const raceBuild = false
