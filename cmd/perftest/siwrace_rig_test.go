@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,54 +24,24 @@ import (
 func TestSIWAcceptRaceRig(t *testing.T) {
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
-	rounds := 10
-	if s := os.Getenv("PERFTEST_SIW_ROUNDS"); s != "" {
-		var err error
-		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
-			t.Fatalf("PERFTEST_SIW_ROUNDS=%q", s)
-		}
-	}
-	var hung, early []int
-	var mu sync.Mutex
-	var unread []string
-	start := time.Now()
-	for i := range rounds {
-		ctx, cancel := context.WithCancel(context.Background())
-		port := nextPort()
-		bound := time.AfterFunc(45*time.Second, func() {
-			mu.Lock()
-			unread = append(unread, rigtest.UnreadOn(port)...)
-			mu.Unlock()
-			cancel()
-		})
-		args := []string{"-p", strconv.Itoa(port), "-n", "10", "-F", "-R", "-x", "0", "-s", "64"}
-		sc := command(t, ctx, "read_lat", true, "siw0", args, "")
+	rounds := rigtest.Rounds{Count: 10, Env: "PERFTEST_SIW_ROUNDS", Bound: 45 * time.Second, Mark: "the server answered early"}
+	rounds.Run(t, func(int) int { return nextPort() }, func(r rigtest.Round) bool {
+		args := []string{"-p", strconv.Itoa(r.Port), "-n", "10", "-F", "-R", "-x", "0", "-s", "64"}
+		sc := command(t, r.Ctx, "read_lat", true, "siw0", args, "")
 		if os.Getenv("GOVERBS_SIW_NUDGE") == "" {
 			sc.Env = append(sc.Env, "GOVERBS_SIW_NUDGE=log")
 		}
 		srv := rigtest.Start(t, "goverbs server", sc)
-		waitCMListen(t, srv, port, time.Minute)
-		cli := rigtest.Start(t, "rdma-core client", command(t, ctx, "read_lat", false, "siw0", args, "10.0.3.15"))
+		waitCMListen(t, srv, r.Port, time.Minute)
+		cli := rigtest.Start(t, "rdma-core client", command(t, r.Ctx, "read_lat", false, "siw0", args, "10.0.3.15"))
 		cerr, serr := cli.Wait(), srv.Wait()
-		stopped := !bound.Stop()
-		cancel()
 		switch {
-		case stopped:
-			hung = append(hung, i)
+		case r.Hung(): // Rounds counts it
 		case cerr != nil || serr != nil:
-			t.Errorf("round %d: client: %v, server: %v\n%s%s", i, cerr, serr, srv.Output(), cli.Output())
+			t.Errorf("round %d: client: %v, server: %v\n%s%s", r.I, cerr, serr, srv.Output(), cli.Output())
 		case !latLine.MatchString(cli.Stdout.String()):
-			t.Errorf("round %d: the client printed no latency line\n%s", i, cli.Output())
+			t.Errorf("round %d: the client printed no latency line\n%s", r.I, cli.Output())
 		}
-		if strings.Contains(srv.Output(), "answered early") {
-			early = append(early, i)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	t.Logf("%d rounds in %v (GOVERBS_SIW_NUDGE=%q): %d hung %v (server sockets with unread bytes: %q); the server answered early in %d %v",
-		rounds, time.Since(start).Round(time.Second), os.Getenv("GOVERBS_SIW_NUDGE"), len(hung), hung, unread, len(early), early)
-	if len(hung) > 0 {
-		t.Errorf("%d of %d rounds hung", len(hung), rounds)
-	}
+		return strings.Contains(srv.Output(), "answered early")
+	})
 }

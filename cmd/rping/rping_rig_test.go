@@ -235,67 +235,46 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
 	rp := rdmaCoreRping(t)
-	rounds := 20
-	if s := os.Getenv("RPING_SIW_ROUNDS"); s != "" {
-		var err error
-		if rounds, err = strconv.Atoi(s); err != nil || rounds < 1 {
-			t.Fatalf("RPING_SIW_ROUNDS=%q", s)
-		}
-	}
 	before := nudges.Load()
-	var hung, nudged []int
-	var unread []string
-	start := time.Now()
-	for i := range rounds {
-		port := 7400 + i%500
+	rounds := rigtest.Rounds{Count: 20, Env: "RPING_SIW_ROUNDS", Bound: 20 * time.Second, Mark: "the server nudged"}
+	rounds.Run(t, func(i int) int { return 7400 + i%500 }, func(r rigtest.Round) bool {
+		port := strconv.Itoa(r.Port)
 		n0 := nudges.Load()
 		done := make(chan int, 1)
 		go func() {
-			done <- run([]string{"-s", "-a", "10.0.3.15", "-p", strconv.Itoa(port), "-C", "1", "-S", "64"})
+			done <- run([]string{"-s", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64"})
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		var out []byte
 		var err error
 		for try := 0; try < 50; try++ {
 			var serr strings.Builder
-			cmd := exec.CommandContext(ctx, rp, "-c", "-a", "10.0.3.15", "-p", strconv.Itoa(port), "-C", "1", "-S", "64", "-v")
+			cmd := exec.CommandContext(r.Ctx, rp, "-c", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64", "-v")
 			cmd.Stderr = &serr
-			cmd.Cancel = func() error {
-				// The round hung: note what the server's socket holds
-				// before the client dies.
-				unread = append(unread, rigtest.UnreadOn(port)...)
-				return cmd.Process.Kill()
-			}
 			out, err = cmd.Output()
 			out = append(out, serr.String()...)
-			if err == nil || !strings.Contains(serr.String(), "REJECTED") || ctx.Err() != nil {
+			if err == nil || !strings.Contains(serr.String(), "REJECTED") || r.Ctx.Err() != nil {
 				break
 			}
 			time.Sleep(100 * time.Millisecond) // the server is not listening yet
 		}
-		if ctx.Err() != nil {
-			hung = append(hung, i)
-		} else if err != nil {
-			t.Errorf("round %d: rdma-core rping client: %v\n%s", i, err, out)
-		} else if !strings.Contains(string(out), "ping data: rdma-ping-0: ") {
-			t.Errorf("round %d: no ping printed:\n%s", i, out)
+		switch {
+		case r.Hung(): // Rounds counts it
+		case err != nil:
+			t.Errorf("round %d: rdma-core rping client: %v\n%s", r.I, err, out)
+		case !strings.Contains(string(out), "ping data: rdma-ping-0: "):
+			t.Errorf("round %d: no ping printed:\n%s", r.I, out)
 		}
-		cancel()
+		hung := r.Hung()
+		r.Cancel()
 		select {
 		case rc := <-done:
-			if rc != 0 && ctx.Err() == nil {
-				t.Errorf("round %d: goverbs rping server exited %d", i, rc)
+			if rc != 0 && !hung {
+				t.Errorf("round %d: goverbs rping server exited %d", r.I, rc)
 			}
 		case <-time.After(30 * time.Second):
-			t.Fatalf("round %d: goverbs rping server did not end after the client left (it nudged: %v); the client said:\n%s\n%s", i, nudges.Load() != n0, out, hangState(0))
+			t.Fatalf("round %d: goverbs rping server did not end after the client left (it nudged: %v); the client said:\n%s\n%s", r.I, nudges.Load() != n0, out, hangState(0))
 		}
-		if nudges.Load() != n0 {
-			nudged = append(nudged, i)
-		}
-	}
-	t.Logf("%d rounds in %v (nudges off: %v): %d hung %v (server sockets with unread bytes: %q); the server nudged in %d %v (%d nudges)",
-		rounds, time.Since(start).Round(time.Second), nudgeOff, len(hung), hung, unread, len(nudged), nudged, nudges.Load()-before)
-	if len(hung) > 0 {
-		t.Errorf("%d of %d rounds hung", len(hung), rounds)
-	}
+		return nudges.Load() != n0
+	})
+	t.Logf("nudges off: %v; %d nudges in all", nudgeOff, nudges.Load()-before)
 }

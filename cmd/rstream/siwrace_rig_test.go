@@ -1,35 +1,26 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
-// siwRounds runs rounds of rstream on siw0, one connection each (-S 64
-// -C 10, data verified), the server srvBin and the client cliBin ("" is
-// goverbs'), on ports from base. A round not over after 30 s counts as
-// hung (both sides are then ended), with the unread bytes of the server's
-// socket noted; any other failure fails the test.
-func siwRounds(t *testing.T, srvBin, cliBin string, rounds, base int) (hung, early []int, unread []string) {
-	var mu sync.Mutex
-	for i := range rounds {
-		port := fmt.Sprint(base + i%400)
-		ctx, cancel := context.WithCancel(context.Background())
-		bound := time.AfterFunc(30*time.Second, func() {
-			mu.Lock()
-			unread = append(unread, rigtest.UnreadOn(base+i%400)...)
-			mu.Unlock()
-			cancel()
-		})
-		srv := newSide(ctx, name(srvBin)+" server", srvBin, "-b", "10.0.3.15", "-p", port, "-S", "64", "-C", "10", "-T", "v")
+// siwRounds runs RSTREAM_SIW_ROUNDS (default 10) rounds of rstream on
+// siw0, one connection each (-S 64 -C 10, data verified), the server
+// srvBin and the client cliBin ("" is goverbs'), on ports from base. A
+// round not over after 30 s has hung (rigtest.Rounds); any other failure
+// fails the test. The log counts the rounds in which goverbs' server
+// answered the client's first sync early.
+func siwRounds(t *testing.T, srvBin, cliBin string, base int) {
+	rounds := rigtest.Rounds{Count: 10, Env: "RSTREAM_SIW_ROUNDS", Bound: 30 * time.Second, Mark: "the server answered its first sync early"}
+	rounds.Run(t, func(i int) int { return base + i%400 }, func(r rigtest.Round) bool {
+		port := fmt.Sprint(r.Port)
+		srv := newSide(r.Ctx, name(srvBin)+" server", srvBin, "-b", "10.0.3.15", "-p", port, "-S", "64", "-C", "10", "-T", "v")
 		if srvBin == "" && os.Getenv("GOVERBS_SIW_NUDGE") == "" {
 			srv.cmd.Env = append(srv.cmd.Env, "GOVERBS_SIW_NUDGE=log")
 		}
@@ -39,55 +30,35 @@ func siwRounds(t *testing.T, srvBin, cliBin string, rounds, base int) (hung, ear
 		var cli *side
 		var cerr error
 		for try := 1; ; try++ {
-			cli = newSide(ctx, name(cliBin)+" client", cliBin, "-s", "10.0.3.15", "-p", port, "-S", "64", "-C", "10", "-T", "v")
+			cli = newSide(r.Ctx, name(cliBin)+" client", cliBin, "-s", "10.0.3.15", "-p", port, "-S", "64", "-C", "10", "-T", "v")
 			cerr = cli.cmd.Run()
 			// Not listening yet: rdma-core's client says rconnect or,
 			// connecting non-blocking, "rpoll: Connection refused".
 			notYet := strings.Contains(cli.out.String(), "rconnect") || strings.Contains(cli.out.String(), "Connection refused")
-			if cerr == nil || !notYet || try == 50 || ctx.Err() != nil {
+			if cerr == nil || !notYet || try == 50 || r.Ctx.Err() != nil {
 				break
 			}
 			time.Sleep(200 * time.Millisecond) // the server is not listening yet
 		}
-		if cerr != nil && ctx.Err() == nil {
-			time.AfterFunc(10*time.Second, cancel) // a server whose client failed may wait forever
+		if cerr != nil && r.Ctx.Err() == nil {
+			time.AfterFunc(10*time.Second, r.Cancel) // a server whose client failed may wait forever
 		}
 		serr := srv.cmd.Wait()
-		fired := !bound.Stop()
-		cancel()
 		switch {
-		case fired:
-			hung = append(hung, i)
+		case r.Hung(): // Rounds counts it
 		case cerr != nil || serr != nil:
-			t.Errorf("round %d: %s: %v\n%s%s: %v\n%s", i, cli.who, cerr, cli.out.String(), srv.who, serr, srv.out.String())
+			t.Errorf("round %d: %s: %v\n%s%s: %v\n%s", r.I, cli.who, cerr, cli.out.String(), srv.who, serr, srv.out.String())
 		default:
 			result(t, cli.who, cli.out.String())
 			result(t, srv.who, strings.ReplaceAll(srv.out.String(), earlyLine+"\n", ""))
 		}
-		if strings.Contains(srv.out.String(), earlyLine) {
-			early = append(early, i)
-		}
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	return hung, early, append([]string(nil), unread...)
+		return strings.Contains(srv.out.String(), earlyLine)
+	})
 }
 
 // earlyLine is what goverbs' rstream server says with
 // GOVERBS_SIW_NUDGE=log when it answered its first sync early.
 const earlyLine = "goverbs: the client's first sync is late: answered early"
-
-// siwRoundCount is RSTREAM_SIW_ROUNDS (default 10).
-func siwRoundCount(t *testing.T) int {
-	n := 10
-	if s := os.Getenv("RSTREAM_SIW_ROUNDS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n < 1 {
-			t.Fatalf("RSTREAM_SIW_ROUNDS=%q", s)
-		}
-	}
-	return n
-}
 
 // TestRigSIWAcceptRaceGoClient: goverbs' rstream dials rdma-core's on
 // siw0, RSTREAM_SIW_ROUNDS times. siw's accept (siw_accept in Linux's
@@ -101,14 +72,7 @@ func siwRoundCount(t *testing.T) int {
 func TestRigSIWAcceptRaceGoClient(t *testing.T) {
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
-	n := siwRoundCount(t)
-	start := time.Now()
-	hung, _, unread := siwRounds(t, rdmaCore(t), "", n, 8000)
-	t.Logf("%d rounds in %v (GOVERBS_SIW_NUDGE=%q): %d hung %v (server sockets with unread bytes: %q)",
-		n, time.Since(start).Round(time.Second), os.Getenv("GOVERBS_SIW_NUDGE"), len(hung), hung, unread)
-	if len(hung) > 0 {
-		t.Errorf("%d of %d rounds hung", len(hung), n)
-	}
+	siwRounds(t, rdmaCore(t), "", 8000)
 }
 
 // TestRigSIWAcceptRaceGoServer: rdma-core's rstream dials goverbs' on
@@ -121,12 +85,5 @@ func TestRigSIWAcceptRaceGoClient(t *testing.T) {
 func TestRigSIWAcceptRaceGoServer(t *testing.T) {
 	rigtest.Require(t)
 	rigtest.Device(t, "siw0")
-	n := siwRoundCount(t)
-	start := time.Now()
-	hung, early, unread := siwRounds(t, "", rdmaCore(t), n, 8400)
-	t.Logf("%d rounds in %v (GOVERBS_SIW_NUDGE=%q): %d hung %v (server sockets with unread bytes: %q); the server answered its first sync early in %d %v",
-		n, time.Since(start).Round(time.Second), os.Getenv("GOVERBS_SIW_NUDGE"), len(hung), hung, unread, len(early), early)
-	if len(hung) > 0 {
-		t.Errorf("%d of %d rounds hung", len(hung), n)
-	}
+	siwRounds(t, "", rdmaCore(t), 8400)
 }

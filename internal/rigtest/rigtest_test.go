@@ -43,11 +43,20 @@ func TestUverbsOf(t *testing.T) {
 }
 
 // recorder stands in for a testing.TB to see whether a helper skipped or
-// failed. Like the real ones, Skip and Fatal end the calling goroutine.
+// failed, and what it reported. Like the real ones, Skip and Fatal end the
+// calling goroutine.
 type recorder struct {
 	testing.TB
 	skipped, failed bool
 	msg             string
+	errs, logs      []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}
+func (r *recorder) Logf(format string, args ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
 }
 
 func (r *recorder) Helper() {}
