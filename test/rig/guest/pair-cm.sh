@@ -26,6 +26,13 @@
 #   c12   goverbs (B) receives mckey -s (A) sends      group 239.77.12.1
 #   c13   rdma_server (A)      goverbs (B)
 #   c14   goverbs (A)          rdma_client (B)
+# then perftest -R (the test's connection through the CM): rdma-core's ib_*
+# tools against goverbs' cmd/perftest, -s 64 -n 1000 for send_lat, -s 65536
+# -n 500 for write_bw:
+#   c15   ib_send_lat (A)      goverbs send_lat (B)
+#   c16   goverbs send_lat (A) ib_send_lat (B)
+#   c17   ib_write_bw (B)      goverbs write_bw (A)
+#   c18   goverbs write_bw (B) ib_write_bw (A)
 # The rping, mckey and rdma_server/rdma_client steps each have their own port
 # (7700 + the step's number; the ucmatose steps use 7471, the udaddy ones
 # 7174, the tools' defaults). A client whose connect is rejected (no
@@ -40,8 +47,11 @@
 # received on rxe1 end that side's tool after a STALL: line. ucmatose,
 # udaddy, rdma_server and rdma_client pass with exit 0 and their own
 # success line ("return status 0", "data transfers complete", "end 0"),
-# goverbs' side with TestRigPairPeer's PASS; their clients retry a
-# REJECTED/UNREACHABLE/refused connect like rping's, and each such tool
+# goverbs' side with TestRigPairPeer's PASS; a perftest step's client (either
+# perftest) passes with exit 0 and its result line, its server with exit 0
+# (and the result line for send_lat: a bw server prints none). Their clients
+# retry a REJECTED/UNREACHABLE/refused connect like rping's (perftest's own
+# words: "Unable to connect (retries = N)"), and each such tool
 # ends within min(PAIR_STEP_TIMEOUT, 180) s. A mckey step has no connection:
 # rdma-core's side is guest/pair-mckey.sh, which runs mckey and talks to
 # goverbs' side over a TCP side channel on the step's port (the receiver
@@ -119,7 +129,14 @@ while read -r id kind stool sside ctool cside size; do
     [ "$kind" = mckey ] && peer=mckey-$([ "$role" = server ] && echo receiver || echo sender)
     # shellcheck disable=SC2207 # ucm prints a command's words
     cmd=($(ucm "$kind" "$addr" "$t" "$role" "$port" "$group"))
-    [ "$t" = goverbs ] && cmd=(env "RDMACM_PAIR_PEER=$peer" "RDMACM_PAIR_ADDR=$addr" "RDMACM_PAIR_PORT=$port" "RDMACM_PAIR_GROUP=$group"
+    if [ "$kind" = perftest ]; then
+      # $size is the test's name; rdma-core's tool is ib_<test>
+      cmd=(-R -d "$PAIR_DEV" -p "$port")
+      case $size in *_lat) cmd+=(-s 64 -n 1000) ;; *) cmd+=(-s 65536 -n 500) ;; esac
+      [ "$role" = client ] && cmd+=("$PAIR_PEER")
+      if [ "$t" = goverbs ]; then cmd=(/rig/bin/perftest "$size" "${cmd[@]}"); else cmd=("ib_$size" "${cmd[@]}"); fi
+    fi
+    [ "$t" = goverbs ] && [ "$kind" != perftest ] && cmd=(env "RDMACM_PAIR_PEER=$peer" "RDMACM_PAIR_ADDR=$addr" "RDMACM_PAIR_PORT=$port" "RDMACM_PAIR_GROUP=$group"
       /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
     echo "  step $id $role | ${cmd[*]}"
     end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
@@ -128,8 +145,8 @@ while read -r id kind stool sside ctool cside size; do
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
       rc=$?
       if [ "$role" = client ] && [ "$t" != goverbs ] && [ "$rc" != 0 ] &&
-         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused' /tmp/cm.out /tmp/cm.err &&
-         ! grep -q 'data transfers' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
+         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries' /tmp/cm.out /tmp/cm.err &&
+         ! grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ ' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
         sleep 0.5; continue
       fi
       break
@@ -137,14 +154,18 @@ while read -r id kind stool sside ctool cside size; do
     [ $tries = 1 ] || echo "  step $id $role | $tries attempts (the server was not listening yet)"
     show
     e=$(cut -d' ' -f1 /proc/uptime)
-    case $t in
-      goverbs) ok='^--- PASS: TestRigPairPeer' ;;
-      ucmatose) ok='return status 0' ;;
-      udaddy) ok='data transfers complete' ;;
-      mckey) ok='^pair-mckey: PASS' ;;
-      rdma_server|rdma_client) ok="^$t: end 0\$" ;;
+    case $kind@$t in
+      perftest@*) ok='^ [0-9]+ +[0-9]+ +[0-9.]+'
+        # a bw server prints no result line: its exit status and the
+        # client's result line judge the step
+        [ "$role" = server ] && [ "${size%_bw}" != "$size" ] && ok='^' ;;
+      *@goverbs) ok='^--- PASS: TestRigPairPeer' ;;
+      *@ucmatose) ok='return status 0' ;;
+      *@udaddy) ok='data transfers complete' ;;
+      *@mckey) ok='^pair-mckey: PASS' ;;
+      *@rdma_server|*@rdma_client) ok="^$t: end 0\$" ;;
     esac
-    if [ "$rc" = 0 ] && grep -q "$ok" /tmp/cm.out && ! grep -q -- '--- SKIP' /tmp/cm.out; then
+    if [ "$rc" = 0 ] && grep -Eq "$ok" /tmp/cm.out && ! grep -q -- '--- SKIP' /tmp/cm.out; then
       r=PASS
     else
       r=FAIL failed=$((failed + 1))
@@ -199,5 +220,9 @@ c11 mckey mckey A goverbs B -
 c12 mckey goverbs B mckey A -
 c13 rdma rdma_server A goverbs B -
 c14 rdma goverbs A rdma_client B -
+c15 perftest perftest A goverbs B send_lat
+c16 perftest goverbs A perftest B send_lat
+c17 perftest perftest B goverbs A write_bw
+c18 perftest goverbs B perftest A write_bw
 STEPS
 [ $failed = 0 ]
