@@ -58,7 +58,7 @@ if [ -n "$pingpong" ] && [ -z "$cm" ]; then
   set -- 'bash /rig/pair-pingpong.sh' 'bash /rig/pair-pingpong.sh'
 elif [ -n "$cm" ]; then
   [ $# = 0 ] || usage
-  gos+=(./cmd/rping ./cmd/perftest)
+  gos+=(./cmd/rping ./cmd/perftest ./cmd/rstream)
   c='bash /rig/pair-cm.sh'
   # shellcheck disable=SC2016 # expanded in the guest
   [ -z "$pingpong" ] || { gos+=(./cmd/pingpong); c='bash /rig/pair-pingpong.sh; pp=$?; bash /rig/pair-cm.sh && [ $pp = 0 ]'; }

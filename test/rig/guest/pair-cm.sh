@@ -33,6 +33,13 @@
 #   c16   goverbs send_lat (A) ib_send_lat (B)
 #   c17   ib_write_bw (B)      goverbs write_bw (A)
 #   c18   goverbs write_bw (B) ib_write_bw (A)
+# then rstream (librdmacm's rsocket against goverbs' rsocket, -T v: both
+# sides check every byte):
+#   c19   rdma-core (A)        goverbs (B)         -S 1 -C 100
+#   c20   goverbs (A)          rdma-core (B)       -S 4096 -C 100
+#   c21   rdma-core (B)        goverbs (A)         -S 1048576 -C 10
+#   c22   goverbs (B)          rdma-core (A)       -S 16777216 -C 2
+#   c23   goverbs (A)          goverbs (B)         -S 65536 -C 50
 # The rping, mckey and rdma_server/rdma_client steps each have their own port
 # (7700 + the step's number; the ucmatose steps use 7471, the udaddy ones
 # 7174, the tools' defaults). A client whose connect is rejected (no
@@ -49,9 +56,11 @@
 # success line ("return status 0", "data transfers complete", "end 0"),
 # goverbs' side with TestRigPairPeer's PASS; a perftest step's client (either
 # perftest) passes with exit 0 and its result line, its server with exit 0
-# (and the result line for send_lat: a bw server prints none). Their clients
+# (and the result line for send_lat: a bw server prints none); an rstream
+# step's sides pass with exit 0 and rstream's result line ("custom ...").
+# Their clients
 # retry a REJECTED/UNREACHABLE/refused connect like rping's (perftest's own
-# words: "Unable to connect (retries = N)"), and each such tool
+# words: "Unable to connect (retries = N)"; both rstreams' "rconnect"), and each such tool
 # ends within min(PAIR_STEP_TIMEOUT, 180) s. A mckey step has no connection:
 # rdma-core's side is guest/pair-mckey.sh, which runs mckey and talks to
 # goverbs' side over a TCP side channel on the step's port (the receiver
@@ -136,7 +145,14 @@ while read -r id kind stool sside ctool cside size; do
       [ "$role" = client ] && cmd+=("$PAIR_PEER")
       if [ "$t" = goverbs ]; then cmd=(/rig/bin/perftest "$size" "${cmd[@]}"); else cmd=("ib_$size" "${cmd[@]}"); fi
     fi
-    [ "$t" = goverbs ] && [ "$kind" != perftest ] && cmd=(env "RDMACM_PAIR_PEER=$peer" "RDMACM_PAIR_ADDR=$addr" "RDMACM_PAIR_PORT=$port" "RDMACM_PAIR_GROUP=$group"
+    if [ "$kind" = rstream ]; then
+      # $size is -S; the count keeps a step to seconds
+      case $size in 1|4096) n=100 ;; 65536) n=50 ;; 1048576) n=10 ;; *) n=2 ;; esac
+      cmd=(-p "$port" -S "$size" -C "$n" -T v)
+      if [ "$role" = server ]; then cmd=(-b "$PAIR_IP" "${cmd[@]}"); else cmd=(-s "$PAIR_PEER" "${cmd[@]}"); fi
+      if [ "$t" = goverbs ]; then cmd=(/rig/bin/rstream "${cmd[@]}"); else cmd=(/usr/bin/rstream "${cmd[@]}"); fi
+    fi
+    [ "$t" = goverbs ] && [ "$kind" != perftest ] && [ "$kind" != rstream ] && cmd=(env "RDMACM_PAIR_PEER=$peer" "RDMACM_PAIR_ADDR=$addr" "RDMACM_PAIR_PORT=$port" "RDMACM_PAIR_GROUP=$group"
       /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
     echo "  step $id $role | ${cmd[*]}"
     end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
@@ -144,9 +160,9 @@ while read -r id kind stool sside ctool cside size; do
       tries=$((tries + 1))
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
       rc=$?
-      if [ "$role" = client ] && [ "$t" != goverbs ] && [ "$rc" != 0 ] &&
-         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries' /tmp/cm.out /tmp/cm.err &&
-         ! grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ ' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
+      if [ "$role" = client ] && { [ "$t" != goverbs ] || [ "$kind" = rstream ]; } && [ "$rc" != 0 ] &&
+         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries|rconnect' /tmp/cm.out /tmp/cm.err &&
+         ! grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ |^custom ' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
         sleep 0.5; continue
       fi
       break
@@ -159,6 +175,7 @@ while read -r id kind stool sside ctool cside size; do
         # a bw server prints no result line: its exit status and the
         # client's result line judge the step
         [ "$role" = server ] && [ "${size%_bw}" != "$size" ] && ok='^' ;;
+      rstream@*) ok='^custom ' ;;
       *@goverbs) ok='^--- PASS: TestRigPairPeer' ;;
       *@ucmatose) ok='return status 0' ;;
       *@udaddy) ok='data transfers complete' ;;
@@ -224,5 +241,10 @@ c15 perftest perftest A goverbs B send_lat
 c16 perftest goverbs A perftest B send_lat
 c17 perftest perftest B goverbs A write_bw
 c18 perftest goverbs B perftest A write_bw
+c19 rstream rdma-core A goverbs B 1
+c20 rstream goverbs A rdma-core B 4096
+c21 rstream rdma-core B goverbs A 1048576
+c22 rstream goverbs B rdma-core A 16777216
+c23 rstream goverbs A goverbs B 65536
 STEPS
 [ $failed = 0 ]
