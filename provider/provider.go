@@ -182,9 +182,10 @@ type CQ interface {
 	// completion. rxe does this with a command, mlx5 with a doorbell.
 	Arm(solicitedOnly bool) error
 	// Event tells the CQ that one completion event for it was consumed
-	// (mlx5 advances its arm sequence number). It is called from the
-	// completion channel's reader goroutine, concurrently with Poll and
-	// Arm on the polling goroutine: it must be safe for that.
+	// (mlx5 advances its arm sequence number). It is called by whichever
+	// waiter reads the completion channel (not always the CQ's own),
+	// concurrently with Poll and Arm on another goroutine: it must be safe
+	// for that.
 	Event()
 	// Resize prepares a resize to cqe entries (driver data, then Complete
 	// with the new size). Providers that cannot return ErrNotSupported.

@@ -219,8 +219,8 @@ func TestRigShortConns(t *testing.T) {
 	l := listener(t, rsocket.Config{SendBuffer: 8 << 10, RecvBuffer: 8 << 10, SendQueue: 16, RecvQueue: 16})
 	// During the warm-up each side first times out on a read, so each
 	// side's context has parked in CQ.Wait (which starts, once per context,
-	// its device watch and its channel's dispatcher: 1 fd and 2
-	// goroutines); timedOut carries the server's "done" to the client.
+	// its device watch: 1 fd and a goroutine); timedOut carries the
+	// server's "done" to the client.
 	var warming atomic.Bool
 	timedOut := make(chan error, 1)
 	timeoutRead := func(c net.Conn) error {
@@ -288,7 +288,9 @@ func TestRigShortConns(t *testing.T) {
 	// not grow is what each connection adds. The first three connections
 	// make both sides block (CI once measured the baseline before the
 	// accepting side had ever parked: 20 plain warm-ups never waited there,
-	// and the lazy start counted as a leak of 1 fd and 2 goroutines).
+	// and the lazy start counted as a leak of 1 fd and 2 goroutines: the
+	// watch's and, before waiters read their channel themselves, the
+	// channel's dispatcher).
 	warming.Store(true)
 	for i := 0; i < 3; i++ {
 		if err := one(-1 - i); err != nil {

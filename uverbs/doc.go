@@ -26,7 +26,9 @@
 // Waiting for completions: CQ.Wait spins before it sleeps. It polls the
 // empty CQ for up to CQOptions.WaitSpin (DefaultWaitSpin, 1 ms, by
 // default), and only then arms the CQ and parks on the completion channel
-// through the runtime poller, holding no OS thread. A completion found
+// through the runtime poller, holding no OS thread; the waiters read the
+// channel themselves, one at a time, so no goverbs goroutine sits between
+// the event and the waiter. A completion found
 // while spinning costs no syscall and no scheduler hand-off (rdma-core's
 // way, a blocked read() of the channel, costs a syscall and a thread
 // wake-up per event, and on rxe the re-arm is a second syscall); the price
