@@ -62,6 +62,13 @@ const cmSendOff = 2048 // the send area of the link's buffer; receives land in 6
 func (l *cmLink) config() *rdmacm.Config {
 	return &rdmacm.Config{Cap: uverbs.QPCap{MaxSendWR: 1, MaxRecvWR: cmRecvSlots, MaxSendSGE: 1, MaxRecvSGE: 1}, SignalAll: true,
 		Prepare: func(c *rdmacm.Conn) error {
+			// A dial the server rejected (not listening yet: dialRetry
+			// dials again) prepared a connection that is gone: its
+			// buffer and count of receives must not carry over, or the
+			// next connection's first receive lands in slot 1 while
+			// recv reads slot 0 (seen between two guests: the client
+			// read the server's version as "").
+			l.release()
 			var err error
 			if l.mem, err = mmap.Anonymous(4096); err != nil {
 				return err
@@ -400,6 +407,20 @@ func (l *cmLink) close() error {
 		errs = append(errs, l.mem.Close())
 	}
 	return errors.Join(errs...)
+}
+
+// release drops what an earlier Prepare set up for a connection that
+// failed (the Dial closed the connection itself): the MR (its PD may
+// outlive the connection), the buffer and the counts of receives.
+func (l *cmLink) release() {
+	if l.mr != nil {
+		l.mr.Close() // an error means it went with its PD: nothing left
+	}
+	if l.mem != nil {
+		l.mem.Close()
+	}
+	l.mr, l.mem, l.conn = nil, nil, nil
+	l.rposted, l.rtaken, l.recvs, l.sends = 0, 0, 0, 0
 }
 
 // encodeBinary is rdma_write_keys' message: struct pingpong_dest with
