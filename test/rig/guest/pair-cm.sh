@@ -27,7 +27,7 @@
 #   c13   rdma_server (A)      goverbs (B)
 #   c14   goverbs (A)          rdma_client (B)
 # then perftest -R (the test's connection through the CM): rdma-core's ib_*
-# tools against goverbs' cmd/perftest, -F -s 64 -n 1000 for send_lat,
+# tools against goverbs' cmd/perftest, -F -s 64 -n 200 for send_lat,
 # -F -s 65536 -n 500 for write_bw:
 #   c15   ib_send_lat (A)      goverbs send_lat (B)
 #   c16   goverbs send_lat (A) ib_send_lat (B)
@@ -142,7 +142,7 @@ while read -r id kind stool sside ctool cside size; do
       # $size is the test's name; rdma-core's tool is ib_<test>
       # -F: perftest's TSC calibration fails under TCG without it
       cmd=(-R -F -d "$PAIR_DEV" -p "$port")
-      case $size in *_lat) cmd+=(-s 64 -n 1000) ;; *) cmd+=(-s 65536 -n 500) ;; esac
+      case $size in *_lat) cmd+=(-s 64 -n 200) ;; *) cmd+=(-s 65536 -n 500) ;; esac
       [ "$role" = client ] && cmd+=("$PAIR_PEER")
       if [ "$t" = goverbs ]; then cmd=(/rig/bin/perftest "$size" "${cmd[@]}"); else cmd=("ib_$size" "${cmd[@]}"); fi
     fi
