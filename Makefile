@@ -8,7 +8,7 @@
 #   make pair    two guests (PAIR_KERNELS) on a QEMU socket network: pingpong interop between them,
 #                then the rdma_cm steps of pair-cm in the same two boots (PAIR_CM=0: not those)
 #   make pair-cm two guests: rdma_cm interop between them (rping, ucmatose, udaddy, mckey,
-#                rdma_server/rdma_client against goverbs, both roles)
+#                rdma_server/rdma_client, perftest -R and rstream against goverbs, both roles)
 #   make demo    boot one kernel (KERNEL=5.10|6.1|6.12|newest|6.12-arm64) and show goverbs working in it
 #   make lint    gofmt, go vet, staticcheck (pinned: STATICCHECK_VERSION)
 #   make setup   install the host packages the rig needs (Debian 12)
