@@ -60,7 +60,11 @@
 # Their clients
 # retry a REJECTED/UNREACHABLE/refused connect like rping's (perftest's own
 # words: "Unable to connect (retries = N)" or "Unexpected CM event bl blka 8";
-# both rstreams' "rconnect"), and each such tool
+# both rstreams' "rconnect", rdma-core's non-blocking one's "rpoll: Connection
+# refused" or, polled again after the REJ, "rpoll: Transport endpoint is not
+# connected": rsocket.c's rs_do_connect answers ENOTCONN once the connect
+# failed; an rstream server serves one connection, so a retry cannot hide a
+# connection that broke), and each such tool
 # ends within min(PAIR_STEP_TIMEOUT, 180) s. A mckey step has no connection:
 # rdma-core's side is guest/pair-mckey.sh, which runs mckey and talks to
 # goverbs' side over a TCP side channel on the step's port (the receiver
@@ -162,7 +166,7 @@ while read -r id kind stool sside ctool cside size; do
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
       rc=$?
       if [ "$role" = client ] && { [ "$t" != goverbs ] || [ "$kind" = rstream ]; } && [ "$rc" != 0 ] &&
-         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries|Unexpected CM event bl blka [78]$|rconnect' /tmp/cm.out /tmp/cm.err &&
+         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries|Unexpected CM event bl blka [78]$|rconnect|rpoll: (Connection refused|Transport endpoint is not connected)' /tmp/cm.out /tmp/cm.err &&
          ! grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ |^custom ' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
         sleep 0.5; continue
       fi
