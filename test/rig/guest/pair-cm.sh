@@ -60,11 +60,10 @@
 # Their clients
 # retry a REJECTED/UNREACHABLE/refused connect like rping's (perftest's own
 # words: "Unable to connect (retries = N)" or "Unexpected CM event bl blka 8";
-# both rstreams' "rconnect", rdma-core's non-blocking one's "rpoll: Connection
-# refused" or, polled again after the REJ, "rpoll: Transport endpoint is not
-# connected": rsocket.c's rs_do_connect answers ENOTCONN once the connect
-# failed; an rstream server serves one connection, so a retry cannot hide a
-# connection that broke), and each such tool
+# an rstream client, either one, retries any failure before its result line:
+# rdma-core's non-blocking connect reports a refusal in three wordings, and an
+# rstream server serves one connection, so a retry cannot hide a connection
+# that broke), and each such tool
 # ends within min(PAIR_STEP_TIMEOUT, 180) s. A mckey step has no connection:
 # rdma-core's side is guest/pair-mckey.sh, which runs mckey and talks to
 # goverbs' side over a TCP side channel on the step's port (the receiver
@@ -165,12 +164,20 @@ while read -r id kind stool sside ctool cside size; do
       tries=$((tries + 1))
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
       rc=$?
-      if [ "$role" = client ] && { [ "$t" != goverbs ] || [ "$kind" = rstream ]; } && [ "$rc" != 0 ] &&
-         grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries|Unexpected CM event bl blka [78]$|rconnect|rpoll: (Connection refused|Transport endpoint is not connected)' /tmp/cm.out /tmp/cm.err &&
-         ! grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ |^custom ' /tmp/cm.out && [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; then
-        sleep 0.5; continue
+      if [ "$role" != client ] || [ "$rc" = 0 ] || [ "$(cut -d. -f1 /proc/uptime)" -ge $end ]; then break; fi
+      if [ "$kind" = rstream ]; then
+        # rdma-core's non-blocking rstream words a refused connect three
+        # ways ("rpoll: Connection refused", "rpoll: Transport endpoint is
+        # not connected", "rpoll: Success": POLLERR with errno 0), so any
+        # failure before the result line is retried; the server serves one
+        # connection, so a retry cannot pass a step whose connection broke
+        grep -q '^custom ' /tmp/cm.out && break
+      elif [ "$t" = goverbs ] ||
+         ! grep -Eq 'REJECTED|UNREACHABLE|rdma_connect: Connection refused|Unable to connect \(retries|Unexpected CM event bl blka [78]$' /tmp/cm.out /tmp/cm.err ||
+         grep -Eq 'data transfers|^ [0-9]+ +[0-9]+ ' /tmp/cm.out; then
+        break
       fi
-      break
+      sleep 0.5
     done
     [ $tries = 1 ] || echo "  step $id $role | $tries attempts (the server was not listening yet)"
     show
