@@ -30,8 +30,11 @@ import (
 // CQ.Wait on the event's CQ, else to CompChannel.Wait, which returns each
 // CQ with pending events once (a CQ already queued is not queued twice).
 // A CQ.Wait that starts takes over its CQ's queued event, so
-// CompChannel.Wait never returns a CQ whose event CQ.Wait consumed. Both
-// Waits may be used from any number of goroutines.
+// CompChannel.Wait never returns a CQ whose event CQ.Wait consumed. A
+// CQ.Wait that armed its CQ and then found its completion by polling
+// leaves that arm's event in the channel; it goes to the next waiter like
+// any other, so CompChannel.Wait may return a CQ that has nothing new to
+// poll. Both Waits may be used from any number of goroutines.
 //
 // Close (of the channel or of its Context) wakes every goroutine parked
 // in CompChannel.Wait and in CQ.Wait on the channel's CQs: they return an
@@ -303,10 +306,16 @@ func (ch *CompChannel) deliver(handle uint64) {
 	queued := false
 	if cq.waiters.Load() > 0 {
 		notify(cq.wake) // a CQ.Wait owns the CQ's events
-	} else if !cq.queued {
-		cq.queued = true
-		ch.ready = append(ch.ready, cq)
-		queued = true
+	} else {
+		// The event used up the CQ's arm, whoever armed it: a CQ.Wait
+		// that armed it and then found its completion by polling left
+		// the event here. The next CQ.Wait must arm again.
+		cq.armed.Store(false)
+		if !cq.queued {
+			cq.queued = true
+			ch.ready = append(ch.ready, cq)
+			queued = true
+		}
 	}
 	ch.mu.Unlock()
 	cq.done()

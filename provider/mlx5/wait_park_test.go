@@ -44,6 +44,39 @@ func (p *parkCQ) post() (uint64, error) {
 	return p.next, err
 }
 
+// parkNode opens a model device with a completion channel, closed at
+// the end of the test.
+func parkNode(tb testing.TB) (*model.Device, *node, *uverbs.CompChannel) {
+	tb.Helper()
+	d, dev := newModel(tb, nil, model.Options{})
+	n := openNode(tb, d, dev, uverbs.OpenOptions{})
+	ch, err := n.ctx.CreateCompChannel()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ch.Close() })
+	return d, n, ch
+}
+
+// poster posts p's writes from another goroutine: each value sent on the
+// returned channel is the model's arm count before the waiter's wait, and
+// the write goes once the model has taken one more (so the wait really
+// parks); a negative value posts at once. Each post's error comes back on
+// posted. Closing orders ends the goroutine.
+func poster(d *model.Device, p *parkCQ) (orders chan<- int, posted <-chan error) {
+	in, out := make(chan int), make(chan error, 1)
+	go func() {
+		for before := range in {
+			for before >= 0 && d.Stats().Arms <= before {
+				time.Sleep(20 * time.Microsecond)
+			}
+			_, err := p.post()
+			out <- err
+		}
+	}()
+	return in, out
+}
+
 // wait is CQ.Wait for the completion of write id, as an error.
 func (p *parkCQ) wait(ctx context.Context, id uint64) error {
 	n, err := p.cq.Wait(ctx, p.wc)
@@ -93,13 +126,7 @@ func quiet(t testing.TB, what string, c <-chan error) {
 // channel over and still gets its event; and a CompChannel.Wait parked
 // beside a CQ.Wait gets no event of the CQ.Wait's CQ.
 func TestParkedWaitersShareTheReader(t *testing.T) {
-	d, dev := newModel(t, nil, model.Options{})
-	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	d, n, ch := parkNode(t)
 	p1, p2 := newParkCQ(t, d, n, ch), newParkCQ(t, d, n, ch)
 	arms := d.Stats().Arms
 
@@ -133,6 +160,20 @@ func TestParkedWaitersShareTheReader(t *testing.T) {
 		}
 	}
 
+	// A CQ.Wait that found its completion by polling (woken to take over
+	// the reader, say) leaves its arm's event in the channel: read what
+	// is there, so that what follows starts from an empty channel.
+	for {
+		dctx, dcancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		cq, err := ch.Wait(dctx)
+		dcancel()
+		if err != nil {
+			break
+		}
+		if cq != p2.cq {
+			t.Fatalf("CompChannel.Wait returned %p, not the second CQ %p, for a left-over event", cq, p2.cq)
+		}
+	}
 	// CompChannel.Wait and CQ.Wait parked together: the CQ's event is
 	// CQ.Wait's; CompChannel.Wait returns the other CQ only.
 	cctx, ccancel := context.WithCancel(context.Background())
@@ -181,13 +222,7 @@ func TestParkedWaitersShareTheReader(t *testing.T) {
 // with ctx is kept between waits), a later wait on a new ctx is woken by
 // the new one, and a wait on the ended ctx returns at once.
 func TestParkedWaitContextReused(t *testing.T) {
-	d, dev := newModel(t, nil, model.Options{})
-	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	d, n, ch := parkNode(t)
 	p := newParkCQ(t, d, n, ch)
 	arms := d.Stats().Arms
 	// A wait arms the CQ unless it is still armed from a wait that
@@ -238,33 +273,17 @@ func TestAllocsParkedWait(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector allocates on its own")
 	}
-	d, dev := newModel(t, nil, model.Options{})
-	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
+	d, n, ch := parkNode(t)
 	p := newParkCQ(t, d, n, ch)
-	// The helper posts when told, after the model took the waiter's arm
-	// (so the wait really parks); in the polled rounds it posts at once.
-	type order struct{ armsBefore int }
-	orders, posted := make(chan order), make(chan error)
-	go func() {
-		for o := range orders {
-			for o.armsBefore >= 0 && d.Stats().Arms <= o.armsBefore {
-				time.Sleep(20 * time.Microsecond)
-			}
-			_, err := p.post()
-			posted <- err
-		}
-	}()
+	// The waited rounds' posts wait for the waiter's arm; the polled
+	// rounds' go at once.
+	orders, posted := poster(d, p)
 	defer close(orders)
 	var roundErr error
 	waited := func(ctx context.Context) func() {
 		return func() {
 			id := p.next + 1 // before the order: the helper's post moves p.next
-			orders <- order{d.Stats().Arms}
+			orders <- d.Stats().Arms
 			if err := p.wait(ctx, id); err != nil && roundErr == nil {
 				roundErr = err
 			}
@@ -274,7 +293,7 @@ func TestAllocsParkedWait(t *testing.T) {
 		}
 	}
 	polled := func() {
-		orders <- order{-1}
+		orders <- -1
 		if err := <-posted; err != nil && roundErr == nil {
 			roundErr = err
 		}
@@ -316,32 +335,16 @@ func TestAllocsParkedWait(t *testing.T) {
 // a helper goroutine posts a write once the waiter armed its CQ, and the
 // event wakes the waiter (the wake-up path of ping-pong -e).
 func BenchmarkCQWaitParked(b *testing.B) {
-	d, dev := newModel(b, nil, model.Options{})
-	n := openNode(b, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ch.Close()
+	d, n, ch := parkNode(b)
 	p := newParkCQ(b, d, n, ch)
-	go1 := make(chan int)
-	posted := make(chan error, 1)
-	go func() {
-		for before := range go1 {
-			for d.Stats().Arms <= before {
-				time.Sleep(10 * time.Microsecond)
-			}
-			_, err := p.post()
-			posted <- err
-		}
-	}()
-	defer close(go1)
+	orders, posted := poster(d, p)
+	defer close(orders)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	b.ReportAllocs()
 	for b.Loop() {
 		id := p.next + 1
-		go1 <- d.Stats().Arms
+		orders <- d.Stats().Arms
 		if err := p.wait(ctx, id); err != nil {
 			b.Fatal(err)
 		}
