@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # run.sh: boot one rig kernel and run a shell command in it.
-#   test/rig/run.sh [--kernel 5.10|6.1|6.12|newest|6.12-arm64] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] -- 'command'
+#   test/rig/run.sh [--kernel 5.10|6.1|6.12|newest|6.12-arm64] [--bin DIR] [--go PKGS] [--share DIR] [--timeout S] [--qemu ARG] -- 'command'
 #     --kernel S    kernel series (default 6.1, or $KERNEL)
 #     --bin DIR     copy DIR's files into the guest's PATH (/rig/bin); repeatable
 #     --go PKGS     build Go main packages (CGO_ENABLED=0, the guest's GOARCH) into its PATH; repeatable,
 #                   e.g. --go ./cmd/...
 #     --share DIR   mount DIR read-write at /mnt/host over 9p (results come back)
 #     --timeout S   host timeout for the whole boot (default 600, or $RIG_TIMEOUT)
+#     --qemu ARG    one more QEMU argument; repeatable (test/perf/insns.sh loads its plugin so)
 # The guest has rxe0, rxea, rxeb, siw0, rdma-core's tools and perftest; the
 # command runs as root in /tmp with `ulimit -l unlimited`, GOVERBS_RIG=1 and
 # GOVERBS_RIG_KERNEL set. Exit status: the command's; 124 if the guest hung,
@@ -18,7 +19,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-series=${KERNEL:-6.1}; bins=(); gos=(); share=; tmo=${RIG_TIMEOUT:-600}
+series=${KERNEL:-6.1}; bins=(); gos=(); qargs=(); share=; tmo=${RIG_TIMEOUT:-600}
 usage() { sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit "${1:-2}"; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
     --go) gos+=("$2"); shift ;;
     --share) share=$(cd "$2" && pwd); shift ;;
     --timeout) tmo=$2; shift ;;
+    --qemu) qargs+=("$2"); shift ;;
     -h|--help) usage 0 ;;
     --) shift; break ;;
     -*) usage ;;
@@ -50,7 +52,7 @@ arch=$(ARCH=amd64; . "$envf"; echo "$ARCH")
 for p in ${gos[@]+"${gos[@]}"}; do
   ( cd "$TOP" && GOARCH=$arch CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" ) || die "go build $p failed"
 done
-extra=()
+extra=(${qargs[@]+"${qargs[@]}"})
 [ -n "$share" ] && extra+=(-virtfs "local,path=$share,mount_tag=host0,security_model=none,id=host0")
 logf=$RIG_OUT/run-$series.log
 rc=0
