@@ -269,6 +269,15 @@ type ECEQP interface {
 	ModifyDone(ok bool)
 }
 
+// TargetQPMaker is implemented by a provider Context that keeps state for
+// XRC target QPs, which the kernel creates without driver data (mlx5: the
+// ECE options, which a target takes through MODIFY_QP like any QP). uverbs
+// asks it for the provider side of each target QP it creates or opens; a
+// context without it gives target QPs none.
+type TargetQPMaker interface {
+	TargetQP() QP
+}
+
 // SRQAttr is what an SRQ is asked for.
 type SRQAttr struct {
 	MaxWR, MaxSGE, Limit uint32

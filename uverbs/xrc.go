@@ -331,13 +331,17 @@ func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
 // targetQP wraps a target QP's handle. Its PD is a stand-in carrying the
 // context (QP.PD reports none).
 func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
-	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag,
-		prov: targetQueues{}}
+	var prov provider.QP = targetQueues{}
+	if m, ok := x.ctx.prov.(provider.TargetQPMaker); ok {
+		prov = m.TargetQP() // mlx5: the target's ECE
+	}
+	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag, prov: prov}
 	x.ctx.qps.Store(tag, qp)
 	return qp
 }
 
-// targetQueues is the provider side of an XRC target QP: none.
+// targetQueues is the provider side of an XRC target QP whose provider
+// keeps none.
 type targetQueues struct{}
 
 var errTargetPost = fmt.Errorf("%w: an XRC target QP has no queues (receives go to the XRC SRQ the sender names)", provider.ErrNotSupported)

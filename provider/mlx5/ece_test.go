@@ -2,6 +2,8 @@ package mlx5_test
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
@@ -96,5 +98,105 @@ func TestQueryDataInOrder(t *testing.T) {
 	}
 	if s := n.ctx.Syscalls() - before; s != 0 {
 		t.Errorf("%d syscalls, want 0", s)
+	}
+}
+
+// TestECEXRCTarget: ECE on XRC target QPs as rdma-core's mlx5 and Linux
+// 6.1's mlx5_ib have them. The kernel creates a target without the
+// caller's driver data (ib_create_qp_user passes no udata for XRC_TGT), so
+// no trigger reaches the firmware and no answer comes back: QueryECE
+// answers 0 even on a device with ece_support, where an RC QP answers the
+// trigger (TestECE). SetECE is accepted on a target as on any QP
+// (mlx5_set_ece), and the next MODIFY_QP carries the options: the kernel
+// modifies the real QP with the caller's udata, so the answer comes back
+// as for an RC QP. A transition whose firmware command carries no options
+// (to ERR, to RESET: qpc.c's get_ece_from_mbox) answers 0. A target opened
+// by OpenQP from another context starts at 0 and reaches the same QP with
+// its own options. Without ece_support QueryECE answers 0 and SetECE is
+// ErrNotSupported, as for any QP.
+func TestECEXRCTarget(t *testing.T) {
+	const fw = 0x1000000f
+	f := model.NewFabric()
+	d, dev := newModel(t, f, model.Options{ECE: fw})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	file, err := os.Create(filepath.Join(t.TempDir(), "xrcd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	x, err := n.ctx.OpenXRCD(uverbs.XRCDOptions{File: file, Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	tq, err := x.CreateTargetQP()
+	if err != nil {
+		t.Fatalf("CreateTargetQP: %v", err)
+	}
+	defer tq.Close()
+	query := func(what string, q *uverbs.QP, want uint32) {
+		t.Helper()
+		e, err := q.QueryECE()
+		if err != nil || e != (uverbs.ECE{VendorID: 0x15b3, Options: want}) {
+			t.Errorf("%s: QueryECE = %+v, %v; want vendor 0x15b3, options %#x", what, e, err, want)
+		}
+	}
+	set := func(q *uverbs.QP, options uint32) {
+		t.Helper()
+		if err := q.SetECE(uverbs.ECE{VendorID: 0x15b3, Options: options}); err != nil {
+			t.Fatalf("SetECE(%#x) on an XRC target: %v", options, err)
+		}
+	}
+	query("after CreateTargetQP", tq, 0)
+	set(tq, 0x10000035)
+	connect(t, tq, 0x77, lidTo(d)) // RESET -> INIT (RST2INIT carries the options) -> RTR
+	query("after Connect", tq, 0x10000005)
+	set(tq, 0x10000003)
+	if err := tq.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatalf("Modify to ERR: %v", err)
+	}
+	query("after a Modify to ERR with options", tq, 0)
+
+	n2 := openNode(t, d, dev, uverbs.OpenOptions{})
+	x2, err := n2.ctx.OpenXRCD(uverbs.XRCDOptions{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x2.Close()
+	oq, err := x2.OpenQP(tq.QPN())
+	if err != nil {
+		t.Fatalf("OpenQP: %v", err)
+	}
+	defer oq.Close()
+	query("the opened target", oq, 0)
+	if err := oq.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); err != nil {
+		t.Fatalf("Modify of the opened target to RESET: %v", err)
+	}
+	set(oq, 0x10000009)
+	init := &uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite}
+	if err := oq.Modify(init, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+		t.Fatalf("Modify of the opened target to INIT: %v", err)
+	}
+	query("the opened target after its INIT", oq, 0x10000009)
+	query("the creator's handle, which set nothing since", tq, 0)
+
+	nd, ndev := newModel(t, f, model.Options{})
+	nn := openNode(t, nd, ndev, uverbs.OpenOptions{})
+	nx, err := nn.ctx.OpenXRCD(uverbs.XRCDOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nx.Close()
+	ntq, err := nx.CreateTargetQP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ntq.Close()
+	query("a target without ece_support", ntq, 0)
+	if err := ntq.SetECE(uverbs.ECE{VendorID: 0x15b3, Options: 1}); !errors.Is(err, uverbs.ErrNotSupported) {
+		t.Errorf("SetECE on a target without ece_support: %v, want ErrNotSupported", err)
+	}
+	if err := ntq.SetECE(uverbs.ECE{VendorID: 0x8086, Options: 1}); !errors.Is(err, unix.EINVAL) {
+		t.Errorf("SetECE of a foreign vendor on a target: %v, want EINVAL", err)
 	}
 }

@@ -109,10 +109,7 @@ type qp struct {
 	closed   atomic.Bool
 	released bool
 
-	// ECE (ece.go), under the uverbs QP's modify lock.
-	ece, setECE uint32
-	eceIn       abi.Mlx5IbModifyQp
-	eceOut      abi.Mlx5IbModifyQpResp
+	eceState // ECE (ece.go), under the uverbs QP's modify lock
 }
 
 // sendHeader is the largest fixed part of a send WQE for each QP type:

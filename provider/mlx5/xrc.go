@@ -10,7 +10,7 @@ package mlx5
 //     address, atomic) and the data;
 //   - an XRC target QP (IBV_QPT_XRC_RECV) is created by the kernel alone
 //     (no driver data, no user rings: ib_create_qp without udata), so the
-//     provider has no part in it;
+//     provider keeps only its ECE options (ece.go: tgtQP);
 //   - an XRC SRQ is an SRQ like the basic one (the same ring and driver
 //     data) that the kernel ties to an XRC domain and a CQ; a receive
 //     through it completes on that CQ with the SRQ's user index in the

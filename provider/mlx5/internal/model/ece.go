@@ -41,13 +41,24 @@ func modifyUcmd(din []byte) (abi.Mlx5IbModifyQp, error) {
 	return ucmd, nil
 }
 
-// modifyECE answers a MODIFY_QP's options after the transition.
-func (u *ufile) modifyECE(h uint32, options uint32, dout []byte) {
+// modifyECE answers a MODIFY_QP's options after the transition from prev
+// to the QP's state. RESET to RESET runs no firmware command and writes no
+// response (mlx5_ib_modify_qp returns early); a firmware command carries
+// the options, and answers them, only for RST2INIT, INIT2INIT, INIT2RTR,
+// RTR2RTS and RTS2RTS (qpc.c: modify_qp_mbox_alloc, get_ece_from_mbox):
+// any other transition (to ERR, to RESET, to SQD) answers 0.
+func (u *ufile) modifyECE(h uint32, prev uint8, options uint32, dout []byte) {
 	q, ok := u.ctx.qpOf(h)
-	if !ok {
+	if !ok || prev == qpsReset && q.state == qpsReset {
 		return
 	}
-	q.ece = u.d.eceAnswer(options)
+	switch [2]uint8{prev, q.state} {
+	case [2]uint8{qpsReset, qpsInit}, [2]uint8{qpsInit, qpsInit}, [2]uint8{qpsInit, qpsRTR},
+		[2]uint8{qpsRTR, qpsRTS}, [2]uint8{qpsRTS, qpsRTS}:
+		q.ece = u.d.eceAnswer(options)
+	default:
+		q.ece = 0
+	}
 	r := abi.Mlx5IbModifyQpResp{EceOptions: q.ece}
 	r.ResponseLength = uint32(len(abi.Bytes(&r)))
 	if len(dout) >= int(r.ResponseLength) {

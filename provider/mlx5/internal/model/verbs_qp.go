@@ -394,11 +394,15 @@ func (u *ufile) cmdExModifyQP(in, out, din, dout []byte) error {
 	if err != nil {
 		return err
 	}
+	var prev uint8
+	if q, ok := u.ctx.qpOf(req.Base.QpHandle); ok {
+		prev = q.state
+	}
 	if err := u.modifyQP(&req.Base, true); err != nil {
 		return err
 	}
 	if len(din) > 0 {
-		u.modifyECE(req.Base.QpHandle, ucmd.EceOptions, dout)
+		u.modifyECE(req.Base.QpHandle, prev, ucmd.EceOptions, dout)
 	}
 	return nil
 }

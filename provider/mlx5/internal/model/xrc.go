@@ -50,6 +50,11 @@ func (c *ucontext) qpOf(h uint32) (*mqp, bool) {
 }
 
 // createTgtQP is CREATE_QP of an XRC target: a.pd is the domain's handle.
+// The kernel creates it without the caller's driver data (ib_create_qp_user
+// passes no udata for IB_QPT_XRC_TGT): no ECE options reach the firmware
+// (create_xrc_tgt_qp sets no create_qp_in.ece) and no driver response is
+// written, so its ECE starts at 0 on any device; MODIFY_QP's options reach
+// it like any QP's (ece.go).
 func (u *ufile) createTgtQP(a qpCreate) (*mqp, error) {
 	d, ctx := u.d, u.ctx
 	x, ok := ctx.objs[a.pd].(*mxrcd)
