@@ -275,7 +275,18 @@ type ECEQP interface {
 // asks it for the provider side of each target QP it creates or opens; a
 // context without it gives target QPs none.
 type TargetQPMaker interface {
-	TargetQP() QP
+	TargetQP(qpn uint32) QP
+}
+
+// DataInOrderQP is implemented by a provider QP whose device answers
+// whether the data of the operations it receives lands in memory in
+// order (mlx5: by DEVX firmware commands). uverbs' QP.QueryDataInOrder
+// uses it; a QP without it has no such query.
+type DataInOrderQP interface {
+	// DataInOrder reports whether each whole message's data lands in
+	// order on the QP, whose kernel handle is handle. It makes the
+	// device's commands; false with an error when they fail.
+	DataInOrder(handle uint32) (bool, error)
 }
 
 // SRQAttr is what an SRQ is asked for.

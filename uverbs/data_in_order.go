@@ -2,8 +2,10 @@ package uverbs
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // DataInOrderFlags says what QueryDataInOrder answers (enum
@@ -38,19 +40,29 @@ const (
 // QueryDataInOrder asks whether the data of operation op on the QP lands
 // in memory in order (ibv_query_qp_data_in_order): with
 // DataInOrderReturnCaps the capability bits, otherwise DataInOrderWholeMsg
-// or 0.
+// or 0. It describes the receiving side: how remote RDMA WRITEs and SENDs
+// land in this QP's memory, and how its own RDMA READs' responses do; a
+// reader may then poll the data rather than the completion.
 //
-// The kernel has no uverbs method for it (Linux 5.10 to 7.x): a provider
-// asks its device directly, and libibverbs answers 0, "no guarantee", for
-// one that cannot. None of goverbs' providers can: rxe and siw have no
-// such query (libibverbs' default), and mlx5 answers it with a DEVX
-// QUERY_QP firmware command that goverbs does not send. So the answer is 0
-// (no guarantee: safe to act on) with an error for which
-// errors.Is(err, ErrNotSupported) holds, naming why; no syscall. Unknown
-// flags are EINVAL.
-func (qp *QP) QueryDataInOrder(op WROpcode, flags DataInOrderFlags) (DataInOrderCaps, error) {
+// The kernel has no uverbs method for it: a provider asks its device. mlx5
+// does as rdma-core's mlx5: the device's general capabilities
+// (QUERY_HCA_CAP, read once per context) must have qp_data_in_order, the
+// QP must be in RTS, and its QP context (QUERY_QP) then says whether whole
+// messages land in order; both are DEVX firmware commands, ioctls on the
+// mlx5 driver's DEVX objects. Where that says no the answer is 0, no
+// error; where a command fails the answer is 0 with the error (a device or
+// kernel without DEVX: ErrNotSupported). rxe and siw have no such query
+// (libibverbs' default answers 0): 0 and an error for which
+// errors.Is(err, ErrNotSupported) holds, with no syscall. As libibverbs
+// does, DataInOrderWholeMsg implies DataInOrderAligned128, and off x86 the
+// answer is 0 unless DataInOrderDeviceOnly asks for the device's alone
+// (other CPUs may reorder what the device wrote in order). Unknown flags
+// are EINVAL.
+func (qp *QP) QueryDataInOrder(op WROpcode, flags DataInOrderFlags) (_ DataInOrderCaps, err error) {
 	const verb = "QueryDataInOrder"
 	c := qp.pd.ctx
+	sp := c.begin(verb)
+	defer func() { sp.end(err) }()
 	dev := c.dev.Name
 	if err := qp.use(verb, dev); err != nil {
 		return 0, err
@@ -62,9 +74,24 @@ func (qp *QP) QueryDataInOrder(op WROpcode, flags DataInOrderFlags) (DataInOrder
 	if op > WRSendWithInv {
 		return 0, argError(verb, dev, "unknown opcode %d", uint8(op))
 	}
-	why := "the " + c.dev.Driver.String() + " provider has no data-in-order query (libibverbs' default answers 0)"
-	if c.dev.Driver.String() == "mlx5" {
-		why = "mlx5 answers it by a DEVX QUERY_QP firmware command, which goverbs does not send"
+	dq, ok := qp.prov.(provider.DataInOrderQP)
+	if !ok {
+		why := "the " + c.dev.Driver.String() + " provider has no data-in-order query (libibverbs' default answers 0)"
+		return 0, opError(verb, dev, abi.TransportNone, fmt.Errorf("%w: %s; the answer is 0, no guarantee", ErrNotSupported, why))
 	}
-	return 0, opError(verb, dev, abi.TransportNone, fmt.Errorf("%w: %s; the answer is 0, no guarantee", ErrNotSupported, why))
+	if runtime.GOARCH != "amd64" && runtime.GOARCH != "386" && flags&DataInOrderDeviceOnly == 0 {
+		return 0, nil // libibverbs' rule: only x86 keeps the device's order
+	}
+	whole, err := dq.DataInOrder(qp.handle)
+	if err != nil {
+		return 0, opError(verb, dev, abi.TransportIoctl, fmt.Errorf("%w; the answer is 0, no guarantee", err))
+	}
+	var caps DataInOrderCaps
+	if whole {
+		caps = DataInOrderWholeMsg | DataInOrderAligned128
+	}
+	if flags&DataInOrderReturnCaps == 0 {
+		caps &= DataInOrderWholeMsg
+	}
+	return caps, nil
 }

@@ -333,7 +333,7 @@ func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
 func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
 	var prov provider.QP = targetQueues{}
 	if m, ok := x.ctx.prov.(provider.TargetQPMaker); ok {
-		prov = m.TargetQP() // mlx5: the target's ECE
+		prov = m.TargetQP(qpn) // mlx5: the target's ECE and data-in-order query
 	}
 	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag, prov: prov}
 	x.ctx.qps.Store(tag, qp)

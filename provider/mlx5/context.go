@@ -86,9 +86,10 @@ type context struct {
 	k          provider.Kernel
 	f          *abi.File
 	resp       abi.Mlx5IbAllocUcontextResp
-	reqLen     int  // the ucontext request length the kernel took
-	devx       bool // the context has a DEVX uid
-	askedDyn   bool // the request carried MLX5_LIB_CAP_DYN_UAR
+	reqLen     int        // the ucontext request length the kernel took
+	devx       bool       // the context has a DEVX uid
+	inOrder    inOrderCap // qp_data_in_order, read at the first query (data_in_order.go)
+	askedDyn   bool       // the request carried MLX5_LIB_CAP_DYN_UAR
 	cqeVersion uint8
 	// lost is set when the device is gone (DeviceLost): every fast path
 	// then fails with errDeviceLost. It sits with the other fields the

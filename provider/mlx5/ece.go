@@ -2,6 +2,7 @@ package mlx5
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
@@ -82,12 +83,14 @@ func (q *qp) ECESupported() bool { return q.ctx.eceSupported() }
 
 // tgtQP is the provider side of an XRC target QP: no queues, only ECE.
 type tgtQP struct {
-	ctx *context
+	ctx   *context
+	qpn   uint32
+	state atomic.Uint32 // provider.QPState, for DataInOrder
 	eceState
 }
 
-// TargetQP gives uverbs the provider side of an XRC target QP.
-func (c *context) TargetQP() provider.QP { return &tgtQP{ctx: c} }
+// TargetQP gives uverbs the provider side of the XRC target QP qpn.
+func (c *context) TargetQP(qpn uint32) provider.QP { return &tgtQP{ctx: c, qpn: qpn} }
 
 var errTargetPost = fmt.Errorf("%w: an XRC target QP has no queues (receives go to the XRC SRQ the sender names)", provider.ErrNotSupported)
 
@@ -97,6 +100,6 @@ func (t *tgtQP) PostSend(wrs []provider.SendWR) (int, error) {
 func (t *tgtQP) PostRecv(wrs []provider.RecvWR) (int, error) {
 	return 0, &provider.WRError{Provider: "mlx5", Verb: "PostRecv", Err: errTargetPost}
 }
-func (t *tgtQP) Modified(provider.QPState) {}
-func (t *tgtQP) Close() error              { return nil }
-func (t *tgtQP) ECESupported() bool        { return t.ctx.eceSupported() }
+func (t *tgtQP) Modified(st provider.QPState) { t.state.Store(uint32(st)) }
+func (t *tgtQP) Close() error                 { return nil }
+func (t *tgtQP) ECESupported() bool           { return t.ctx.eceSupported() }

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -78,26 +80,92 @@ func TestECE(t *testing.T) {
 	}
 }
 
-// TestQueryDataInOrder: mlx5 answers ibv_query_qp_data_in_order with a
-// DEVX QUERY_QP firmware command, which goverbs does not send: the answer
-// is 0 (no guarantee) and ErrNotSupported naming that, with no command;
-// unknown flags are EINVAL.
+// TestQueryDataInOrder: QP.QueryDataInOrder on mlx5, as rdma-core's mlx5
+// answers ibv_query_qp_data_in_order, against the model's kernel (devx.c's
+// DEVX methods) and firmware (QUERY_HCA_CAP, QUERY_QP): the device's
+// qp_data_in_order capability is read once per context by the DEVX
+// general command; a QP not in RTS answers 0 without a command; one in RTS
+// answers what its QP context's data_in_order bit says, read by the DEVX
+// object query on the QP's handle (WholeMsg, which implies Aligned128 with
+// ReturnCaps; WholeMsg alone without, libibverbs' 1). The model's firmware
+// sets the bit for the QP types it is told (here RC, not UC), so a UC QP
+// in RTS answers 0 after its QUERY_QP. A device without the capability
+// answers 0 after the capability query alone; one without DEVX answers 0
+// with ErrNotSupported (the kernel's EPROTONOSUPPORT). Unknown flags are
+// EINVAL, with no command.
 func TestQueryDataInOrder(t *testing.T) {
-	d, dev := newModel(t, nil, model.Options{})
+	d, dev := newModel(t, nil, model.Options{DataInOrder: 1 << 2}) // RC
 	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	q := n.qp(uverbs.QPTypeRC, n.cq(4, nil), cap1)
-	before := n.ctx.Syscalls()
-	caps, err := q.QueryDataInOrder(uverbs.WRRDMAWrite, uverbs.DataInOrderReturnCaps)
-	if caps != 0 || !errors.Is(err, uverbs.ErrNotSupported) {
-		t.Errorf("QueryDataInOrder: %v, %v; want 0, ErrNotSupported", caps, err)
-	} else {
-		t.Logf("%v", err)
+	cq := n.cq(16, nil)
+	rc, rc2 := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+	uc, uc2 := n.qp(uverbs.QPTypeUC, cq, cap1), n.qp(uverbs.QPTypeUC, cq, cap1)
+	calls := func(d *model.Device) (capQ, qpQ int) {
+		return d.MethodCalls(abi.MLX5_IB_OBJECT_DEVX, abi.MLX5_IB_METHOD_DEVX_OTHER),
+			d.MethodCalls(abi.MLX5_IB_OBJECT_DEVX_OBJ, abi.MLX5_IB_METHOD_DEVX_OBJ_QUERY)
 	}
-	if _, err := q.QueryDataInOrder(uverbs.WRSend, 4); !errors.Is(err, unix.EINVAL) {
+	ask := func(what string, q *uverbs.QP, flags uverbs.DataInOrderFlags, want uverbs.DataInOrderCaps, wantCap, wantQP int) {
+		t.Helper()
+		if runtime.GOARCH != "amd64" && runtime.GOARCH != "386" {
+			// libibverbs answers 0 off x86 unless asked for the device's
+			// answer alone.
+			if caps, err := q.QueryDataInOrder(uverbs.WRRDMAWrite, flags&^uverbs.DataInOrderDeviceOnly); caps != 0 || err != nil {
+				t.Errorf("%s off x86 without DeviceOnly: %v, %v; want 0, nil", what, caps, err)
+			}
+			flags |= uverbs.DataInOrderDeviceOnly
+		}
+		c0, q0 := calls(d)
+		caps, err := q.QueryDataInOrder(uverbs.WRRDMAWrite, flags)
+		if caps != want || err != nil {
+			t.Errorf("%s: QueryDataInOrder(flags %d) = %v, %v; want %v, nil", what, flags, caps, err, want)
+		}
+		if c1, q1 := calls(d); c1-c0 != wantCap || q1-q0 != wantQP {
+			t.Errorf("%s: %d capability queries and %d QUERY_QPs, want %d and %d", what, c1-c0, q1-q0, wantCap, wantQP)
+		}
+	}
+	ask("RC in RESET", rc, uverbs.DataInOrderReturnCaps, 0, 1, 0)
+	connect(t, rc, rc2.QPN(), lidTo(d))
+	whole := uverbs.DataInOrderWholeMsg | uverbs.DataInOrderAligned128
+	ask("RC in RTS", rc, uverbs.DataInOrderReturnCaps, whole, 0, 1)
+	ask("RC in RTS, no ReturnCaps", rc, 0, uverbs.DataInOrderWholeMsg, 0, 1)
+	ask("RC in RTS, DeviceOnly", rc, uverbs.DataInOrderReturnCaps|uverbs.DataInOrderDeviceOnly, whole, 0, 1)
+	connect(t, uc, uc2.QPN(), lidTo(d))
+	ask("UC in RTS", uc, uverbs.DataInOrderReturnCaps, 0, 0, 1)
+	if err := rc.Modify(&uverbs.QPAttr{State: uverbs.QPStateErr}, uverbs.QPAttrState); err != nil {
+		t.Fatal(err)
+	}
+	ask("RC in ERR", rc, uverbs.DataInOrderReturnCaps, 0, 0, 0)
+	before := n.ctx.Syscalls()
+	if _, err := rc2.QueryDataInOrder(uverbs.WRSend, 4); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("QueryDataInOrder with an unknown flag: %v, want EINVAL", err)
 	}
 	if s := n.ctx.Syscalls() - before; s != 0 {
-		t.Errorf("%d syscalls, want 0", s)
+		t.Errorf("the refused flag took %d syscalls, want 0", s)
+	}
+
+	nd, ndev := newModel(t, nil, model.Options{})
+	nn := openNode(t, nd, ndev, uverbs.OpenOptions{})
+	ncq := nn.cq(4, nil)
+	a, b := nn.qp(uverbs.QPTypeRC, ncq, cap1), nn.qp(uverbs.QPTypeRC, ncq, cap1)
+	connect(t, a, b.QPN(), lidTo(nd))
+	for i := 0; i < 2; i++ {
+		if caps, err := a.QueryDataInOrder(uverbs.WRRDMAWrite, uverbs.DataInOrderReturnCaps); caps != 0 || err != nil {
+			t.Errorf("without qp_data_in_order: %v, %v; want 0, nil", caps, err)
+		}
+	}
+	if c, q := calls(nd); c != 1 || q != 0 {
+		t.Errorf("without qp_data_in_order: %d capability queries and %d QUERY_QPs, want 1 and 0", c, q)
+	}
+
+	xd, xdev := newModel(t, nil, model.Options{RejectDEVX: true, DataInOrder: 1 << 2})
+	xn := openNode(t, xd, xdev, uverbs.OpenOptions{})
+	xcq := xn.cq(4, nil)
+	xa, xb := xn.qp(uverbs.QPTypeRC, xcq, cap1), xn.qp(uverbs.QPTypeRC, xcq, cap1)
+	connect(t, xa, xb.QPN(), lidTo(xd))
+	caps, err := xa.QueryDataInOrder(uverbs.WRRDMAWrite, uverbs.DataInOrderReturnCaps)
+	if caps != 0 || !errors.Is(err, uverbs.ErrNotSupported) || !errors.Is(err, unix.EPROTONOSUPPORT) {
+		t.Errorf("without DEVX: %v, %v; want 0, ErrNotSupported (EPROTONOSUPPORT)", caps, err)
+	} else {
+		t.Logf("without DEVX: %v", err)
 	}
 }
 

@@ -45,8 +45,9 @@ import (
 type attrKind uint8
 
 const (
-	attrIDR   attrKind = iota // an object handle
-	attrPtrIn                 // bytes, inline up to 8
+	attrIDR    attrKind = iota // an object handle
+	attrPtrIn                  // bytes, inline up to 8
+	attrPtrOut                 // bytes the kernel writes: checked as PTR_IN is
 )
 
 // attrSpec is one attribute of a method (UVERBS_ATTR_IDR, _PTR_IN,
@@ -95,7 +96,7 @@ func (u *ufile) checkAttrs(c *call, specs []attrSpec) error {
 			if !s.isType(o) {
 				return unix.EINVAL
 			}
-		case attrPtrIn:
+		case attrPtrIn, attrPtrOut:
 			if a.len < s.min || a.len > s.max || reserved != 0 {
 				return unix.EINVAL
 			}

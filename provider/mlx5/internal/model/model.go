@@ -49,8 +49,18 @@ type Options struct {
 	// NoInvokeWrite answers DEVICE/INVOKE_WRITE with EPROTONOSUPPORT, so
 	// write-style commands go by write().
 	NoInvokeWrite bool
-	// RejectDEVX refuses ucontext requests with MLX5_IB_ALLOC_UCTX_DEVX.
+	// RejectDEVX models a device without DEVX (log_max_uctx 0): ucontext
+	// requests with MLX5_IB_ALLOC_UCTX_DEVX are refused, and the DEVX
+	// objects do not exist (their methods answer EPROTONOSUPPORT).
 	RejectDEVX bool
+	// DataInOrder gives the device the qp_data_in_order capability
+	// (QUERY_HCA_CAP's general device capabilities) and makes its firmware
+	// report data_in_order in the QP context (QUERY_QP) of the QP types
+	// this mask names: bit 1<<t for type t of enum ib_uverbs_qp_type (2
+	// RC, 3 UC, 4 UD, 9 XRC initiator, 10 XRC target). Which QPs ConnectX
+	// firmware reports in order is not public: the model reports what it
+	// is told (devx.go).
+	DataInOrder uint32
 	// KnownReqLen is how much of the ucontext request the kernel knows
 	// (32, 24 or 16; default 32): longer requests must be zero past it.
 	KnownReqLen int

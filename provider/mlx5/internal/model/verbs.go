@@ -258,6 +258,10 @@ func (u *ufile) ioctl(c *call) error {
 		return u.deallocMW(handleOf(c, 0))
 	case om{abi.UVERBS_OBJECT_AH, abi.UVERBS_METHOD_AH_DESTROY}:
 		return u.destroyAH(handleOf(c, 0))
+	case om{abi.MLX5_IB_OBJECT_DEVX, abi.MLX5_IB_METHOD_DEVX_OTHER}:
+		return u.ioctlDEVXOther(c) // devx.go
+	case om{abi.MLX5_IB_OBJECT_DEVX_OBJ, abi.MLX5_IB_METHOD_DEVX_OBJ_QUERY}:
+		return u.ioctlDEVXObjQuery(c)
 	case om{abi.MLX5_IB_OBJECT_UAR, abi.MLX5_IB_METHOD_UAR_OBJ_ALLOC}:
 		if d.o.NoDynamicUAR {
 			return unix.EPROTONOSUPPORT
