@@ -52,7 +52,9 @@ func (qp *QP) SetECE(e ECE) error {
 // QueryECE is the options the device answered last for the QP
 // (ibv_query_ece): at its creation, or at the last Modify that carried
 // options set by SetECE. No syscall. ErrNotSupported where the provider
-// has no ECE (rxe, siw).
+// has no ECE (rxe, siw). An XRC target QP (XRCD.CreateTargetQP, OpenQP)
+// answers 0 until a Modify carried options: the kernel creates it without
+// the driver's data, so no options reach the device at its creation.
 func (qp *QP) QueryECE() (ECE, error) {
 	const verb = "QueryECE"
 	c := qp.pd.ctx

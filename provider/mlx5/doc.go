@@ -68,10 +68,19 @@
 // kernel a new ring; the device marks the switch with a RESIZE CQE in the
 // old one, and the CQEs not yet polled move to the new ring.
 //
+// # ECE and data in order
+//
+// ECE options travel in CREATE_QP's and MODIFY_QP's driver data (ece.go),
+// an XRC target's through MODIFY_QP only: the kernel creates a target
+// without driver data, so its first answer is 0. Whether a QP's data lands
+// in order (data_in_order.go) is asked of the firmware by DEVX commands,
+// ioctls on the driver's DEVX objects: QUERY_HCA_CAP once per context,
+// then QUERY_QP of a QP in RTS; their mailboxes' layouts are generated
+// from rdma-core's mlx5_ifc.h (internal/ifc).
+//
 // # Not implemented
 //
-// LOCAL_INV and BIND_MW work requests, memory windows' fast
-// path, XRC, DC, raw packet QPs, CQE compression.
+// DC, raw packet QPs, CQE compression, and every other DEVX command.
 //
 // # Reset, destroy and close
 //
