@@ -7,7 +7,11 @@
 // The provider builds QUERY_HCA_CAP and QUERY_QP with them and reads the
 // answers; the device model reads the commands and writes its firmware's
 // answers with them. rdma-core's header is not installed anywhere: to
-// regenerate, point MLX5_IFC_H at a copy of it and run go generate.
+// regenerate, point MLX5_IFC_H at a copy of it and run go generate
+// (zifc.go came from rdma-core 691953d8's, whose sha256 prefix it
+// records). Linux 6.1's include/linux/mlx5/mlx5_ifc.h has the same
+// layouts where it names the fields; it does not yet name
+// qp_data_in_order or the QP context's data_in_order (reserved_at_5a).
 //
 // It imports nothing of goverbs'.
 package ifc
