@@ -64,3 +64,31 @@ func TestDurationReport(t *testing.T) {
 		t.Errorf("durationFigures: %+v; want 2000 iterations, no peak, 976.56 MB/s, 1 Mpps", r)
 	}
 }
+
+// TestBWPeakUnstampedSlots: with cq_mod 100 only every hundredth
+// completion is stamped; the unstamped slots (0 among them, which seeds
+// perftest's search) must not win the peak, as in perftest, whose
+// cycles_t is unsigned. The peak is then the best window: 300 messages
+// posted 10 ns apart, each stamped completion 50 ns after its own post,
+// is 10 ns a message over the whole run (integer division, as perftest).
+func TestBWPeakUnstampedSlots(t *testing.T) {
+	s := &session{c: config{cqMod: 100, postList: 1}}
+	s.stamps(300)
+	for i := range s.posted {
+		s.posted[i] = 1000 + 10*int64(i)
+	}
+	for _, j := range []int{99, 199, 299} {
+		s.completed[j] = s.posted[j] + 50
+	}
+	r := s.bwFigures(64, 300)
+	// 64 bytes every 10 ns: 6.4e9 B/s over perftest's MiB.
+	want := 64 * 1e9 / (10 * 1048576.0)
+	if r.peak != want {
+		t.Errorf("peak %.2f MB/s, want %.2f (10 ns a message)", r.peak, want)
+	}
+	// The average: 300 messages from the first post to the last stamp.
+	avg := 64 * 300 * 1e9 / (float64(s.completed[299]-s.posted[0]) * 1048576.0)
+	if r.avg != avg {
+		t.Errorf("average %.2f MB/s, want %.2f", r.avg, avg)
+	}
+}

@@ -218,17 +218,21 @@ func (s *session) bwFigures(size, total int) bwReport {
 	if !c.noPeak {
 		last = total - 1
 	}
-	optDelta := s.completed[0] - s.posted[0]
+	// perftest's stamps are cycles_t, unsigned: a window whose completion
+	// was never stamped (tcompleted[0] unless cq_mod is 1, and any slot
+	// between two signaled completions) comes out negative, wraps to a
+	// huge delta and never wins. Signed, it would win and zero the peak.
+	optDelta := uint64(s.completed[0] - s.posted[0])
 	if !c.noPeak {
 		for i := 0; i < total; i += c.postList {
 			for j := roundUp(i+1, c.cqMod) - 1; j < total; j += c.cqMod {
-				if t := (s.completed[j] - s.posted[i]) / int64(j-i+1); t < optDelta {
+				if t := uint64(s.completed[j]-s.posted[i]) / uint64(j-i+1); t < optDelta {
 					optDelta = t
 				}
 			}
 			if total%c.cqMod != 0 {
 				j := total - 1
-				if t := (s.completed[j] - s.posted[i]) / int64(j-i+1); t < optDelta {
+				if t := uint64(s.completed[j]-s.posted[i]) / uint64(j-i+1); t < optDelta {
 					optDelta = t
 				}
 			}
