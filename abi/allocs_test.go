@@ -36,11 +36,12 @@ func TestIoctlReleaseForgetsOutputs(t *testing.T) {
 	out := b.PtrOut(0x11, dst)
 	b.called = true
 	b.Release()
-	if len(b.attrs) != 0 || b.called || b.err != nil {
-		t.Fatalf("released builder not reset: %d attrs, called %v, err %v", len(b.attrs), b.called, b.err)
+	if b.n != 0 || b.called || b.err != nil || b.arenaMask|b.outMask|b.dstMask != 0 || b.ids != 0 {
+		t.Fatalf("released builder not reset: %d attrs, called %v, err %v, masks %#x %#x %#x, ids %#x",
+			b.n, b.called, b.err, b.arenaMask, b.outMask, b.dstMask, b.ids)
 	}
-	for i, a := range b.attrs[:cap(b.attrs)] {
-		if a.dst != nil {
+	for i, d := range b.dsts {
+		if d != nil {
 			t.Fatalf("attribute slot %d still holds a caller's buffer", i)
 		}
 	}

@@ -79,6 +79,7 @@ type File struct {
 
 	policy   atomic.Uint32 // Policy
 	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
+	anyWrite atomic.Bool   // writeFor holds a method: every command must look it up
 	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
 	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)
@@ -177,6 +178,11 @@ func (f *File) ioctlAllowed(object, method uint16) bool {
 	if f.noIoctl.Load() {
 		return false
 	}
+	if !f.anyWrite.Load() {
+		// No method has fallen back: skip the map, whose lookup (an
+		// interface hash) cost as many instructions as encoding the call.
+		return true
+	}
 	_, write := f.writeFor.Load(keyOf(object, method))
 	return !write
 }
@@ -193,6 +199,7 @@ func (f *File) noteIoctlError(object, method uint16, err error) bool {
 		return true
 	case errors.Is(err, unix.EPROTONOSUPPORT):
 		f.writeFor.Store(keyOf(object, method), struct{}{})
+		f.anyWrite.Store(true) // after the Store: a reader that sees the flag finds the method
 		return true
 	}
 	return false

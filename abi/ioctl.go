@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"sync"
 )
 
@@ -38,28 +39,28 @@ const (
 // Attr names one attribute of an Ioctl, to read its result after the call.
 type Attr int
 
-type attrKind uint8
-
-const (
-	attrInline attrKind = iota // value in data
-	attrIn                     // pointer to arena bytes the kernel reads
-	attrOut                    // pointer to arena bytes the kernel writes
-)
-
-type ioctlAttr struct {
-	id, len, flags uint16
-	kind           attrKind
-	data           uint64 // inline value, handle or fd
-	off            int    // arena offset for attrIn / attrOut
-	dst            []byte // where an output is copied after the call
+// ioctlWire is the call as the kernel reads it: the header and the
+// attribute array, written in place as attributes are added (so a call
+// costs no separate encoding pass) and read back after the call for the
+// kernel's answers (output flags, new handles).
+type ioctlWire struct {
+	hdr   IbUverbsIoctlHdr
+	attrs [maxIoctlAttrs]IbUverbsAttr
 }
+
+// newIoctlWire returns an ioctlWire on the heap, where Go never moves it:
+// its address goes to the kernel as an integer (see kernelBuf).
+//
+//go:noinline
+func newIoctlWire() *ioctlWire { return new(ioctlWire) }
 
 // Ioctl builds one RDMA_VERBS_IOCTL call: an object, a method and its
 // attributes. Attributes are mandatory unless marked Optional. Inputs of 8
 // bytes or less go inline; larger ones, and every output, live in an arena
 // the builder owns, so no pointer to a caller's (possibly stack) memory is
 // ever handed to the kernel. The first error (too many attributes, a length
-// over 65535) sticks and is returned by File.Ioctl before any syscall.
+// over 65535) sticks and is returned by File.Ioctl before any syscall. A
+// builder makes one call: File.Ioctl refuses it a second time.
 //
 // Builders are recycled: NewIoctl takes one from a pool and Release gives
 // it back, so a verb that releases its builder encodes its command without
@@ -68,15 +69,22 @@ type ioctlAttr struct {
 // by the builder, which makes the compiler move dst to the heap).
 type Ioctl struct {
 	object, method uint16
-	attrs          []ioctlAttr // cap maxIoctlAttrs, reused
-	arena          []byte      // reused; grown by reserve
-	buf            []byte      // header + attrs, reused; as the kernel left them after a call
-	called         bool        // buf holds the kernel's answer to this call
-	err            error
+	n              int        // attributes added: wire.attrs[:n]
+	wire           *ioctlWire // what the kernel reads, and writes back
+	// offs[i] is the arena offset of attribute i's bytes when bit i of
+	// arenaMask is set; encode turns it into an address (the arena may
+	// move while attributes are added). outMask marks the outputs,
+	// dstMask those with a dsts entry to copy into after the call.
+	offs               [maxIoctlAttrs]int32
+	arenaMask, outMask uint32
+	dstMask            uint32
+	dsts               [maxIoctlAttrs][]byte
+	ids                uint64 // ids below 64 already added (the duplicate check)
+	in, out            int    // bytes handed to the kernel and offered for its answers (Sizes)
+	arena              []byte // reused; grown by reserve
+	called             bool   // wire holds the kernel's answer to this call
+	err                error
 }
-
-// ioctlBufSize holds the header and the most attributes one call may have.
-const ioctlBufSize = ioctlHdrSize + maxIoctlAttrs*ioctlAttrSize
 
 // maxPooledArena: a builder whose arena grew past this (a large GID table
 // query) is left to the garbage collector instead of pinning it in the pool.
@@ -84,9 +92,8 @@ const maxPooledArena = 16 << 10
 
 var ioctlPool = sync.Pool{New: func() any {
 	return &Ioctl{
-		attrs: make([]ioctlAttr, 0, maxIoctlAttrs),
+		wire:  newIoctlWire(),
 		arena: kernelBuf(512)[:0],
-		buf:   kernelBuf(ioctlBufSize),
 	}
 }}
 
@@ -102,10 +109,10 @@ func NewIoctl(object, method uint16) *Ioctl {
 // may be used afterwards. Not calling it is safe: the garbage collector
 // then frees the builder.
 func (b *Ioctl) Release() {
-	for i := range b.attrs {
-		b.attrs[i] = ioctlAttr{} // drop dst: the pool must not keep a caller's memory
+	if b.dstMask != 0 {
+		b.dsts = [maxIoctlAttrs][]byte{} // the pool must not keep a caller's memory
 	}
-	b.attrs = b.attrs[:0]
+	b.n, b.arenaMask, b.outMask, b.dstMask, b.ids, b.in, b.out = 0, 0, 0, 0, 0, 0, 0
 	b.called, b.err = false, nil
 	if cap(b.arena) > maxPooledArena {
 		return
@@ -124,23 +131,57 @@ func (b *Ioctl) Method() uint16 { return b.method }
 // Err is the builder's sticky error, if any.
 func (b *Ioctl) Err() error { return b.err }
 
-func (b *Ioctl) add(a ioctlAttr) Attr {
+// add appends attribute id with its length, mandatory, and its data word
+// (an inline value, or an arena offset when inArena), straight into the
+// wire array.
+func (b *Ioctl) add(id uint16, n int, data uint64) Attr {
 	if b.err != nil {
 		return -1
 	}
-	if len(b.attrs) == maxIoctlAttrs {
+	i := b.n
+	if i == maxIoctlAttrs {
 		b.err = fmt.Errorf("abi: ioctl %d/%d: more than %d attributes", b.object, b.method, maxIoctlAttrs)
 		return -1
 	}
-	for _, x := range b.attrs {
-		if x.id == a.id {
-			b.err = fmt.Errorf("abi: ioctl %d/%d: attribute %#x given twice", b.object, b.method, a.id)
-			return -1
+	if id < 64 {
+		if b.ids&(1<<id) != 0 {
+			return b.twice(id)
+		}
+		b.ids |= 1 << id
+	} else {
+		for k := range b.wire.attrs[:i] {
+			if b.wire.attrs[k].AttrId == id {
+				return b.twice(id)
+			}
 		}
 	}
-	a.flags |= attrFMandatory
-	b.attrs = append(b.attrs, a)
-	return Attr(len(b.attrs) - 1)
+	b.wire.attrs[i] = IbUverbsAttr{AttrId: id, Len: uint16(n), Flags: attrFMandatory}
+	binary.NativeEndian.PutUint64(b.wire.attrs[i]._union[:], data)
+	b.n = i + 1
+	b.in += ioctlAttrSize
+	return Attr(i)
+}
+
+func (b *Ioctl) twice(id uint16) Attr {
+	b.err = fmt.Errorf("abi: ioctl %d/%d: attribute %#x given twice", b.object, b.method, id)
+	return -1
+}
+
+// addArena is add for an attribute whose bytes are at arena offset off.
+func (b *Ioctl) addArena(id uint16, n, off int, out bool) Attr {
+	a := b.add(id, n, 0)
+	if a < 0 {
+		return a
+	}
+	b.offs[a] = int32(off)
+	b.arenaMask |= 1 << a
+	if out {
+		b.outMask |= 1 << a
+		b.out += n
+	} else {
+		b.in += n
+	}
+	return a
 }
 
 func (b *Ioctl) reserve(n int) int {
@@ -171,11 +212,11 @@ func (b *Ioctl) PtrIn(id uint16, p []byte) Attr {
 	if len(p) <= 8 {
 		var v [8]byte
 		copy(v[:], p)
-		return b.add(ioctlAttr{id: id, len: uint16(len(p)), kind: attrInline, data: binary.NativeEndian.Uint64(v[:])})
+		return b.add(id, len(p), binary.NativeEndian.Uint64(v[:]))
 	}
 	off := b.reserve(len(p))
 	copy(b.arena[off:], p)
-	return b.add(ioctlAttr{id: id, len: uint16(len(p)), kind: attrIn, off: off})
+	return b.addArena(id, len(p), off, false)
 }
 
 // PtrOut adds an output attribute (UVERBS_ATTR_PTR_OUT). After the call, if
@@ -183,7 +224,8 @@ func (b *Ioctl) PtrIn(id uint16, p []byte) Attr {
 func (b *Ioctl) PtrOut(id uint16, dst []byte) Attr {
 	a := b.PtrOutLen(id, len(dst))
 	if a >= 0 {
-		b.attrs[a].dst = dst
+		b.dsts[a] = dst
+		b.dstMask |= 1 << a
 	}
 	return a
 }
@@ -195,46 +237,46 @@ func (b *Ioctl) PtrOutLen(id uint16, n int) Attr {
 		return -1
 	}
 	off := b.reserve(n)
-	return b.add(ioctlAttr{id: id, len: uint16(n), kind: attrOut, off: off})
+	return b.addArena(id, n, off, true)
 }
 
 // Output is the kernel's answer in output attribute a, or nil if the
 // kernel did not write it (Valid). The slice aliases the builder: copy
 // what you keep before Release.
 func (b *Ioctl) Output(a Attr) []byte {
-	if !b.Valid(a) || b.attrs[a].kind != attrOut {
+	if !b.Valid(a) || b.outMask&(1<<a) == 0 {
 		return nil
 	}
-	x := b.attrs[a]
-	return b.arena[x.off : x.off+int(x.len)]
+	off := int(b.offs[a])
+	return b.arena[off : off+int(b.wire.attrs[a].Len)]
 }
 
 // Uint32In adds a 4-byte input (PTR_IN of a u32, sent inline).
 func (b *Ioctl) Uint32In(id uint16, v uint32) Attr {
-	return b.add(ioctlAttr{id: id, len: 4, kind: attrInline, data: uint64(v)})
+	return b.add(id, 4, uint64(v))
 }
 
 // Uint64In adds an 8-byte input (PTR_IN of a u64, or UVERBS_ATTR_CONST_IN,
 // which the kernel reads as an inline u64).
 func (b *Ioctl) Uint64In(id uint16, v uint64) Attr {
-	return b.add(ioctlAttr{id: id, len: 8, kind: attrInline, data: v})
+	return b.add(id, 8, v)
 }
 
 // Handle adds an existing object (UVERBS_ATTR_IDR, by handle).
 func (b *Ioctl) Handle(id uint16, handle uint32) Attr {
-	return b.add(ioctlAttr{id: id, kind: attrInline, data: uint64(handle)})
+	return b.add(id, 0, uint64(handle))
 }
 
 // FD adds an existing file object (UVERBS_ATTR_FD, by descriptor).
 func (b *Ioctl) FD(id uint16, fd int) Attr {
-	return b.add(ioctlAttr{id: id, kind: attrInline, data: uint64(uint32(int32(fd)))})
+	return b.add(id, 0, uint64(uint32(int32(fd))))
 }
 
 // NewObject adds the attribute through which the kernel returns a new
 // object's handle or file descriptor (UVERBS_ACCESS_NEW); read it with
 // Result after the call.
 func (b *Ioctl) NewObject(id uint16) Attr {
-	return b.add(ioctlAttr{id: id, kind: attrInline})
+	return b.add(id, 0, 0)
 }
 
 // UHW adds the driver's private data (UVERBS_ATTR_UHW_IN/OUT), each only
@@ -251,53 +293,40 @@ func (b *Ioctl) UHW(in, out []byte) {
 // Optional clears the mandatory flag: a kernel that does not know the
 // attribute ignores it instead of failing with EPROTONOSUPPORT.
 func (b *Ioctl) Optional(a Attr) {
-	if a >= 0 && int(a) < len(b.attrs) {
-		b.attrs[a].flags &^= attrFMandatory
+	if a >= 0 && int(a) < b.n {
+		b.wire.attrs[a].Flags &^= attrFMandatory
 	}
 }
 
 // Result is the data word the kernel left in attribute a: the new handle or
 // file descriptor of a NewObject attribute.
 func (b *Ioctl) Result(a Attr) uint64 {
-	if a < 0 || int(a) >= len(b.attrs) || !b.called {
+	if a < 0 || int(a) >= b.n || !b.called {
 		return 0
 	}
-	o := ioctlHdrSize + int(a)*ioctlAttrSize
-	return binary.NativeEndian.Uint64(b.buf[o+8:])
+	return binary.NativeEndian.Uint64(b.wire.attrs[a]._union[:])
 }
 
 // Valid reports whether the kernel wrote output attribute a.
 func (b *Ioctl) Valid(a Attr) bool {
-	if a < 0 || int(a) >= len(b.attrs) || !b.called {
+	if a < 0 || int(a) >= b.n || !b.called {
 		return false
 	}
-	o := ioctlHdrSize + int(a)*ioctlAttrSize
-	return binary.NativeEndian.Uint16(b.buf[o+4:])&attrFValidOutput != 0
+	return b.wire.attrs[a].Flags&attrFValidOutput != 0
 }
 
-// encode lays out the header and attributes for the kernel.
+// encode completes the wire form: the header, and the addresses of the
+// arena attributes (known only now: the arena may have moved while
+// attributes were added).
 func (b *Ioctl) encode(driverID uint32) []byte {
-	n := len(b.attrs)
-	buf := b.buf[:ioctlHdrSize+n*ioctlAttrSize]
-	clear(buf)
-	ne := binary.NativeEndian
-	ne.PutUint16(buf[0:], uint16(len(buf)))
-	ne.PutUint16(buf[2:], b.object)
-	ne.PutUint16(buf[4:], b.method)
-	ne.PutUint16(buf[6:], uint16(n))
-	ne.PutUint32(buf[16:], driverID)
-	for i, a := range b.attrs {
-		o := ioctlHdrSize + i*ioctlAttrSize
-		ne.PutUint16(buf[o:], a.id)
-		ne.PutUint16(buf[o+2:], a.len)
-		ne.PutUint16(buf[o+4:], a.flags)
-		data := a.data
-		if a.kind != attrInline {
-			data = addr(b.arena[a.off:])
-		}
-		ne.PutUint64(buf[o+8:], data)
+	w := b.wire
+	n := ioctlHdrSize + b.n*ioctlAttrSize
+	w.hdr = IbUverbsIoctlHdr{Length: uint16(n), ObjectId: b.object, MethodId: b.method, NumAttrs: uint16(b.n), DriverId: driverID}
+	for m := b.arenaMask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		binary.NativeEndian.PutUint64(w.attrs[i]._union[:], addr(b.arena[b.offs[i]:]))
 	}
-	return buf
+	return Bytes(w)[:n]
 }
 
 // Ioctl runs b: one syscall. If the policy or an earlier answer says the
@@ -312,6 +341,19 @@ func (f *File) Ioctl(b *Ioctl) error {
 	if !f.ioctlAllowed(b.object, b.method) {
 		return ErrNoIoctl
 	}
+	return f.ioctl(b)
+}
+
+// ioctl is Ioctl once the transport rule allowed the call.
+func (f *File) ioctl(b *Ioctl) error {
+	if b.err != nil {
+		return b.err
+	}
+	if b.called {
+		// The kernel has written into the wire array (output flags, new
+		// handles): sending it again would not be the call that was built.
+		return fmt.Errorf("abi: ioctl %d/%d: builder already used; take a new one", b.object, b.method)
+	}
 	buf := b.encode(f.driverID)
 	if !f.acquire() {
 		return ErrClosed
@@ -325,10 +367,9 @@ func (f *File) Ioctl(b *Ioctl) error {
 		}
 		return err
 	}
-	for i, a := range b.attrs {
-		if a.kind == attrOut && a.dst != nil && b.Valid(Attr(i)) {
-			copy(a.dst, b.arena[a.off:a.off+int(a.len)])
-		}
+	for m := b.dstMask; m != 0; m &= m - 1 {
+		a := Attr(bits.TrailingZeros32(m))
+		copy(b.dsts[a], b.Output(a))
 	}
 	return nil
 }
@@ -338,15 +379,4 @@ func IsNoIoctl(err error) bool { return errors.Is(err, ErrNoIoctl) }
 
 // Sizes is how many bytes the call hands the kernel (header, attributes and
 // inputs) and how many it lets the kernel write (outputs).
-func (b *Ioctl) Sizes() (in, out int) {
-	in = ioctlHdrSize + len(b.attrs)*ioctlAttrSize
-	for _, a := range b.attrs {
-		switch a.kind {
-		case attrIn:
-			in += int(a.len)
-		case attrOut:
-			out += int(a.len)
-		}
-	}
-	return in, out
-}
+func (b *Ioctl) Sizes() (in, out int) { return ioctlHdrSize + b.in, b.out }

@@ -63,7 +63,8 @@ func (f *File) invokeIoctl(c *Command) error {
 	if len(c.DriverOut) > 0 {
 		driverOut = b.PtrOutLen(attrUHWOut, len(c.DriverOut))
 	}
-	if err := f.Ioctl(b); err != nil {
+	// Invoke has asked ioctlAllowed already.
+	if err := f.ioctl(b); err != nil {
 		return err
 	}
 	copy(c.Out, b.Output(out))

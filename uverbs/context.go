@@ -51,7 +51,12 @@ type Context struct {
 	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe, siw)
 	coreSupport   uint64
 
-	transports sync.Map // verb name → abi.Transport of its last call
+	// transports maps verb name → abi.Transport of its last call. Copied
+	// on write (under transportsMu), so the check every command makes is a
+	// pointer load and a map lookup: a sync.Map's interface hashing cost a
+	// tenth of a command's user-space instructions.
+	transports   atomic.Pointer[map[string]abi.Transport]
+	transportsMu sync.Mutex
 	nextTag    atomic.Uint64
 	cqs        sync.Map // user_handle → *CQ, for completion and async events
 	qps        sync.Map // user_handle → *QP, for async events
@@ -122,14 +127,32 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 // last call went by ioctl or write (or neither).
 func (c *Context) Transports() map[string]CommandTransport {
 	m := map[string]CommandTransport{}
-	c.transports.Range(func(k, v any) bool { m[k.(string)] = CommandTransport(v.(abi.Transport)); return true })
+	if t := c.transports.Load(); t != nil {
+		for k, v := range *t {
+			m[k] = CommandTransport(v)
+		}
+	}
 	return m
 }
 
 func (c *Context) noteTransport(verb string, tr abi.Transport) {
-	if old, ok := c.transports.Load(verb); !ok || old.(abi.Transport) != tr {
-		c.transports.Store(verb, tr)
+	if t := c.transports.Load(); t != nil {
+		if old, ok := (*t)[verb]; ok && old == tr {
+			return
+		}
 	}
+	c.transportsMu.Lock()
+	defer c.transportsMu.Unlock()
+	old := c.transports.Load()
+	t := make(map[string]abi.Transport, 1)
+	if old != nil {
+		t = make(map[string]abi.Transport, len(*old)+1)
+		for k, v := range *old {
+			t[k] = v
+		}
+	}
+	t[verb] = tr
+	c.transports.Store(&t)
 }
 
 // invoke runs a write-style command by ioctl or write, for verb.

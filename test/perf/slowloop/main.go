@@ -1,0 +1,89 @@
+// Command slowloop makes one slow-path verb N times on a device, for
+// test/perf/slowloop.sh, which counts the guest instructions of the loop
+// (QEMU's TCG plugin, test/perf/insns/) beside test/perf/insns/slowloop.c, the same loop
+// through rdma-core's libibverbs.
+//
+//	slowloop DEVICE VERB N    (VERB: query_device, query_port, query_gid, pd, open)
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/goverbs/goverbs/uverbs"
+)
+
+func main() {
+	if len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: slowloop DEVICE VERB N")
+		os.Exit(2)
+	}
+	n, err := strconv.Atoi(os.Args[3])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "slowloop:", err)
+		os.Exit(2)
+	}
+	if err := run(os.Args[1], os.Args[2], n); err != nil {
+		fmt.Fprintln(os.Stderr, "slowloop:", err)
+		os.Exit(1)
+	}
+}
+
+func run(name, verb string, n int) error {
+	devs, err := uverbs.Devices()
+	if err != nil {
+		return err
+	}
+	var dev *uverbs.Device
+	for i := range devs {
+		if devs[i].Name == name {
+			dev = &devs[i]
+		}
+	}
+	if dev == nil {
+		return fmt.Errorf("no device %s", name)
+	}
+	if verb == "open" {
+		for i := 0; i < n; i++ {
+			c, err := uverbs.Open(*dev)
+			if err != nil {
+				return err
+			}
+			if err := c.Close(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ctx, err := uverbs.Open(*dev)
+	if err != nil {
+		return err
+	}
+	defer ctx.Close()
+	var f func() error
+	switch verb {
+	case "query_device":
+		f = func() error { _, err := ctx.QueryDevice(); return err }
+	case "query_port":
+		f = func() error { _, err := ctx.QueryPort(1); return err }
+	case "query_gid":
+		f = func() error { _, err := ctx.QueryGID(1, 0); return err }
+	case "pd":
+		f = func() error {
+			pd, err := ctx.AllocPD()
+			if err != nil {
+				return err
+			}
+			return pd.Close()
+		}
+	default:
+		return fmt.Errorf("no verb %s", verb)
+	}
+	for i := 0; i < n; i++ {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
