@@ -83,6 +83,7 @@ type Ioctl struct {
 	in, out            int    // bytes handed to the kernel and offered for its answers (Sizes)
 	arena              []byte // reused; grown by reserve
 	called             bool   // wire holds the kernel's answer to this call
+	quick              bool   // Quick: a raw syscall
 	err                error
 }
 
@@ -113,7 +114,7 @@ func (b *Ioctl) Release() {
 		b.dsts = [maxIoctlAttrs][]byte{} // the pool must not keep a caller's memory
 	}
 	b.n, b.arenaMask, b.outMask, b.dstMask, b.ids, b.in, b.out = 0, 0, 0, 0, 0, 0, 0
-	b.called, b.err = false, nil
+	b.called, b.quick, b.err = false, false, nil
 	if cap(b.arena) > maxPooledArena {
 		return
 	}
@@ -121,6 +122,16 @@ func (b *Ioctl) Release() {
 	b.arena = b.arena[:0]
 	ioctlPool.Put(b)
 }
+
+// Quick marks the call as one the kernel answers on the CPU from memory it
+// already has: no device or firmware round trip, no address resolution,
+// no page pinning or I/O, no wait for other work on the object beyond
+// locks held only by other such calls (a page fault can block as long).
+// File.Ioctl then makes it a raw syscall, which spares the Go scheduler's
+// hand-off of the goroutine's P around it (see realKernel.IoctlQuick) but
+// holds the P, and delays a stop-the-world, for the call's duration. The
+// caller, which knows the device family, decides; when unsure, do not.
+func (b *Ioctl) Quick() { b.quick = true }
 
 // Object and Method identify the call.
 func (b *Ioctl) Object() uint16 { return b.object }
@@ -358,7 +369,12 @@ func (f *File) ioctl(b *Ioctl) error {
 	if !f.acquire() {
 		return ErrClosed
 	}
-	err := f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
+	var err error
+	if b.quick && f.quick != nil {
+		err = f.quick.IoctlQuick(f.fd, rdmaVerbsIoctl, buf)
+	} else {
+		err = f.k.Ioctl(f.fd, rdmaVerbsIoctl, buf)
+	}
 	f.release()
 	b.called = true
 	if err != nil {

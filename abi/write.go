@@ -23,6 +23,10 @@ type Command struct {
 	// DriverIn and DriverOut are the driver's private request and
 	// response (udata).
 	DriverIn, DriverOut []byte
+	// Quick: the kernel answers the command on the CPU from memory it
+	// has (Ioctl.Quick's rule); by ioctl it is then a raw syscall. A
+	// write() is always an ordinary one (old kernels only).
+	Quick bool
 }
 
 // Extended reports whether c is an extended command.
@@ -51,6 +55,7 @@ func (f *File) Invoke(c *Command) (Transport, error) {
 func (f *File) invokeIoctl(c *Command) error {
 	b := NewIoctl(objectDevice, methodInvokeWrite)
 	defer b.Release()
+	b.quick = c.Quick
 	b.PtrIn(attrWriteCoreIn, c.In)
 	out, driverOut := Attr(-1), Attr(-1)
 	if len(c.Out) > 0 {

@@ -39,17 +39,28 @@ type OpenOptions struct {
 // error for which errors.Is(err, ErrClosed) holds. Objects' Close after it
 // returns nil.
 type Context struct {
-	dev   Device
-	file  *abi.File
-	prov  provider.Context
-	async *os.File // async event fd, non-blocking, on the runtime poller
+	dev  Device
+	file *abi.File
+	prov provider.Context
+	// The async event fd: asyncFd from GET_CONTEXT or ASYNC_EVENT_ALLOC
+	// (-1 once closed), async the same put on the runtime poller, made
+	// on first use (asyncEventFile), both guarded by asyncMu.
+	asyncMu sync.Mutex
+	asyncFd int
+	async   *os.File
 
 	numCompVectors int
 	// skipCapChecks lets a test send a command its capability check would
 	// refuse, to see the kernel's own answer.
 	skipCapChecks bool
 	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe, siw)
-	coreSupport   uint64
+	// cpuOnly: the device is software (rxe, siw), so the kernel answers
+	// its queries, PD and context commands and the QP transitions that
+	// resolve no address on the CPU, without waiting on hardware: those
+	// go as quick (raw) syscalls (abi.Ioctl.Quick). mlx5's commands are
+	// firmware round trips and stay ordinary syscalls.
+	cpuOnly     bool
+	coreSupport uint64
 
 	// transports maps verb name → abi.Transport of its last call. Copied
 	// on write (under transportsMu), so the check every command makes is a
@@ -57,14 +68,14 @@ type Context struct {
 	// tenth of a command's user-space instructions.
 	transports   atomic.Pointer[map[string]abi.Transport]
 	transportsMu sync.Mutex
-	nextTag    atomic.Uint64
-	cqs        sync.Map // user_handle → *CQ, for completion and async events
-	qps        sync.Map // user_handle → *QP, for async events
-	srqs       sync.Map // user_handle → *SRQ, for async events
-	mrs        sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
-	channels   sync.Map // *CompChannel → struct{}, closed with the context
-	events     asyncEvents
-	dead       chan struct{} // closed by Close: waiters select on it
+	nextTag      atomic.Uint64
+	cqs          sync.Map // user_handle → *CQ, for completion and async events
+	qps          sync.Map // user_handle → *QP, for async events
+	srqs         sync.Map // user_handle → *SRQ, for async events
+	mrs          sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
+	channels     sync.Map // *CompChannel → struct{}, closed with the context
+	events       asyncEvents
+	dead         chan struct{} // closed by Close: waiters select on it
 
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
@@ -96,6 +107,8 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	}
 	f.SetPolicy(abi.Policy(o.Transport))
 	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE || d.Driver == DriverSIW}
+	c.cpuOnly = c.postNamesQP
+	c.asyncFd = -1
 	c.rec.Store(o.Recorder)
 	sp := c.begin("Open")
 	defer func() { sp.end(err) }()
@@ -106,7 +119,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 		return nil, err
 	}
 	c.prov = prov
-	if c.async == nil {
+	if c.asyncFd < 0 {
 		if err := c.allocAsyncFD(); err != nil {
 			c.prov.Close()
 			f.Close()
@@ -203,6 +216,9 @@ func (c *Context) ioctlOr(verb string, b *abi.Ioctl, via abi.Transport, fallback
 func (c *Context) getContext(driverIn, driverOut []byte) error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
 	defer b.Release()
+	if c.cpuOnly {
+		b.Quick()
+	}
 	var vectors [4]byte
 	var support [8]byte
 	b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, vectors[:])
@@ -212,12 +228,12 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 	tr, err := c.ioctl("Open", b, func() error {
 		var req abi.IbUverbsGetContext
 		var resp abi.IbUverbsGetContextResp
-		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_GET_CONTEXT, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: driverIn, DriverOut: driverOut}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_GET_CONTEXT, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: driverIn, DriverOut: driverOut, Quick: c.cpuOnly}
 		if err := c.fallback("Open", &cmd); err != nil {
 			return err
 		}
 		c.numCompVectors = int(resp.NumCompVectors)
-		c.async = asyncFile(int(resp.AsyncFd))
+		c.asyncFd = int(resp.AsyncFd)
 		return nil
 	})
 	if err == nil && tr == abi.TransportIoctl {
@@ -232,12 +248,29 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 func (c *Context) allocAsyncFD() error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
 	defer b.Release()
+	if c.cpuOnly {
+		b.Quick()
+	}
 	h := b.NewObject(abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE)
 	if _, err := c.ioctl("Open", b, nil); err != nil {
 		return err
 	}
-	c.async = asyncFile(int(b.Result(h)))
+	c.asyncFd = int(b.Result(h))
 	return nil
+}
+
+// asyncEventFile is the async event fd on the runtime poller, made on
+// first use (NextAsyncEvent), or nil once the context is closed. Putting
+// the fd on the poller takes three syscalls (asyncFile) and taking it off
+// one more at Close: a context that never reads its events pays none of
+// them, so opening and closing one makes the syscalls rdma-core's do.
+func (c *Context) asyncEventFile() *os.File {
+	c.asyncMu.Lock()
+	defer c.asyncMu.Unlock()
+	if c.async == nil && c.asyncFd >= 0 {
+		c.async = asyncFile(c.asyncFd)
+	}
+	return c.async
 }
 
 // asyncFile puts an event fd on Go's runtime poller: non-blocking, so a
@@ -291,11 +324,19 @@ func (c *Context) Close() (err error) {
 		}
 		return true
 	})
-	if c.async != nil {
+	c.asyncMu.Lock()
+	switch {
+	case c.async != nil:
 		if err := c.async.Close(); err != nil && first == nil {
 			first = err
 		}
+	case c.asyncFd >= 0:
+		if err := unix.Close(c.asyncFd); err != nil && first == nil {
+			first = err
+		}
 	}
+	c.asyncFd = -1
+	c.asyncMu.Unlock()
 	if err := c.stopWatch(); err != nil && first == nil {
 		first = err
 	}
@@ -322,14 +363,14 @@ func (k kernelOps) ReqNotifyCQ(cq uint32, solicited bool) error {
 	}
 	// REQ_NOTIFY_CQ has no response and no ioctl method: a plain write,
 	// as librxe does it.
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, In: abi.Bytes(&req)}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REQ_NOTIFY_CQ, In: abi.Bytes(&req), Quick: k.c.cpuOnly}
 	return k.c.invoke("ReqNotifyCQ", &cmd)
 }
 
 func (k kernelOps) ModifyQPState(qp uint32, state provider.QPState) error {
 	a := QPAttr{State: state}
 	req := a.toModify(qp, QPAttrState)
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req)}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), Quick: k.c.cpuOnly} // a state alone resolves no address
 	return k.c.invoke("ModifyQP", &cmd)
 }
 

@@ -162,10 +162,14 @@ func (l *lifetime) closed() <-chan struct{} {
 // write command as fallback. resp, if not empty, receives the destroy
 // response (event counts) through attribute respAttr or the write response.
 // If the context is closed, the kernel destroyed the object with it: that
-// is success, so Close after Context.Close returns nil.
+// is success, so Close after Context.Close returns nil. write.Quick makes
+// the ioctl form quick too (abi.Ioctl.Quick).
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
 	b := abi.NewIoctl(object, method)
 	defer b.Release()
+	if write.Quick { // the caller's judgement covers both forms
+		b.Quick()
+	}
 	b.Handle(0, handle)
 	out := abi.Attr(-1)
 	if len(resp) > 0 {

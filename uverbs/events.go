@@ -103,7 +103,13 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	a.start.Do(func() {
 		a.ch = make(chan AsyncEvent, 64)
 		a.done = make(chan struct{})
-		go c.readAsyncEvents()
+		f := c.asyncEventFile()
+		if f == nil { // Close got there first
+			a.err = ErrClosed
+			close(a.done)
+			return
+		}
+		go c.readAsyncEvents(f)
 	})
 	parked := !c.lost.Load() // a caller waiting when the device goes gets the event
 	select {
@@ -133,12 +139,12 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	}
 }
 
-func (c *Context) readAsyncEvents() {
+func (c *Context) readAsyncEvents(f *os.File) {
 	a := &c.events
 	var desc abi.IbUverbsAsyncEventDesc
 	buf := abi.Bytes(&desc)
 	for {
-		if _, err := io.ReadFull(c.async, buf); err != nil {
+		if _, err := io.ReadFull(f, buf); err != nil {
 			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && c.closed.Load()) {
 				err = ErrClosed
 			}

@@ -80,6 +80,7 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	buf := make([]byte, maxGIDEntries*gidEntrySize)
 	var num [8]byte
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_TABLE)
+	b.Quick() // the core's GID table, as QUERY_GID_ENTRY
 	defer b.Release()
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_TABLE_ENTRY_SIZE, gidEntrySize)
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_TABLE_FLAGS, 0)
@@ -129,6 +130,7 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	}
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY)
 	defer b.Release()
+	b.Quick() // the core's GID table, read under its lock: no driver call, on every device
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
 	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)

@@ -26,7 +26,7 @@ func (c *Context) AllocPD() (_ *PD, err error) {
 	var req abi.IbUverbsAllocPd
 	var resp abi.IbUverbsAllocPdResp
 	in, out := c.prov.Udata(provider.VerbAllocPD)
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_ALLOC_PD, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_ALLOC_PD, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: c.cpuOnly}
 	if err := c.invoke("AllocPD", &cmd); err != nil {
 		return nil, err
 	}
@@ -49,6 +49,6 @@ func (pd *PD) Close() error {
 		defer func() { sp.end(err) }()
 		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
 		return pd.ctx.destroyObject("DeallocPD", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, pd.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req)})
+			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req), Quick: pd.ctx.cpuOnly})
 	})
 }

@@ -217,6 +217,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 		req := attr.toModify(qp.handle, mask)
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
 	}
+	// An address vector makes the kernel resolve the destination's MAC on
+	// RoCE (it may wait for ARP): an ordinary syscall then.
+	cmd.Quick = c.cpuOnly && mask&QPAttrAV == 0
 	err = c.invoke("ModifyQP", &cmd)
 	if withECE {
 		eq.ModifyDone(err == nil)
@@ -243,7 +246,7 @@ func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
 	defer qp.done()
 	req := abi.IbUverbsQueryQp{QpHandle: qp.handle, AttrMask: uint32(mask)}
 	var resp abi.IbUverbsQueryQpResp
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), Quick: c.cpuOnly}
 	if err := c.invoke("QueryQP", &cmd); err != nil {
 		return QPAttr{}, QPInit{}, err
 	}

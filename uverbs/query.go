@@ -104,6 +104,7 @@ func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
 	cmd := abi.Command{
 		Num: abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE | abi.IB_USER_VERBS_CMD_FLAG_EXTENDED,
 		In:  abi.Bytes(&req), Out: abi.Bytes(&resp),
+		Quick: c.cpuOnly,
 	}
 	err = c.invoke("QueryDevice", &cmd)
 	if err == nil {
@@ -113,7 +114,7 @@ func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
 		return DeviceAttr{}, err
 	}
 	var lreq abi.IbUverbsQueryDevice
-	lcmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_DEVICE, In: abi.Bytes(&lreq), Out: abi.Bytes(&resp.Base)}
+	lcmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_DEVICE, In: abi.Bytes(&lreq), Out: abi.Bytes(&resp.Base), Quick: c.cpuOnly}
 	if err := c.invoke("QueryDevice", &lcmd); err != nil {
 		return DeviceAttr{}, err
 	}
@@ -299,11 +300,16 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 	out := abi.Bytes(&ex)
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT)
 	defer b.Release()
+	if c.cpuOnly {
+		// rxe and siw read the netdev's link speed under rtnl_lock, a
+		// mutex held only by other CPU-bound network configuration.
+		b.Quick()
+	}
 	b.Uint64In(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port)) // CONST_IN: always 8 bytes inline
 	resp := b.PtrOutLen(abi.UVERBS_ATTR_QUERY_PORT_RESP, len(out))
 	tr, err := c.ioctl("QueryPort", b, func() error {
 		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
-		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp)}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp), Quick: c.cpuOnly}
 		return c.fallback("QueryPort", &cmd)
 	})
 	if err != nil {
