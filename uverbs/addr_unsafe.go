@@ -10,6 +10,10 @@ import (
 // stack: callers pass mappings.
 func sliceAddr(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b)))) }
 
+// stringAddr is the address of s's bytes: a verb name's identity for the
+// transport record's cache (a constant's bytes never move).
+func stringAddr(s string) uintptr { return uintptr(unsafe.Pointer(unsafe.StringData(s))) }
+
 // pinSlice pins the Go object b's memory belongs to (nothing for memory
 // outside the Go heap, such as a mapping). Because p keeps the pointer, b
 // escapes: the compiler puts a slice passed to RegMR on the heap, never on

@@ -68,14 +68,20 @@ type Context struct {
 	// tenth of a command's user-space instructions.
 	transports   atomic.Pointer[map[string]abi.Transport]
 	transportsMu sync.Mutex
-	nextTag      atomic.Uint64
-	cqs          sync.Map // user_handle → *CQ, for completion and async events
-	qps          sync.Map // user_handle → *QP, for async events
-	srqs         sync.Map // user_handle → *SRQ, for async events
-	mrs          sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
-	channels     sync.Map // *CompChannel → struct{}, closed with the context
-	events       asyncEvents
-	dead         chan struct{} // closed by Close: waiters select on it
+	// transportSeen caches, by the address of a verb name's bytes, that
+	// the record already says that verb's last call went by a transport:
+	// (address<<2 | transport), 0 for an empty slot. Verb names are
+	// constants, so the hit costs an atomic load and a compare instead
+	// of the map's string hash (~190 instructions a command).
+	transportSeen [64]atomic.Uint64
+	nextTag       atomic.Uint64
+	cqs           sync.Map // user_handle → *CQ, for completion and async events
+	qps           sync.Map // user_handle → *QP, for async events
+	srqs          sync.Map // user_handle → *SRQ, for async events
+	mrs           sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
+	channels      sync.Map // *CompChannel → struct{}, closed with the context
+	events        asyncEvents
+	dead          chan struct{} // closed by Close: waiters select on it
 
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
@@ -149,23 +155,32 @@ func (c *Context) Transports() map[string]CommandTransport {
 }
 
 func (c *Context) noteTransport(verb string, tr abi.Transport) {
-	if t := c.transports.Load(); t != nil {
-		if old, ok := (*t)[verb]; ok && old == tr {
-			return
-		}
+	key := uint64(stringAddr(verb))<<2 | uint64(tr&3)
+	slot := &c.transportSeen[(stringAddr(verb)>>3)%uintptr(len(c.transportSeen))]
+	if slot.Load() == key {
+		return
 	}
+	// Slots are written only here, under the lock, once the record says
+	// what they say: a hit never hides a change.
 	c.transportsMu.Lock()
 	defer c.transportsMu.Unlock()
-	old := c.transports.Load()
-	t := make(map[string]abi.Transport, 1)
-	if old != nil {
-		t = make(map[string]abi.Transport, len(*old)+1)
-		for k, v := range *old {
-			t[k] = v
+	if old := c.transports.Load(); old == nil || !hasTransport(*old, verb, tr) {
+		t := make(map[string]abi.Transport, 1)
+		if old != nil {
+			t = make(map[string]abi.Transport, len(*old)+1)
+			for k, v := range *old {
+				t[k] = v
+			}
 		}
+		t[verb] = tr
+		c.transports.Store(&t)
 	}
-	t[verb] = tr
-	c.transports.Store(&t)
+	slot.Store(key)
+}
+
+func hasTransport(m map[string]abi.Transport, verb string, tr abi.Transport) bool {
+	old, ok := m[verb]
+	return ok && old == tr
 }
 
 // invoke runs a write-style command by ioctl or write, for verb.

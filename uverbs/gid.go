@@ -155,6 +155,13 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 // GID query costs its one command; other interfaces (VLANs, macvlans) are
 // resolved once each.
 func (c *Context) netdevName(idx int) string {
+	// The ports' own netdevs, which hold RoCE's GIDs, from the Device
+	// (never written after discovery): no lock.
+	for i := range c.dev.Ports {
+		if p := &c.dev.Ports[i]; p.NetdevIndex == idx && idx > 0 && p.Netdev != "" {
+			return p.Netdev
+		}
+	}
 	c.netdevMu.Lock()
 	defer c.netdevMu.Unlock()
 	if c.netdevs == nil {

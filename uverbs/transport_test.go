@@ -76,3 +76,30 @@ func TestDriverOptions(t *testing.T) {
 		t.Errorf("rxe driver = %#v", d)
 	}
 }
+
+// TestNoteTransportFollowsChanges: the record's cache (transportSeen)
+// never hides a change of a verb's transport, nor a verb that shares its
+// cache slot with another.
+func TestNoteTransportFollowsChanges(t *testing.T) {
+	c := &Context{}
+	verbs := []string{"AllocPD", "ModifyQP", "QueryGID"}
+	for round, tr := range []abi.Transport{abi.TransportIoctl, abi.TransportWrite, abi.TransportWrite, abi.TransportIoctl, abi.TransportNone} {
+		for _, v := range verbs {
+			c.noteTransport(v, tr)
+		}
+		got := c.Transports()
+		for _, v := range verbs {
+			if got[v] != CommandTransport(tr) {
+				t.Fatalf("round %d: Transports()[%s] = %v, want %v", round, v, got[v], tr)
+			}
+		}
+	}
+	// Every verb in one slot: each note still reaches the record.
+	for i := range c.transportSeen {
+		c.transportSeen[i].Store(uint64(stringAddr("AllocPD"))<<2 | uint64(abi.TransportWrite))
+	}
+	c.noteTransport("ModifyQP", abi.TransportWrite)
+	if got := c.Transports()["ModifyQP"]; got != CommandWrite {
+		t.Fatalf("ModifyQP after a foreign slot: %v, want write", got)
+	}
+}
