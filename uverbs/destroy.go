@@ -130,10 +130,11 @@ func (l *lifetime) close(destroy func() error) error {
 	} else {
 		l.state = lifeClosed
 		l.gone.Store(true)
-		if l.dead == nil {
-			l.dead = make(chan struct{})
+		// Only a waiter's closed() made the channel; without one, closed()
+		// makes it already closed later: most objects never need one.
+		if l.dead != nil {
+			close(l.dead)
 		}
-		close(l.dead)
 	}
 	l.mu.Unlock()
 	return err

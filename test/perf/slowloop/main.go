@@ -4,12 +4,15 @@
 // through rdma-core's libibverbs.
 //
 //	slowloop DEVICE VERB N    (VERB: query_device, query_port, query_gid, pd, open)
+//
+// It prints the loop's mean wall time per call (set-up excluded).
 package main
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
@@ -45,6 +48,8 @@ func run(name, verb string, n int) error {
 		return fmt.Errorf("no device %s", name)
 	}
 	if verb == "open" {
+		t0 := time.Now()
+		defer func() { report(verb, n, t0) }()
 		for i := 0; i < n; i++ {
 			c, err := uverbs.Open(*dev)
 			if err != nil {
@@ -80,10 +85,16 @@ func run(name, verb string, n int) error {
 	default:
 		return fmt.Errorf("no verb %s", verb)
 	}
+	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		if err := f(); err != nil {
 			return err
 		}
 	}
+	report(verb, n, t0)
 	return nil
+}
+
+func report(verb string, n int, t0 time.Time) {
+	fmt.Printf("slowloop goverbs %s %d calls: %d ns/call\n", verb, n, time.Since(t0).Nanoseconds()/int64(max(n, 1)))
 }
