@@ -61,8 +61,9 @@ func (c *Context) odpSupported(verb string, need ODPGeneralCap) error {
 // memory the process cannot write).
 func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 	const verb = "AdviseMR"
-	sp := pd.ctx.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := pd.ctx.dev.Name
 	switch {
 	case advice > AdvicePrefetchNoFault:

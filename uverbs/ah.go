@@ -18,8 +18,9 @@ type AH struct {
 
 // CreateAH creates an address handle (CREATE_AH: one syscall).
 func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
-	sp := pd.ctx.begin("CreateAH")
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin("CreateAH"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := pd.ctx
 	dev := c.dev.Name
 	if a.PortNum == 0 {
@@ -78,8 +79,9 @@ func (ah *AH) destroyKernel() error {
 func (ah *AH) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return ah.close(func() (err error) {
-		sp := ah.pd.ctx.begin("DestroyAH")
-		defer func() { sp.end(err) }()
+		if sp := ah.pd.ctx.begin("DestroyAH"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		if err := ah.destroyKernel(); err != nil {
 			return err
 		}

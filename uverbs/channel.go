@@ -73,8 +73,9 @@ type CompChannel struct {
 // CreateCompChannel creates a completion channel (CREATE_COMP_CHANNEL, a
 // write-only command: one syscall).
 func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
-	sp := c.begin("CreateCompChannel")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("CreateCompChannel"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	var req abi.IbUverbsCreateCompChannel
 	var resp abi.IbUverbsCreateCompChannelResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -359,8 +360,9 @@ func (ch *CompChannel) kick() { ch.file.SetReadDeadline(time.Unix(1, 0)) }
 func (ch *CompChannel) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return ch.close(func() (err error) {
-		sp := ch.ctx.begin("DestroyCompChannel")
-		defer func() { sp.end(err) }()
+		if sp := ch.ctx.begin("DestroyCompChannel"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		ch.ctx.channels.Delete(ch)
 		ch.unwatch()
 		return ch.file.Close()

@@ -116,8 +116,9 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	c.cpuOnly = c.postNamesQP
 	c.asyncFd = -1
 	c.rec.Store(o.Recorder)
-	sp := c.begin("Open")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("Open"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	drv := driverWith(d.Driver, o)
 	prov, err := drv.NewContext(kernelOps{c})
 	if err != nil {
@@ -308,8 +309,9 @@ func (c *Context) Close() (err error) {
 		return nil
 	}
 	close(c.dead)
-	sp := c.begin("CloseContext")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("CloseContext"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	var first error
 	// The kernel would destroy every object left open when the file
 	// closes, but only once the provider's mappings of the file are gone

@@ -69,8 +69,9 @@ var errPollClosed error = &OpError{Verb: "PollCQ", Err: ErrClosed}
 // CreateCQ creates a completion queue for at least cqe completions (the
 // ioctl CQ_CREATE method, or the CREATE_CQ write command: one syscall).
 func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
-	sp := c.begin("CreateCQ")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("CreateCQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := c.dev.Name
 	if cqe <= 0 {
 		return nil, argError("CreateCQ", dev, "cqe %d", cqe)
@@ -226,8 +227,9 @@ func (cq *CQ) pollSlow(wc []WorkCompletion) (int, error) {
 // solicitedOnly) produces one event on its channel. Poll again after
 // arming: a completion that arrived before it produces no event.
 func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
-	sp := cq.ctx.begin("ReqNotifyCQ")
-	defer func() { sp.end(err) }()
+	if sp := cq.ctx.begin("ReqNotifyCQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := cq.use("ReqNotifyCQ", cq.ctx.dev.Name); err != nil {
 		return err
 	}
@@ -385,8 +387,9 @@ func (cq *CQ) Events() uint32 { return cq.events.Load() }
 // Resize changes the CQ to hold at least cqe completions (RESIZE_CQ: one
 // syscall). Providers that cannot resize return ErrNotSupported.
 func (cq *CQ) Resize(cqe int) (err error) {
-	sp := cq.ctx.begin("ResizeCQ")
-	defer func() { sp.end(err) }()
+	if sp := cq.ctx.begin("ResizeCQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := cq.ctx.dev.Name
 	if cqe <= 0 {
 		return argError("ResizeCQ", dev, "cqe %d", cqe)
@@ -429,8 +432,9 @@ func (cq *CQ) destroyKernel() error {
 func (cq *CQ) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	err := cq.close(func() (err error) {
-		sp := cq.ctx.begin("DestroyCQ")
-		defer func() { sp.end(err) }()
+		if sp := cq.ctx.begin("DestroyCQ"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		if err := cq.destroyKernel(); err != nil {
 			return err
 		}

@@ -21,8 +21,9 @@ const cqAttrModerate = 1 << 0
 // librxe offers none) refuses with ErrNotSupported before any command.
 func (cq *CQ) Moderate(count, period uint16) (err error) {
 	const verb = "ModifyCQ"
-	sp := cq.ctx.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := cq.ctx.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := cq.ctx.dev.Name
 	if err := cq.use(verb, dev); err != nil {
 		return err

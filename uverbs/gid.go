@@ -74,8 +74,9 @@ const gidEntrySize = 32 // sizeof(struct ib_uverbs_gid_entry); pinned by package
 // index: one ioctl (DEVICE/QUERY_GID_TABLE), or, on kernels without it,
 // sysfs (no syscall on the command file; Transports reports "none").
 func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
-	sp := c.begin("QueryGIDTable")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("QueryGIDTable"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	const verb = "QueryGIDTable"
 	buf := make([]byte, maxGIDEntries*gidEntrySize)
 	var num [8]byte
@@ -116,8 +117,9 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 // entry fails with ENODATA (errors.Is(err, unix.ENODATA)); an index past
 // the table, or a bad port, with EINVAL.
 func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
-	sp := c.begin("QueryGID")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("QueryGID"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	return c.queryGID(port, index)
 }
 

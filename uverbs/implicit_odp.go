@@ -27,8 +27,9 @@ import (
 // capability check (QUERY_DEVICE), before any REG_MR.
 func (pd *PD) RegImplicitODP(access Access) (_ *MR, err error) {
 	const verb = "RegImplicitODP"
-	sp := pd.ctx.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := pd.ctx.dev.Name
 	access |= AccessOnDemand
 	switch {

@@ -16,8 +16,9 @@ func (qp *QP) DetachMulticast(gid [16]byte, lid uint16) (err error) {
 }
 
 func (qp *QP) mcast(verb string, num uint32, gid [16]byte, lid uint16) (err error) {
-	sp := qp.pd.ctx.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := qp.pd.ctx.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if qp.init.Type != QPTypeUD {
 		return argError(verb, qp.pd.ctx.dev.Name, "a %v QP cannot join multicast groups (UD only)", qp.init.Type)
 	}

@@ -119,8 +119,9 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 // RegMRAddr registers length bytes at user address addr, seen by the
 // device at I/O virtual address iova (REG_MR: one syscall).
 func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ *MR, err error) {
-	sp := pd.ctx.begin("RegMR")
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin("RegMR"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	dev := pd.ctx.dev.Name
 	switch {
 	case length <= 0:
@@ -212,8 +213,9 @@ const (
 // rereg is Rereg (mr_options.go).
 func (mr *MR) rereg(flags Rereg, pd *PD, addr uint64, length int, access Access) (err error) {
 	ctx := mr.ctx()
-	sp := ctx.begin("ReregMR")
-	defer func() { sp.end(err) }()
+	if sp := ctx.begin("ReregMR"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if flags == 0 || flags&^(ReregTranslation|ReregPD|ReregAccess) != 0 {
 		return argError("ReregMR", ctx.dev.Name, "flags %#x", uint32(flags))
 	}
@@ -269,8 +271,9 @@ func (mr *MR) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return mr.close(func() (err error) {
 		ctx := mr.ctx()
-		sp := ctx.begin("DeregMR")
-		defer func() { sp.end(err) }()
+		if sp := ctx.begin("DeregMR"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		if err := mr.destroyKernel(); err != nil {
 			return err
 		}

@@ -26,8 +26,9 @@ type MW struct {
 
 // AllocMW allocates a memory window (ALLOC_MW: one syscall).
 func (pd *PD) AllocMW(t MWType) (_ *MW, err error) {
-	sp := pd.ctx.begin("AllocMW")
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin("AllocMW"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if t != MWType1 && t != MWType2 {
 		return nil, argError("AllocMW", pd.ctx.dev.Name, "window type %d", t)
 	}
@@ -63,8 +64,9 @@ func (mw *MW) Handle() uint32 { return mw.handle }
 func (mw *MW) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return mw.close(func() (err error) {
-		sp := mw.pd.ctx.begin("DeallocMW")
-		defer func() { sp.end(err) }()
+		if sp := mw.pd.ctx.begin("DeallocMW"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
 		err = mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})

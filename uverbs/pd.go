@@ -21,8 +21,9 @@ type PD struct {
 
 // AllocPD allocates a protection domain (ALLOC_PD: one syscall).
 func (c *Context) AllocPD() (_ *PD, err error) {
-	sp := c.begin("AllocPD")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("AllocPD"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	var req abi.IbUverbsAllocPd
 	var resp abi.IbUverbsAllocPdResp
 	in, out := c.prov.Udata(provider.VerbAllocPD)
@@ -45,8 +46,9 @@ func (pd *PD) Handle() uint32 { return pd.handle }
 func (pd *PD) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return pd.close(func() (err error) {
-		sp := pd.ctx.begin("DeallocPD")
-		defer func() { sp.end(err) }()
+		if sp := pd.ctx.begin("DeallocPD"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
 		return pd.ctx.destroyObject("DeallocPD", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, pd.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req), Quick: pd.ctx.cpuOnly})

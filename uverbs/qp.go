@@ -32,6 +32,7 @@ type QPInit struct {
 type QP struct {
 	pd     *PD
 	prov   provider.QP
+	ece    provider.ECEQP // prov as an ECEQP, if it is one (asserted once: ~80 instructions a Modify)
 	handle uint32
 	qpn    uint32
 	init   QPInit
@@ -50,8 +51,9 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	if init.Type == QPTypeXRCIni {
 		return pd.createXRCIni(init) // xrc.go
 	}
-	sp := pd.ctx.begin("CreateQP")
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin("CreateQP"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := pd.ctx
 	dev := c.dev.Name
 	switch {
@@ -152,6 +154,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		return nil, opError("CreateQP", dev, abi.TransportNone, err)
 	}
 	qp.prov = prov
+	qp.ece, _ = prov.(provider.ECEQP)
 	c.qps.Store(tag, qp)
 	return qp, nil
 }
@@ -185,8 +188,9 @@ func (qp *QP) PD() *PD {
 // form when mask has QPAttrRateLimit or SetECE queued options: one
 // syscall).
 func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
-	sp := qp.pd.ctx.begin("ModifyQP")
-	defer func() { sp.end(err) }()
+	if sp := qp.pd.ctx.begin("ModifyQP"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := qp.pd.ctx
 	if mask == 0 || mask&^(qpAttrLegacy|QPAttrRateLimit) != 0 {
 		return argError("ModifyQP", c.dev.Name, "attribute mask %#x", uint32(mask))
@@ -200,7 +204,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	in, out := c.prov.Udata(provider.VerbModifyQP)
 	// ECE options set on the QP go in this command's driver data, by the
 	// extended command (ece.go).
-	eq, _ := qp.prov.(provider.ECEQP)
+	eq := qp.ece
 	withECE := false
 	if eq != nil {
 		if ein, eout := eq.ModifyUdata(); ein != nil {
@@ -237,8 +241,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 // Query reads the attributes named by mask, and the QP's creation
 // parameters, from the kernel (QUERY_QP: one syscall).
 func (qp *QP) Query(mask QPAttrMask) (_ QPAttr, _ QPInit, err error) {
-	sp := qp.pd.ctx.begin("QueryQP")
-	defer func() { sp.end(err) }()
+	if sp := qp.pd.ctx.begin("QueryQP"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := qp.pd.ctx
 	if err := qp.use("QueryQP", c.dev.Name); err != nil {
 		return QPAttr{}, QPInit{}, err
@@ -331,8 +336,9 @@ func (qp *QP) destroyKernel() error {
 func (qp *QP) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return qp.close(func() (err error) {
-		sp := qp.pd.ctx.begin("DestroyQP")
-		defer func() { sp.end(err) }()
+		if sp := qp.pd.ctx.begin("DestroyQP"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		if err := qp.destroyKernel(); err != nil {
 			return err
 		}

@@ -97,8 +97,9 @@ type DeviceAttr struct {
 // (one syscall), or the legacy command on kernels that lack the extended
 // one (EOPNOTSUPP or ENOSYS, as rdma-core falls back).
 func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
-	sp := c.begin("QueryDevice")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("QueryDevice"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	var req abi.IbUverbsExQueryDevice
 	var resp abi.IbUverbsExQueryDeviceResp
 	cmd := abi.Command{
@@ -291,8 +292,9 @@ type PortAttr struct {
 // DEVICE/QUERY_PORT, which also returns port_cap_flags2, or the write
 // command where the kernel has no ioctl. One syscall.
 func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
-	sp := c.begin("QueryPort")
-	defer func() { sp.end(err) }()
+	if sp := c.begin("QueryPort"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if port < 1 || port > 255 {
 		return PortAttr{}, argError("QueryPort", c.dev.Name, "port %d out of range 1..255", port)
 	}

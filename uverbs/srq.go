@@ -35,8 +35,9 @@ type SRQ struct {
 
 // CreateSRQ creates a shared receive queue (CREATE_SRQ: one syscall).
 func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
-	sp := pd.ctx.begin("CreateSRQ")
-	defer func() { sp.end(err) }()
+	if sp := pd.ctx.begin("CreateSRQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := pd.ctx
 	dev := c.dev.Name
 	if init.MaxWR == 0 || init.MaxSGE == 0 {
@@ -108,8 +109,9 @@ const (
 
 // modify is Modify (srq_options.go).
 func (srq *SRQ) modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
-	sp := srq.pd.ctx.begin("ModifySRQ")
-	defer func() { sp.end(err) }()
+	if sp := srq.pd.ctx.begin("ModifySRQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	c := srq.pd.ctx
 	if mask == 0 || mask&^(SRQAttrMaxWR|SRQAttrLimit) != 0 {
 		return argError("ModifySRQ", c.dev.Name, "attribute mask %#x", uint32(mask))
@@ -126,8 +128,9 @@ func (srq *SRQ) modify(maxWR, limit uint32, mask SRQAttrMask) (err error) {
 
 // query is Query (srq_options.go).
 func (srq *SRQ) query() (maxWR, maxSGE, limit uint32, err error) {
-	sp := srq.pd.ctx.begin("QuerySRQ")
-	defer func() { sp.end(err) }()
+	if sp := srq.pd.ctx.begin("QuerySRQ"); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := srq.use("QuerySRQ", srq.pd.ctx.dev.Name); err != nil {
 		return 0, 0, 0, err
 	}
@@ -156,8 +159,9 @@ func (srq *SRQ) destroyKernel() error {
 func (srq *SRQ) Close() error {
 	// The span starts inside close: a Close after success is a no-op, not a call.
 	return srq.close(func() (err error) {
-		sp := srq.pd.ctx.begin("DestroySRQ")
-		defer func() { sp.end(err) }()
+		if sp := srq.pd.ctx.begin("DestroySRQ"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		if err := srq.destroyKernel(); err != nil {
 			return err
 		}

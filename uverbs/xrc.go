@@ -65,8 +65,9 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 	default:
 		return nil, argError(verb, dev, "SRQ type %v", init.Type)
 	}
-	sp := c.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := c.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := c.xrcSupported(verb); err != nil {
 		return nil, err
 	}
@@ -166,8 +167,9 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 	const verb = "CreateQP"
 	c := pd.ctx
 	dev := c.dev.Name
-	sp := c.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := c.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := c.xrcSupported(verb); err != nil {
 		return nil, err
 	}
@@ -239,8 +241,9 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 func (x *XRCD) CreateTargetQP() (_ *QP, err error) {
 	const verb = "CreateQP"
 	c := x.ctx
-	sp := c.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := c.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := c.xrcSupported(verb); err != nil {
 		return nil, err
 	}
@@ -306,8 +309,9 @@ func (c *Context) createQPIoctl(verb string, b *abi.Ioctl, tag uint64, capIn abi
 func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
 	const verb = "OpenQP"
 	c := x.ctx
-	sp := c.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := c.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if err := c.xrcSupported(verb); err != nil {
 		return nil, err
 	}

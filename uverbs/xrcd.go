@@ -36,8 +36,9 @@ type XRCDOptions struct {
 // refused with ErrNotSupported before any command.
 func (c *Context) OpenXRCD(o XRCDOptions) (_ *XRCD, err error) {
 	const verb = "OpenXRCD"
-	sp := c.begin(verb)
-	defer func() { sp.end(err) }()
+	if sp := c.begin(verb); sp.rec != nil {
+		defer func() { sp.end(err) }()
+	}
 	if !c.skipCapChecks {
 		a, err := c.QueryDevice()
 		if err != nil {
@@ -84,8 +85,9 @@ func (x *XRCD) Handle() uint32 { return x.handle }
 // CLOSE_XRCD). Idempotent.
 func (x *XRCD) Close() error {
 	return x.close(func() (err error) {
-		sp := x.ctx.begin("CloseXRCD")
-		defer func() { sp.end(err) }()
+		if sp := x.ctx.begin("CloseXRCD"); sp.rec != nil {
+			defer func() { sp.end(err) }()
+		}
 		req := abi.IbUverbsCloseXrcd{XrcdHandle: x.handle}
 		return x.ctx.destroyObject("CloseXRCD", abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY, x.handle, 0, nil,
 			&abi.Command{Num: abi.IB_USER_VERBS_CMD_CLOSE_XRCD, In: abi.Bytes(&req)})
