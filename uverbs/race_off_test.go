@@ -1,0 +1,5 @@
+//go:build !race
+
+package uverbs
+
+const raceBuild = false
