@@ -85,6 +85,7 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 	ch := &CompChannel{ctx: c, file: asyncFile(int(resp.Fd)), fd: int(resp.Fd),
 		sig: make(chan struct{}, 1), free: make(chan struct{}, 1), stopped: make(chan struct{})}
 	ch.kickFn = ch.kick
+	c.tracked.Store(true)
 	c.channels.Store(ch, struct{}{})
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
 		ch.Close()

@@ -62,17 +62,15 @@ type Context struct {
 	cpuOnly     bool
 	coreSupport uint64
 
-	// transports maps verb name → abi.Transport of its last call. Copied
-	// on write (under transportsMu), so the check every command makes is a
-	// pointer load and a map lookup: a sync.Map's interface hashing cost a
-	// tenth of a command's user-space instructions.
-	transports   atomic.Pointer[map[string]abi.Transport]
-	transportsMu sync.Mutex
-	// transportSeen caches, by the address of a verb name's bytes, that
-	// the record already says that verb's last call went by a transport:
-	// (address<<2 | transport), 0 for an empty slot. Verb names are
-	// constants, so the hit costs an atomic load and a compare instead
-	// of the map's string hash (~190 instructions a command).
+	// transports is each verb's last transport, in first-call order,
+	// guarded by transportsMu. transportSeen caches, by the address of a
+	// verb name's bytes, that transports already says that verb's last
+	// call went by a transport: (address<<2 | transport), 0 for an empty
+	// slot. Verb names are constants, so a command's check is an atomic
+	// load and a compare; a sync.Map's interface hash cost ~190
+	// instructions a command, and a map per context a hash seed.
+	transportsMu  sync.Mutex
+	transports    []verbTransport
 	transportSeen [64]atomic.Uint64
 	nextTag       atomic.Uint64
 	cqs           sync.Map // user_handle → *CQ, for completion and async events
@@ -80,8 +78,13 @@ type Context struct {
 	srqs          sync.Map // user_handle → *SRQ, for async events
 	mrs           sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
 	channels      sync.Map // *CompChannel → struct{}, closed with the context
-	events        asyncEvents
-	dead          chan struct{} // closed by Close: waiters select on it
+	// tracked: an object went into cqs, qps, srqs, mrs or channels (set
+	// before the Store), so Close has tables to walk: a Range over a
+	// sync.Map never written allocates its root, ~600 instructions of a
+	// context's Close.
+	tracked atomic.Bool
+	events  asyncEvents
+	dead    chan struct{} // closed by Close: waiters select on it
 
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
@@ -146,13 +149,19 @@ func (c *Context) NumCompVectors() int { return c.numCompVectors }
 // Transports reports, for every verb called on this context, whether its
 // last call went by ioctl or write (or neither).
 func (c *Context) Transports() map[string]CommandTransport {
-	m := map[string]CommandTransport{}
-	if t := c.transports.Load(); t != nil {
-		for k, v := range *t {
-			m[k] = CommandTransport(v)
-		}
+	c.transportsMu.Lock()
+	defer c.transportsMu.Unlock()
+	m := make(map[string]CommandTransport, len(c.transports))
+	for _, v := range c.transports {
+		m[v.verb] = CommandTransport(v.tr)
 	}
 	return m
+}
+
+// verbTransport is one entry of Context.transports.
+type verbTransport struct {
+	verb string
+	tr   abi.Transport
 }
 
 func (c *Context) noteTransport(verb string, tr abi.Transport) {
@@ -161,27 +170,21 @@ func (c *Context) noteTransport(verb string, tr abi.Transport) {
 	if slot.Load() == key {
 		return
 	}
-	// Slots are written only here, under the lock, once the record says
+	// Slots are written only here, under the lock, once the list says
 	// what they say: a hit never hides a change.
 	c.transportsMu.Lock()
 	defer c.transportsMu.Unlock()
-	if old := c.transports.Load(); old == nil || !hasTransport(*old, verb, tr) {
-		t := make(map[string]abi.Transport, 1)
-		if old != nil {
-			t = make(map[string]abi.Transport, len(*old)+1)
-			for k, v := range *old {
-				t[k] = v
-			}
+	found := false
+	for i := range c.transports {
+		if c.transports[i].verb == verb {
+			c.transports[i].tr, found = tr, true
+			break
 		}
-		t[verb] = tr
-		c.transports.Store(&t)
+	}
+	if !found {
+		c.transports = append(c.transports, verbTransport{verb, tr})
 	}
 	slot.Store(key)
-}
-
-func hasTransport(m map[string]abi.Transport, verb string, tr abi.Transport) bool {
-	old, ok := m[verb]
-	return ok && old == tr
 }
 
 // invoke runs a write-style command by ioctl or write, for verb.
@@ -235,10 +238,10 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 	if c.cpuOnly {
 		b.Quick()
 	}
-	var vectors [4]byte
-	var support [8]byte
-	b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, vectors[:])
-	sup := b.PtrOut(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, support[:])
+	// Outputs read from the builder (PtrOutLen): PtrOut's buffers would
+	// escape to the heap, two allocations an Open.
+	vectors := b.PtrOutLen(abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, 4)
+	sup := b.PtrOutLen(abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, 8)
 	b.Optional(sup)
 	b.UHW(driverIn, driverOut)
 	tr, err := c.ioctl("Open", b, func() error {
@@ -253,8 +256,12 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 		return nil
 	})
 	if err == nil && tr == abi.TransportIoctl {
-		c.numCompVectors = int(ne.Uint32(vectors[:]))
-		c.coreSupport = ne.Uint64(support[:])
+		if v := b.Output(vectors); len(v) == 4 {
+			c.numCompVectors = int(ne.Uint32(v))
+		}
+		if s := b.Output(sup); len(s) == 8 { // optional: an older kernel may leave it
+			c.coreSupport = ne.Uint64(s)
+		}
 	}
 	return err
 }
@@ -330,17 +337,21 @@ func (c *Context) Close() (err error) {
 			return true
 		})
 	}
-	release(&c.qps)
-	release(&c.srqs)
-	release(&c.cqs)
-	release(&c.mrs)
+	if c.tracked.Load() {
+		release(&c.qps)
+		release(&c.srqs)
+		release(&c.cqs)
+		release(&c.mrs)
+	}
 	c.teardown.Store(false)
-	c.channels.Range(func(k, _ any) bool {
-		if err := k.(*CompChannel).Close(); err != nil && first == nil {
-			first = err
-		}
-		return true
-	})
+	if c.tracked.Load() {
+		c.channels.Range(func(k, _ any) bool {
+			if err := k.(*CompChannel).Close(); err != nil && first == nil {
+				first = err
+			}
+			return true
+		})
+	}
 	c.asyncMu.Lock()
 	switch {
 	case c.async != nil:

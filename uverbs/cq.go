@@ -173,6 +173,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		cq.stamps = tp
 	}
 	cq.passer, _ = prov.(provider.PassPoller)
+	c.tracked.Store(true)
 	c.cqs.Store(tag, cq)
 	return cq, nil
 }

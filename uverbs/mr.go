@@ -109,6 +109,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	mr.pin = pin
 	c := pd.ctx
+	c.tracked.Store(true)
 	c.mrs.Store(mr, struct{}{})
 	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
 		mr.releaseProvider()

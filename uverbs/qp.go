@@ -155,6 +155,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	}
 	qp.prov = prov
 	qp.ece, _ = prov.(provider.ECEQP)
+	c.tracked.Store(true)
 	c.qps.Store(tag, qp)
 	return qp, nil
 }

@@ -67,6 +67,7 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 		return nil, opError("CreateSRQ", dev, abi.TransportNone, err)
 	}
 	srq.prov = prov
+	c.tracked.Store(true)
 	c.srqs.Store(tag, srq)
 	return srq, nil
 }

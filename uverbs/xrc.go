@@ -131,6 +131,7 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	srq.prov = prov
+	c.tracked.Store(true)
 	c.srqs.Store(tag, srq)
 	return srq, nil
 }
@@ -227,6 +228,7 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	qp.prov = prov
+	c.tracked.Store(true)
 	c.qps.Store(tag, qp)
 	return qp, nil
 }
@@ -340,6 +342,7 @@ func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
 		prov = m.TargetQP(qpn) // mlx5: the target's ECE and data-in-order query
 	}
 	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag, prov: prov}
+	x.ctx.tracked.Store(true)
 	x.ctx.qps.Store(tag, qp)
 	return qp
 }
