@@ -227,7 +227,7 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		qp.destroyKernel()
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
-	qp.prov = prov
+	qp.setProvider(prov)
 	c.tracked.Store(true)
 	c.qps.Store(tag, qp)
 	return qp, nil
@@ -341,7 +341,8 @@ func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
 	if m, ok := x.ctx.prov.(provider.TargetQPMaker); ok {
 		prov = m.TargetQP(qpn) // mlx5: the target's ECE and data-in-order query
 	}
-	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag, prov: prov}
+	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag}
+	qp.setProvider(prov)
 	x.ctx.tracked.Store(true)
 	x.ctx.qps.Store(tag, qp)
 	return qp
