@@ -3,13 +3,18 @@
 # rstream (default: nonblocking, spinning; and -T b: blocking) and rdma-core's
 # rstream -T s (TCP sockets) over one netdev, at 64 B, 4 KiB, 64 KiB and 1 MiB,
 # in one boot. Run inside the rig with goverbs' rstream in PATH as grstream:
-#   test/rig/run.sh --kernel 6.1 --bin DIR -- 'sh /tmp/figures.sh 10.0.2.15'
-# (DIR holds grstream and this script). Each line is the client's result line
-# (rstream's format), prefixed by the pair; then a table of ratios: goverbs'
+#   test/rig/run.sh --kernel 6.1 --bin DIR --timeout 3600 -- 'sh /rig/bin/figures.sh 10.0.2.15'
+# (DIR holds grstream and this script). ROUNDS (default 3) rounds run one
+# after the other; in each, every size and mode runs the four pairs back to
+# back, the first of them rotating from round to round, so a burst of load
+# on a shared host falls on each in turn rather than on one. Each line is
+# the client's result line (rstream's format), prefixed by round and pair;
+# then a table of medians over the rounds and their ratios: goverbs'
 # throughput (Gb/s) or round trip (usec/xfer) over rdma-core rstream's, its
 # blocking mode's and TCP's (throughput: above 1 is goverbs faster; latency:
-# below 1 is goverbs faster).
+# below 1 is goverbs faster). A pair that failed counts in no median.
 addr=${1:-10.0.2.15}
+rounds=${ROUNDS:-3}
 port=7800
 all=/tmp/fig-all.txt
 : >"$all"
@@ -30,39 +35,67 @@ timed out or failed (status $?)"
 	done
 	wait $spid
 	line=$(echo "$out" | tail -1)
-	printf '%-16s %s\n' "$label" "$line"
+	printf '%s %-16s %s\n' "$round" "$label" "$line"
+	case "$line" in
+	*failed*) # what both sides said, for the failure's cause
+		echo "$out" | tail -5 | sed 's/^/#   client: /'
+		tail -5 /tmp/fig-srv.txt | sed 's/^/#   server: /' ;;
+	esac
 	echo "$label $size $line" >>"$all"
 }
-for size in 64 4096 65536 1048576; do
-	case $size in
-	64) lat=2000 bw=20000 ;;
-	4096) lat=2000 bw=10000 ;;
-	65536) lat=500 bw=1000 ;;
-	1048576) lat=50 bw=100 ;;
+pair() { # index args...: the index-th of the four pairs
+	k=$1
+	shift
+	case $k in
+	0) one "goverbs-$mode" grstream grstream "$@" ;;
+	1) one "rstream-$mode" rstream rstream "$@" ;;
+	2) one "rstream-b-$mode" "rstream -T b" "rstream -T b" "$@" ;;
+	3) one "tcp-$mode" "rstream -T s" "rstream -T s" "$@" ;;
 	esac
-	for mode in lat bw; do
-		if [ $mode = lat ]; then set -- -S $size -C 1 -I $lat; else set -- -S $size -C $bw -I 1; fi
-		one "goverbs-$mode" grstream grstream "$@"
-		one "rstream-$mode" rstream rstream "$@"
-		one "rstream-b-$mode" "rstream -T b" "rstream -T b" "$@"
-		one "tcp-$mode" "rstream -T s" "rstream -T s" "$@"
+}
+round=0
+while [ $round -lt "$rounds" ]; do
+	round=$((round + 1))
+	for size in 64 4096 65536 1048576; do
+		case $size in
+		64) lat=2000 bw=20000 ;;
+		4096) lat=2000 bw=10000 ;;
+		65536) lat=500 bw=1000 ;;
+		1048576) lat=50 bw=100 ;;
+		esac
+		for mode in lat bw; do
+			if [ $mode = lat ]; then set -- -S $size -C 1 -I $lat; else set -- -S $size -C $bw -I 1; fi
+			for j in 0 1 2 3; do
+				pair $(((j + round - 1) % 4)) "$@"
+			done
+		done
 	done
 done
 echo
-echo "ratios (goverbs / other): bw = Gb/s ratio, lat = usec/xfer ratio"
+echo "medians of $rounds rounds (goverbs / other): bw = Gb/s ratio, lat = usec/xfer ratio"
 awk '
+function median(key,   n, i, j, t, a) {
+  n = cnt[key]
+  for (i = 1; i <= n; i++) a[i] = vals[key, i]
+  for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+  if (n == 0) return ""
+  return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
+}
 { split($1, p, "-"); mode = p[length(p)]; impl = $1; sub("-" mode "$", "", impl)
-  v = (mode == "bw") ? $(NF-1) : $NF; val[impl, mode, $2] = v; sizes[$2] = 1 }
+  v = (mode == "bw") ? $(NF-1) : $NF
+  if (v !~ /^[0-9.]+$/ || v + 0 <= 0) next
+  key = impl SUBSEP mode SUBSEP $2; vals[key, ++cnt[key]] = v + 0 }
 END {
   printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s\n", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
   n = split("64 4096 65536 1048576", order, " ")
+  split("goverbs rstream rstream-b tcp", impls, " ")
   for (i = 1; i <= n; i++) for (m = 1; m <= 2; m++) {
     s = order[i]; mode = (m == 1) ? "lat" : "bw"
-    if (!(("goverbs", mode, s) in val)) continue
-    g = val["goverbs", mode, s]
-    printf "%-8s %-4s %12s %12s %12s %12s", s, mode, g, val["rstream", mode, s], val["rstream-b", mode, s], val["tcp", mode, s]
-    split("rstream rstream-b tcp", others, " ")
-    for (k = 1; k <= 3; k++) { o = val[others[k], mode, s]; if (o + 0 > 0) printf " %10.2f", g / o; else printf " %10s", "-" }
+    for (k = 1; k <= 4; k++) med[k] = median(impls[k] SUBSEP mode SUBSEP s)
+    if (med[1] == "") continue
+    printf "%-8s %-4s", s, mode
+    for (k = 1; k <= 4; k++) printf " %12s", (med[k] == "") ? "-" : med[k] " (" cnt[impls[k] SUBSEP mode SUBSEP s] ")"
+    for (k = 2; k <= 4; k++) if (med[k] != "") printf " %10.2f", med[1] / med[k]; else printf " %10s", "-"
     printf "\n"
   }
 }' "$all"
