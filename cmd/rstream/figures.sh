@@ -23,12 +23,23 @@ one() { # label server-cmd client-cmd args...
 	shift 3
 	port=$((port + 1))
 	# A pair that hangs (rstream -T s at 64 B bw once sat for minutes) is
-	# killed after ${PAIR_TIMEOUT:-180} s and reported; the others still run.
-	timeout -k 5 "${PAIR_TIMEOUT:-180}" $srv -b "$addr" -p $port "$@" >/tmp/fig-srv.txt 2>&1 &
+	# killed after ${PAIR_TIMEOUT:-120} s and reported; the others still run.
+	timeout -k 5 "${PAIR_TIMEOUT:-120}" $srv -b "$addr" -p $port "$@" >/tmp/fig-srv.txt 2>&1 &
 	spid=$!
+	# A client that starts before its server listens fails: rsocket's
+	# rconnect (retried below), but also rdma-core's nonblocking client
+	# and TCP client, whose rpoll after the connect reports POLLERR (exit
+	# status 8 or 24) while the server waits on until the timeout. So wait
+	# (up to 10 s) for the listener: a TCP socket, or an rdma_cm ID in
+	# LISTEN, on the port.
+	i=0
+	while [ $i -lt 100 ] && ! { netstat -ltn 2>/dev/null; rdma res show cm_id 2>/dev/null | grep LISTEN; } | grep -q ":$port "; do
+		i=$((i + 1))
+		sleep 0.1
+	done
 	i=0
 	while :; do
-		out=$(timeout -k 5 "${PAIR_TIMEOUT:-180}" $cli -s "$addr" -p $port "$@" 2>&1) || out="$out
+		out=$(timeout -k 5 "${PAIR_TIMEOUT:-120}" $cli -s "$addr" -p $port "$@" 2>&1) || out="$out
 timed out or failed (status $?)"
 		case "$out" in *rconnect*) i=$((i + 1)); [ $i -lt 50 ] && { sleep 0.2; continue; } ;; esac
 		break
