@@ -13,6 +13,9 @@
 # throughput (Gb/s) or round trip (usec/xfer) over rdma-core rstream's, its
 # blocking mode's and TCP's (throughput: above 1 is goverbs faster; latency:
 # below 1 is goverbs faster). A pair that failed counts in no median.
+# GSPIN=D adds a fifth pair, goverbs0: goverbs' rstream with
+# GOVERBS_WAIT_SPIN=D (e.g. -1ns: CQ.Wait parks at once, as rsocket.c does
+# after its 10 us), and its columns at the table's end.
 addr=${1:-10.0.2.15}
 rounds=${ROUNDS:-3}
 port=7800
@@ -62,8 +65,11 @@ pair() { # index args...: the index-th of the four pairs
 	1) one "rstream-$mode" rstream rstream "$@" ;;
 	2) one "rstream-b-$mode" "rstream -T b" "rstream -T b" "$@" ;;
 	3) one "tcp-$mode" "rstream -T s" "rstream -T s" "$@" ;;
+	4) one "goverbs0-$mode" "env GOVERBS_WAIT_SPIN=$GSPIN grstream" "env GOVERBS_WAIT_SPIN=$GSPIN grstream" "$@" ;;
 	esac
 }
+npairs=4
+[ -n "${GSPIN:-}" ] && npairs=5
 round=0
 while [ $round -lt "$rounds" ]; do
 	round=$((round + 1))
@@ -76,15 +82,17 @@ while [ $round -lt "$rounds" ]; do
 		esac
 		for mode in lat bw; do
 			if [ $mode = lat ]; then set -- -S $size -C 1 -I $lat; else set -- -S $size -C $bw -I 1; fi
-			for j in 0 1 2 3; do
-				pair $(((j + round - 1) % 4)) "$@"
+			j=0
+			while [ $j -lt $npairs ]; do
+				pair $(((j + round - 1) % npairs)) "$@"
+				j=$((j + 1))
 			done
 		done
 	done
 done
 echo
 echo "medians of $rounds rounds (goverbs / other): bw = Gb/s ratio, lat = usec/xfer ratio"
-awk '
+awk -v extra="${GSPIN:-}" '
 function median(key,   n, i, j, t, a) {
   n = cnt[key]
   for (i = 1; i <= n; i++) a[i] = vals[key, i]
@@ -97,9 +105,11 @@ function median(key,   n, i, j, t, a) {
   if (v !~ /^[0-9.]+$/ || v + 0 <= 0) next
   key = impl SUBSEP mode SUBSEP $2; vals[key, ++cnt[key]] = v + 0 }
 END {
-  printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s\n", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
+  printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
+  if (extra != "") printf " %12s %10s", "goverbs0", "g0/rstream"
+  printf "\n"
   n = split("64 4096 65536 1048576", order, " ")
-  split("goverbs rstream rstream-b tcp", impls, " ")
+  split("goverbs rstream rstream-b tcp goverbs0", impls, " ")
   for (i = 1; i <= n; i++) for (m = 1; m <= 2; m++) {
     s = order[i]; mode = (m == 1) ? "lat" : "bw"
     for (k = 1; k <= 4; k++) med[k] = median(impls[k] SUBSEP mode SUBSEP s)
@@ -107,6 +117,11 @@ END {
     printf "%-8s %-4s", s, mode
     for (k = 1; k <= 4; k++) printf " %12s", (med[k] == "") ? "-" : med[k] " (" cnt[impls[k] SUBSEP mode SUBSEP s] ")"
     for (k = 2; k <= 4; k++) if (med[k] != "") printf " %10.2f", med[1] / med[k]; else printf " %10s", "-"
+    if (extra != "") {
+      g0 = median("goverbs0" SUBSEP mode SUBSEP s)
+      printf " %12s", (g0 == "") ? "-" : g0 " (" cnt["goverbs0" SUBSEP mode SUBSEP s] ")"
+      if (g0 != "" && med[2] != "") printf " %10.2f", g0 / med[2]; else printf " %10s", "-"
+    }
     printf "\n"
   }
 }' "$all"
