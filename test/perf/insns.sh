@@ -11,7 +11,9 @@
 # (send_lat, write_bw, ...; rxe0 loopback, -x 1 -F; the op is one iteration
 # of -n), or rstream:lat:SIZE / rstream:bw:SIZE (rdma-core's rstream beside
 # cmd/rstream on rxe0's address; lat is -C 1 -I N, one op a round trip; bw
-# -C N -I 1, one op a transfer). Each program runs each case twice, with N1
+# -C N -I 1, one op a transfer; rstream:lat,b:SIZE adds -T b to both
+# sides: rdma-core's rstream then blocks after rsocket's 10 us poll
+# instead of spinning in rpoll). Each program runs each case twice, with N1
 # and N2 ops (default 2000 and 12000), server and client both in the guest
 # and both counted; a marker program (mark.c) between the runs makes the
 # plugin print its totals, and the difference of the two runs over N2-N1 is
@@ -78,7 +80,8 @@ if [ "${1:-}" = --guest ]; then
       for n in "${N1:-2000}" "${N2:-12000}"; do
         if [ $kind = rstream ]; then
           prog=rstream; [ $side = goverbs ] && prog=grstream
-          if [ "$fl" = lat ]; then set -- -S "$size" -C 1 -I "$n"; else set -- -S "$size" -C "$n" -I 1; fi
+          case " $fl " in *" lat "*) set -- -S "$size" -C 1 -I "$n" ;; *) set -- -S "$size" -C "$n" -I 1 ;; esac
+          case " $fl " in *" b "*) set -- "$@" -T b ;; esac # blocking: rdma-core's rstream parks after 10 us
         else
           prog=ib_$t; [ $side = goverbs ] && prog=gv_ib_$t
           # shellcheck disable=SC2086 # fl is flags or nothing
