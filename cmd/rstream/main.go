@@ -27,7 +27,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -36,22 +35,7 @@ import (
 	"github.com/goverbs/goverbs/rsocket"
 )
 
-func main() {
-	oneP()
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
-}
-
-// oneP runs the program on one P (GOMAXPROCS 1) unless the environment
-// sets GOMAXPROCS, as cmd/perftest does and for the same reason: rstream
-// is one goroutine doing one transfer after the other, like rdma-core's
-// one thread, and a second P only lets the runtime wake and park more
-// threads around each wait (futex, epoll_pwait), which on the rig's 2
-// vCPUs take CPU from the two sides and rxe's kernel work.
-func oneP() {
-	if os.Getenv("GOMAXPROCS") == "" {
-		runtime.GOMAXPROCS(1)
-	}
-}
+func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
 
 type testSize struct{ size, option int }
 
