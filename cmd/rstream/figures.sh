@@ -10,9 +10,11 @@
 # on a shared host falls on each in turn rather than on one. Each line is
 # the client's result line (rstream's format), prefixed by round and pair;
 # then a table of medians over the rounds and their ratios: goverbs'
-# throughput (Gb/s) or round trip (usec/xfer) over rdma-core rstream's, its
-# blocking mode's and TCP's (throughput: above 1 is goverbs faster; latency:
-# below 1 is goverbs faster). A pair that failed counts in no median.
+# throughput (MB/s, from usec/xfer: rstream's Gb/s has two decimals, 0.00
+# at 64 B under TCG) or round trip (usec/xfer) over rdma-core rstream's,
+# its blocking mode's and TCP's (throughput: above 1 is goverbs faster;
+# latency: below 1 is goverbs faster). A pair that failed counts in no
+# median.
 # GSPIN=D adds a fifth pair, goverbs0: goverbs' rstream with
 # GOVERBS_WAIT_SPIN=D (e.g. -1ns: CQ.Wait parks at once, as rsocket.c does
 # after its 10 us), and its columns at the table's end.
@@ -91,7 +93,7 @@ while [ $round -lt "$rounds" ]; do
 	done
 done
 echo
-echo "medians of $rounds rounds (goverbs / other): bw = Gb/s ratio, lat = usec/xfer ratio"
+echo "medians of $rounds rounds (goverbs / other): bw = MB/s ratio, lat = usec/xfer ratio"
 awk -v extra="${GSPIN:-}" '
 function median(key,   n, i, j, t, a) {
   n = cnt[key]
@@ -101,8 +103,9 @@ function median(key,   n, i, j, t, a) {
   return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
 { split($1, p, "-"); mode = p[length(p)]; impl = $1; sub("-" mode "$", "", impl)
-  v = (mode == "bw") ? $(NF-1) : $NF
+  v = $NF # usec/xfer
   if (v !~ /^[0-9.]+$/ || v + 0 <= 0) next
+  if (mode == "bw") v = sprintf("%.3f", $2 / v) # MB/s
   key = impl SUBSEP mode SUBSEP $2; vals[key, ++cnt[key]] = v + 0 }
 END {
   printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
