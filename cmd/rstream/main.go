@@ -19,12 +19,13 @@
 // rsocket doubles SO_SNDBUF/SO_RCVBUF values, so the buffers are 1 MiB).
 //
 // figures.sh, beside this file, runs it against rdma-core's rstream (its
-// spinning default and -T b) and TCP (-T s) in one rig boot. On Linux 6.1's
-// rxe under TCG on a loaded host (docs/COST.md, "rsocket beside rstream and
-// TCP") it is within 5% of the spinning rstream from 4 KiB up (64 KiB
-// ahead), 1.25-1.63x -T b's round trip above 64 B, and far behind the
-// spinner's 64 B round trip; its user code runs 3-5x rdma-core's
-// instructions per transfer, the kernel about as many for both.
+// spinning default and -T b) and TCP (-T s) in one rig boot. On Linux 6.1
+// under TCG on a loaded host (docs/COST.md, "rsocket beside rstream and
+// TCP"): on rxe it is within 7% of the spinning rstream from 4 KiB up
+// (ahead at 64 KiB), 1.25-1.63x -T b's round trip above 64 B and far
+// behind the spinner's 64 B round trip; on siw it leads both on the 64 B
+// round trip and trails above it. Its user code runs 3-5x rdma-core's
+// instructions per transfer; the kernel runs most of them, for both.
 package main
 
 import (
