@@ -1,0 +1,27 @@
+# table.awk: instructions per op from the INSNS and ILABEL lines that
+# test/perf/insns/plugin.c and a guest script print (insns.sh, slowloop.sh):
+# per case and side, the difference of the N2 and N1 runs over N2-N1, in the
+# kernel, in goverbs' Go code, in rdma-core's user code, in all user code,
+# and the ratios goverbs/rdma-core.
+  /^INSNS / { for (i = 3; i <= NF; i++) { split($i, kv, "="); c[$2, kv[1]] = kv[2] } }
+  /^ILABEL / { a = $2; b = $3; k = $4 SUBSEP $5; if (!(k in n1)) { n1[k] = $6; r1k[k] = a SUBSEP b }
+               else { n2[k] = $6; r2k[k] = a SUBSEP b }
+               if (!($4 in seen)) { seen[$4] = 1; order[++nc] = $4 } }
+  function d(r, f,   p) { split(r, p, SUBSEP); return c[p[2], f] - c[p[1], f] }
+  function per(k, f) { return (d(r2k[k], f) - d(r1k[k], f)) / (n2[k] - n1[k]) }
+  END {
+    printf "%-22s %-9s %10s %10s %10s %10s %10s  (instructions per op)\n", "case", "side", "kernel", "go", "rdma-core", "user", "total"
+    for (i = 1; i <= nc; i++) {
+      for (s = 1; s <= 2; s++) {
+        side = (s == 1) ? "goverbs" : "rdma-core"; k = order[i] SUBSEP side
+        if (!(k in n2)) continue
+        kern = per(k, "kernel"); g = per(k, "go"); r = per(k, "exe") + per(k, "lib")
+        u = g + r + per(k, "other"); tot = kern + u
+        U[side] = u; T[side] = tot
+        printf "%-22s %-9s %10.0f %10.0f %10.0f %10.0f %10.0f\n", order[i], side, kern, g, r, u, tot
+      }
+      if (U["rdma-core"] > 0 && T["rdma-core"] > 0)
+        printf "%-22s %-9s %43s user %.2f, total %.2f\n", order[i], "ratio", "", U["goverbs"] / U["rdma-core"], T["goverbs"] / T["rdma-core"]
+      delete U; delete T
+    }
+  }
