@@ -75,7 +75,10 @@ type Ioctl struct {
 	// arenaMask is set; encode turns it into an address (the arena may
 	// move while attributes are added). outMask marks the outputs,
 	// dstMask those with a dsts entry to copy into after the call.
-	offs               [maxIoctlAttrs]int32
+	offs [maxIoctlAttrs]int32
+	// lens[i] is the byte count reserved there: the most Output returns,
+	// whatever length the kernel's answer claims.
+	lens               [maxIoctlAttrs]int32
 	arenaMask, outMask uint32
 	dstMask            uint32
 	dsts               [maxIoctlAttrs][]byte
@@ -184,7 +187,7 @@ func (b *Ioctl) addArena(id uint16, n, off int, out bool) Attr {
 	if a < 0 {
 		return a
 	}
-	b.offs[a] = int32(off)
+	b.offs[a], b.lens[a] = int32(off), int32(n)
 	b.arenaMask |= 1 << a
 	if out {
 		b.outMask |= 1 << a
@@ -259,7 +262,7 @@ func (b *Ioctl) Output(a Attr) []byte {
 		return nil
 	}
 	off := int(b.offs[a])
-	return b.arena[off : off+int(b.wire.attrs[a].Len)]
+	return b.arena[off : off+min(int(b.wire.attrs[a].Len), int(b.lens[a]))]
 }
 
 // Uint32In adds a 4-byte input (PTR_IN of a u32, sent inline).
