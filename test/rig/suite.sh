@@ -117,6 +117,9 @@ RIG_STALL=${RIG_STALL:-$((T + 60))}
 # shellcheck disable=SC2034 # read by lib.sh's rig_qemu_once
 RIG_BOOT_MARK='^RIG-START: '
 pass=0; fail=0; summary=(); boots=(); ki=0
+# Each failure's digest is printed when its kernel's boot ends and again
+# after the summary: a CI log cut to its tail still shows why.
+digests=$(mktemp); trap 'rm -f "$digests"' EXIT
 for envf in "${envs[@]}"; do
   kpass=$pass kfail=$fail
   kov=$ov knames=(${names[@]+"${names[@]}"}) kbroken=(${broken[@]+"${broken[@]}"})
@@ -143,7 +146,7 @@ for envf in "${envs[@]}"; do
       PASS*) pass=$((pass + 1)) ;;
       *) fail=$((fail + 1))
          if grep -q "^RIG-RESULT: $n " < <(tr -d '\r' < "$logf"); then
-           echo "rig: FAIL $n on $KVER:"; digest "$logf" "$n"
+           { echo "rig: FAIL $n on $KVER:"; digest "$logf" "$n"; } | tee -a "$digests"
          fi ;;
     esac
     summary+=("$(printf '%-4s %-24s %-24s %s' "${r%% *}" "$n" "$KVER" "${r#* }")")
@@ -163,5 +166,9 @@ done
 echo "rig: ==== summary ($(since "$t_all")s) ===="
 printf '%s\n' "${summary[@]}"
 printf 'rig: %s\n' ${boots[@]+"${boots[@]}"}
+if [ -s "$digests" ]; then
+  echo "rig: ==== the failures again ===="
+  cat "$digests"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
