@@ -68,11 +68,13 @@ type Conn struct {
 	rmu, wmu sync.Mutex // one Read, one Write at a time
 	rdl, wdl deadline
 
-	// tok is the right to poll the CQ: whoever holds it may Poll or Wait.
-	tok chan struct{}
-	wc  [32]uverbs.WorkCompletion // used by the token's holder
+	wc [32]uverbs.WorkCompletion // used by the goroutine polling the CQ (mu held, or polling set)
 
-	mu         sync.Mutex // everything below
+	mu sync.Mutex // everything below
+	// polling is set while a goroutine waits on the CQ with mu released
+	// (waitHeld): only it may Poll or Wait then. With mu held and polling
+	// clear, the holder of mu may poll.
+	polling    bool
 	state      int
 	err        error // why the connection is in stError
 	closing    bool
@@ -133,8 +135,6 @@ func newConn(s sizes) (*Conn, error) {
 	}
 	c.mem = mem
 	c.rmsg = make([]uint32, c.rqSize+1)
-	c.tok = make(chan struct{}, 1)
-	c.tok <- struct{}{}
 	c.prog = make(chan struct{})
 	c.rdl.init()
 	c.wdl.init()
