@@ -15,7 +15,10 @@
 #   bandwidth (write_bw, send_bw; 64 B, 4 KiB, 64 KiB; post list 1 and 16):
 #            BW average (MB/s) and message rate (Mpps); the ratio (of the
 #            bandwidths, which have more digits than the rates) > 1 means
-#            goverbs is faster.
+#            goverbs is faster. Each bandwidth run also shows how often
+#            rxe's retransmit timer fired in it (hw_counters'
+#            completer_retry_err; goverbs' run, then perftest's): spurious
+#            in both programs, about one per 70-120 ms of streaming.
 # Timings in a TCG guest (no KVM) on a shared host are slow and noisy:
 # compare the ratios, not the absolute figures.
 # Knobs: RUNS, KERNEL, LAT_ITERS (default 300), BW_ITERS (default 960, a
@@ -32,8 +35,15 @@ if [ "${1:-}" = --guest ]; then
   listening() { netstat -ltn 2>/dev/null | grep -q ":$1 "; }
   # pair SERVER CLIENT ARGS...: prints the client's report line; on failure
   # both outputs go to stderr and the line has no figures.
+  # rxe's retransmit timer fires in a run of either program (rxe_comp.c
+  # arms it at the first send and pushes it on only now and then, so a
+  # stream of several hundred ms retries every 70-120 ms: session 12);
+  # each pair's count of those retries goes to /tmp/retries for the
+  # bandwidth lines.
+  retries() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/completer_retry_err 2>/dev/null || echo 0; }
   pair() {
-    local sprog=$1 cprog=$2; shift 2
+    local sprog=$1 cprog=$2 r0; shift 2
+    r0=$(retries)
     port=$((port + 1))
     local s=/tmp/srv.$port c=/tmp/cli.$port i=0
     # Both sides are bounded: perftest's own ib_send_lat -e hung on 7.3 (a
@@ -50,6 +60,7 @@ if [ "${1:-}" = --guest ]; then
       return 0
     fi
     grep -E '^ [0-9]+ +[0-9]+ ' "$c" | tail -n 1
+    echo $(($(retries) - r0)) > /tmp/retries
     rm -f "$s" "$c"
   }
   median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
@@ -84,12 +95,14 @@ if [ "${1:-}" = --guest ]; then
           [ "$size" -ge 65536 ] && iters=$((iters / 5))
           gb=() gm=() pb=() pm=()
           for r in $(seq "$runs"); do
-            g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl")
-            p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl")
+            echo '?' > /tmp/retries
+            g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl") gr=$(cat /tmp/retries)
+            echo '?' > /tmp/retries
+            p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
             gb+=("$(echo "$g" | awk '{print $4}')") gm+=("$(echo "$g" | awk '{print $5}')")
             pb+=("$(echo "$p" | awk '{print $4}')") pm+=("$(echo "$p" | awk '{print $5}')")
-            printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps\n' \
-              "$t" "$size" "$pl" "$r" "${gb[-1]}" "${gm[-1]}" "${pb[-1]}" "${pm[-1]}"
+            printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps   rxe retries %s, %s\n' \
+              "$t" "$size" "$pl" "$r" "${gb[-1]}" "${gm[-1]}" "${pb[-1]}" "${pm[-1]}" "$gr" "$pr"
           done
           awk -v t="$t" -v s="$size" -v l="$pl" -v gb="$(echo "${gb[*]}" | median)" -v gm="$(echo "${gm[*]}" | median)" \
               -v pb="$(echo "${pb[*]}" | median)" -v pm="$(echo "${pm[*]}" | median)" 'BEGIN {
