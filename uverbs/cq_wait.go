@@ -115,11 +115,21 @@ func (s *waitSpin) parked() {
 // calibrate records that polls polls took ns nanoseconds. A spin shorter
 // than one clock interval (spinTimedChunks chunks) does not count: its
 // time is mostly the clock reads' (a syscall each under hpet), and it
-// would make a poll look dear and the cap, in polls, far too short.
+// would make a poll look dear and the cap, in polls, far too short. A
+// poll may look at most twice as dear as the last calibration said: a
+// timed spin whose thread was descheduled or interrupted (a vCPU the host
+// ran something else on, the driver's softirq) would otherwise shrink the
+// cap, in polls, for the next spinCalibrateEvery waits, and a ping-pong
+// then parked a third of its waits (rsocket under TCG, session 12).
 func (s *waitSpin) calibrate(polls, ns int64) {
-	if polls >= spinChunk*spinTimedChunks && ns > 0 {
-		s.pollPs = max(ns*1000/polls, 1)
+	if polls < spinChunk*spinTimedChunks || ns <= 0 {
+		return
 	}
+	ps := max(ns*1000/polls, 1)
+	if s.pollPs > 0 && ps > 2*s.pollPs {
+		ps = 2 * s.pollPs
+	}
+	s.pollPs = ps
 }
 
 // spin polls the CQ, found empty by Wait, for the adaptive spin budget.
@@ -131,9 +141,13 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 	if limit == 0 {
 		return 0, false, 0, nil
 	}
-	var start int64
+	// A timed spin reads the clock every spinTimedChunks chunks; the
+	// cheapest of those intervals is what a poll costs (an interrupted one
+	// only looks dearer).
+	var start, mark, least int64
 	if timed {
 		start = nanotime()
+		mark = start
 	}
 	done := ctx.Done()
 	for chunks := 1; ; chunks++ {
@@ -146,7 +160,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 					}
 				}
 				if timed {
-					s.calibrate(polls, nanotime()-start)
+					s.calibrate(spinChunk*spinTimedChunks, least)
 				}
 				s.found()
 				return n, true, polls, err
@@ -163,8 +177,13 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			if chunks%spinTimedChunks != 0 {
 				continue
 			}
-			if el := nanotime() - start; el >= s.capNs {
-				s.calibrate(polls, el)
+			now := nanotime()
+			if d := now - mark; least == 0 || d < least {
+				least = d
+			}
+			mark = now
+			if now-start >= s.capNs {
+				s.calibrate(spinChunk*spinTimedChunks, least)
 				return 0, false, polls, nil
 			}
 		} else if polls >= limit {

@@ -76,3 +76,23 @@ func TestWaitSpinOff(t *testing.T) {
 		t.Fatalf("default cap %d ns, want %d", d.capNs, defaultWaitSpin)
 	}
 }
+
+// TestWaitSpinCalibrationBounded: one timed spin that was interrupted
+// (its polls look 1000x dearer) at most halves the cap in polls, and a
+// normal spin after it brings the cap back.
+func TestWaitSpinCalibrationBounded(t *testing.T) {
+	s := newWaitSpin(100 * time.Microsecond)
+	s.calibrate(1000, 10_000) // 10 ns a poll: the cap is 10000 polls
+	s.calibrate(1000, 10_000_000)
+	if got := s.capPolls(); got != 5000 {
+		t.Fatalf("cap after an interrupted calibration: %d polls, want 5000 (a poll at most twice as dear)", got)
+	}
+	s.calibrate(1000, 10_000)
+	if got := s.capPolls(); got != 10_000 {
+		t.Fatalf("cap after a normal calibration: %d polls, want 10000", got)
+	}
+	s.calibrate(1000, 15_000) // polls really dearer: followed, within the bound
+	if got := s.capPolls(); got != 6666 {
+		t.Fatalf("cap after a 1.5x dearer calibration: %d polls, want 6666", got)
+	}
+}
