@@ -470,7 +470,7 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 			return err
 		}
 	}
-	if err := id.ch.write("Connect", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), nil); err != nil {
+	if err := id.write("Connect", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	if id.iWARP() || id.qpType == uverbs.QPTypeUD {
@@ -507,10 +507,10 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 	}
 	// ACCEPT without parameters on the active side sends the RTU.
 	acc := abi.RdmaUcmAccept{Id: id.kid}
-	return id.ch.write("Connect", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&acc), nil)
+	return id.write("Connect", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&acc), nil)
 }
 
 func (id *ID) reject() {
 	req := abi.RdmaUcmReject{Id: id.kid}
-	_ = id.ch.write("Reject", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
+	_ = id.write("Reject", abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
 }

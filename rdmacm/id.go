@@ -49,6 +49,11 @@ type ID struct {
 	closedCh chan struct{}
 	closing  sync.Once
 
+	// kmu orders the commands that name kid before Close's DESTROY_ID
+	// (write); destroyed refuses them after it.
+	kmu       sync.RWMutex
+	destroyed bool
+
 	dev  *device
 	port uint8
 	qp   *uverbs.QP // the QP the CM moves (iWARP, and for Disconnect)
@@ -238,7 +243,7 @@ func (id *ID) Bind(addr netip.AddrPort) error {
 	var req abi.RdmaUcmBind
 	req.Id = id.kid
 	req.AddrSize = uint16(putSockaddr(abi.Bytes(&req.Addr), addr, false))
-	return id.ch.write("Bind", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+	return id.write("Bind", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
 }
 
 // ResolveAddr resolves dst to an RDMA device and port (RESOLVE_ADDR, then
@@ -253,7 +258,7 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 		req.SrcSize = uint16(putSockaddr(abi.Bytes(&req.SrcAddr), src, v6))
 	}
 	req.DstSize = uint16(putSockaddr(abi.Bytes(&req.DstAddr), dst, v6))
-	if err := id.ch.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
+	if err := id.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	if _, err := id.wait(ctx, "ResolveAddr", false, EventAddrResolved); err != nil {
@@ -267,7 +272,7 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 // timeout too.
 func (id *ID) ResolveRoute(ctx context.Context) error {
 	req := abi.RdmaUcmResolveRoute{Id: id.kid, TimeoutMs: timeoutMS(ctx)}
-	if err := id.ch.write("ResolveRoute", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), nil); err != nil {
+	if err := id.write("ResolveRoute", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	_, err := id.wait(ctx, "ResolveRoute", false, EventRouteResolved)
@@ -279,7 +284,7 @@ func (id *ID) query(op string) (queryAddr, error) {
 	var resp abi.RdmaUcmQueryAddrResp
 	out := abi.Bytes(&resp)
 	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_ADDR}
-	if err := id.ch.write(op, abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	if err := id.write(op, abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
 		return queryAddr{}, err
 	}
 	q, err := decodeQueryAddr(out)
@@ -359,7 +364,7 @@ func (id *ID) iWARP() bool { return id.dev != nil && id.dev.dev.Transport == uve
 func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	out := make([]byte, 144)
 	req := abi.RdmaUcmInitQpAttr{Response: addrOf(out), Id: id.kid, QpState: uint32(state)}
-	if err := id.ch.write("InitQPAttr", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), out); err != nil {
+	if err := id.write("InitQPAttr", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), out); err != nil {
 		return uverbs.QPAttr{}, 0, err
 	}
 	a, m, err := decodeQPAttr(out)
@@ -403,7 +408,7 @@ func (id *ID) Listen(backlog int) error {
 		backlog = 1024
 	}
 	req := abi.RdmaUcmListen{Id: id.kid, Backlog: uint32(backlog)}
-	return id.ch.write("Listen", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req), nil)
+	return id.write("Listen", abi.RDMA_USER_CM_CMD_LISTEN, abi.Bytes(&req), nil)
 }
 
 // NextRequest returns the next connection request of a listening ID.
@@ -489,10 +494,11 @@ func (id *ID) Err() error {
 
 // Disconnect disconnects the ID's connection (DISCONNECT). The CM moves
 // the QP to ERR (IB, RoCE) or its iWARP equivalent; posted work requests
-// complete with flush errors. Both sides get a DISCONNECTED event.
+// complete with flush errors. Both sides get a DISCONNECTED event. After
+// Close it returns an error matching ErrClosed.
 func (id *ID) Disconnect() error {
 	req := abi.RdmaUcmDisconnect{Id: id.kid}
-	return id.ch.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req), nil)
+	return id.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, abi.Bytes(&req), nil)
 }
 
 // Close destroys the ID (DESTROY_ID) and wakes its blocked calls with an
@@ -521,7 +527,10 @@ func (id *ID) Close() error {
 		req := abi.RdmaUcmDestroyId{Id: id.kid}
 		resp := make([]byte, 4)
 		req.Response = addrOf(resp)
+		id.kmu.Lock()
 		err = id.ch.write("Close", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), resp)
+		id.destroyed = true // the kernel's id is gone even when the write failed (a closed channel)
+		id.kmu.Unlock()
 		if errors.Is(err, ErrClosed) {
 			err = nil // the channel's close destroyed it
 		}
@@ -530,10 +539,27 @@ func (id *ID) Close() error {
 	return err
 }
 
+// write sends a command that names the ID's kernel id, or fails with
+// ErrClosed once Close has destroyed it. The kernel gives a destroyed id
+// at once to the next ID created (ucma.c: xa_alloc takes the lowest free
+// one) and takes commands for any id of the same file, so a command made
+// after DESTROY_ID (the Disconnect that answers a peer's DREQ from its own
+// goroutine, a Disconnect after Close) would act on another connection:
+// on 5.10 that disconnected a new siw connection the moment it was set up
+// (rdmacm's TestRigSIWFirstMessage, about one run in three).
+func (id *ID) write(op string, cmd uint32, in, out []byte) error {
+	id.kmu.RLock()
+	defer id.kmu.RUnlock()
+	if id.destroyed {
+		return opError(op, ErrClosed)
+	}
+	return id.ch.write(op, cmd, in, out)
+}
+
 // setOption is SET_OPTION with an integer value of size n.
 func (id *ID) setOption(op string, level, name uint32, val []byte) error {
 	req := abi.RdmaUcmSetOption{Optval: addrOf(val), Id: id.kid, Level: level, Optname: name, Optlen: uint32(len(val))}
-	return id.ch.write(op, abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), val)
+	return id.write(op, abi.RDMA_USER_CM_CMD_SET_OPTION, abi.Bytes(&req), val)
 }
 
 // SetTOS sets the type of service of the ID's traffic (RDMA_OPTION_ID_TOS).

@@ -208,7 +208,7 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 		}
 		req.ConnParam.Qkey = a.QKey
 	}
-	if err := ch.write("Accept", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), nil); err != nil {
+	if err := id.write("Accept", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), nil); err != nil {
 		return failConn(err)
 	}
 	if id.qpType == uverbs.QPTypeUD {
@@ -258,7 +258,7 @@ func (r *ConnRequest) reject(verb string, privateData []byte, reason uint8) erro
 	}
 	copy(req.PrivateData[:], privateData)
 	req.PrivateDataLen = uint8(len(privateData))
-	err := r.ID.ch.write(verb, abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
+	err := r.ID.write(verb, abi.RDMA_USER_CM_CMD_REJECT, abi.Bytes(&req), nil)
 	if e := r.ID.Close(); err == nil {
 		err = e
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
@@ -17,7 +18,7 @@ type Multicast struct {
 	addr netip.AddrPort
 	evs  chan Event
 	UD   UDParam // from MULTICAST_JOIN: QPN 0xffffff, QKey, the group's address
-	left bool
+	left atomic.Bool
 	qp   *uverbs.QP // attached by JoinGroup
 }
 
@@ -50,7 +51,7 @@ func (id *ID) JoinMulticast(ctx context.Context, addr netip.AddrPort, sendOnly b
 	if sendOnly {
 		req.JoinFlags = abi.RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
 	}
-	if err := id.ch.write("JoinMulticast", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), out); err != nil {
+	if err := id.write("JoinMulticast", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), out); err != nil {
 		id.ch.unregister(uid)
 		return nil, err
 	}
@@ -82,10 +83,9 @@ func (m *Multicast) Addr() netip.AddrPort { return m.addr }
 
 // Leave leaves the group (LEAVE_MCAST). Detach the QP first. Idempotent.
 func (m *Multicast) Leave() error {
-	if m.left {
+	if !m.left.CompareAndSwap(false, true) {
 		return nil
 	}
-	m.left = true
 	var err error
 	if m.qp != nil && m.UD.AH.GRH != nil {
 		err = m.qp.DetachMulticast(m.UD.AH.GRH.DGID, m.UD.AH.DLID)
@@ -97,7 +97,8 @@ func (m *Multicast) Leave() error {
 	req := abi.RdmaUcmDestroyId{Id: m.kid}
 	resp := make([]byte, 4)
 	req.Response = addrOf(resp)
-	if e := m.id.ch.write("LeaveMulticast", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), resp); err == nil {
+	// After the ID's Close, ErrClosed: DESTROY_ID left the group.
+	if e := m.id.write("LeaveMulticast", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), resp); err == nil && !errors.Is(e, ErrClosed) {
 		err = e
 	}
 	return err

@@ -112,7 +112,7 @@ const maxPaths = 2
 func (id *ID) QueryPath() ([]PathRecord, error) {
 	out := make([]byte, 8+maxPaths*pathRecDataSize)
 	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_PATH}
-	if err := id.ch.write("QueryPath", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	if err := id.write("QueryPath", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
 		return nil, err
 	}
 	p, err := decodeQueryPath(out)
@@ -152,7 +152,7 @@ func (id *ID) QueryGID() (src, dst IBAddr, err error) {
 	var resp abi.RdmaUcmQueryAddrResp
 	out := abi.Bytes(&resp)
 	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_GID}
-	if err := id.ch.write("QueryGID", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	if err := id.write("QueryGID", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
 		return IBAddr{}, IBAddr{}, err
 	}
 	q, err := decodeQueryAddr(out)
@@ -197,7 +197,15 @@ func (id *ID) Migrate(to *EventChannel) error {
 	var resp abi.RdmaUcmMigrateResp
 	out := abi.Bytes(&resp)
 	req := abi.RdmaUcmMigrateId{Response: addrOf(out), Id: id.kid, Fd: uint32(from.Fd())}
-	if err := to.write(op, abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), out); err != nil {
+	// Under kmu held exclusively: the ID's other commands (id.write) go to
+	// the channel it is on, and after Close to none (the kid is not ours).
+	id.kmu.Lock()
+	err := opError(op, ErrClosed)
+	if !id.destroyed {
+		err = to.write(op, abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), out)
+	}
+	if err != nil {
+		id.kmu.Unlock()
 		if id.uid != 0 {
 			to.unregister(id.uid)
 		}
@@ -214,6 +222,7 @@ func (id *ID) Migrate(to *EventChannel) error {
 	hadDev := id.dev != nil
 	id.dev = nil
 	id.mu.Unlock()
+	id.kmu.Unlock()
 	if hadDev {
 		// The device context is the channel's: open it on to.
 		return id.bindDevice(op)
@@ -262,7 +271,7 @@ func (id *ID) BindIB(a IBAddr) error {
 	var req abi.RdmaUcmBind
 	req.Id = id.kid
 	req.AddrSize = uint16(putSockaddrIB(abi.Bytes(&req.Addr), a))
-	return id.ch.write("BindIB", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+	return id.write("BindIB", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
 }
 
 // ResolveAddrIB resolves an AF_IB destination (RESOLVE_ADDR with struct
@@ -278,7 +287,7 @@ func (id *ID) ResolveAddrIB(ctx context.Context, src, dst IBAddr) error {
 		req.SrcSize = uint16(putSockaddrIB(abi.Bytes(&req.SrcAddr), src))
 	}
 	req.DstSize = uint16(putSockaddrIB(abi.Bytes(&req.DstAddr), dst))
-	if err := id.ch.write("ResolveAddrIB", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
+	if err := id.write("ResolveAddrIB", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
 	if _, err := id.wait(ctx, "ResolveAddrIB", false, EventAddrResolved); err != nil {

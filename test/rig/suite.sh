@@ -43,7 +43,7 @@ printf '#!/bin/sh\nexec sh /rig/run-tests.sh\n' > "$RIG_OUT/cmd"
 make_overlay "$ov" "$RIG_OUT/cmd"
 # The rig tests' own knobs pass through too (test/rig/README.md, "Knobs").
 write_env "$ov/rig/env" RIG_RUN RIG_TEST_TIMEOUT RIG_TEST_ARGS GOVERBS_COMPARE \
-  RDMACM_TEST_CONNS RDMACM_TEST_INFLIGHT GOVERBS_SIW_NUDGE RSTREAM_SIW_ROUNDS RPING_SIW_ROUNDS PERFTEST_SIW_ROUNDS
+  RDMACM_TEST_CONNS RDMACM_TEST_INFLIGHT RDMACM_SIW_FIRST RDMACM_DEBUG GOVERBS_SIW_NUDGE RSTREAM_SIW_ROUNDS RPING_SIW_ROUNDS PERFTEST_SIW_ROUNDS
 cd "$TOP"
 for p in ${tools[@]+"${tools[@]}"}; do
   CGO_ENABLED=0 go build -o "$ov/rig/bin/" "$p" || die "go build $p failed"
