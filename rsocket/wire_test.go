@@ -150,6 +150,22 @@ func TestDeadline(t *testing.T) {
 	if !closed(d.done()) {
 		t.Fatal("a deadline reopened after shutdown")
 	}
+
+	// A broken connection's channel stays closed; its time still counts.
+	var b deadline
+	b.init()
+	b.interrupt()
+	if !closed(b.done()) || b.expired() {
+		t.Fatal("interrupt did not close the channel, or counts as a timeout")
+	}
+	b.set(time.Now().Add(-time.Second))
+	if !b.expired() {
+		t.Fatal("a past deadline after interrupt has not expired")
+	}
+	b.set(time.Time{})
+	if b.expired() || !closed(b.done()) {
+		t.Fatal("a cleared deadline after interrupt expired, or its channel reopened")
+	}
 }
 
 // TestDeadlineContext: a deadline's context keeps the Context contract
