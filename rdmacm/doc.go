@@ -101,8 +101,10 @@
 // ResolveRoute and JoinMulticast must not run concurrently on the same ID.
 // Close, Disconnect, NextEvent, Done and Err may be called from any
 // goroutine at any time; Close is idempotent and wakes blocked calls with
-// an error matching ErrClosed (which is uverbs.ErrClosed). Different IDs
-// and connections are independent. ctx bounds every wait; a ctx deadline is
+// an error matching ErrClosed (which is uverbs.ErrClosed), and every
+// method of a closed ID that would send a command fails with ErrClosed
+// without sending it (the kernel gives a destroyed ID's number to the next
+// ID at once). Different IDs and connections are independent. ctx bounds every wait; a ctx deadline is
 // also the kernel's timeout for address and route resolution. After a ctx
 // error the ID's request may still be running in the kernel: close it.
 //
