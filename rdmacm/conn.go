@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/uverbs"
@@ -43,6 +44,10 @@ type Config struct {
 	// closed with the device (when the event channel closes), never by a
 	// connection. Ignored with PollOnly or a caller's PD.
 	SharedCompChannel bool
+	// WaitSpin and WaitSpinMax are the CQOptions of the connection's own
+	// CQ (see uverbs.CQ.Wait): how long a Wait polls before it parks, and
+	// how far that may grow following the waits seen.
+	WaitSpin, WaitSpinMax time.Duration
 	// SendCQ and RecvCQ, when SendCQ is set, are the caller's CQs for the
 	// QP (RecvCQ nil: SendCQ), on the device the CM chose, in place of a
 	// CQ of the connection's own: Conn.CQ is then nil, and Close leaves
@@ -285,7 +290,7 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 	}
 	sendCQ, recvCQ := cfg.SendCQ, cfg.RecvCQ
 	if sendCQ == nil {
-		var opt uverbs.CQOptions
+		opt := uverbs.CQOptions{WaitSpin: cfg.WaitSpin, WaitSpinMax: cfg.WaitSpinMax}
 		if !cfg.PollOnly && cfg.SharedCompChannel && c.dev != nil {
 			ch, err := c.dev.sharedComp()
 			if err != nil {

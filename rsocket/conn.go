@@ -119,6 +119,7 @@ type Conn struct {
 // sizes are a connection's buffer and queue sizes before it connects.
 type sizes struct {
 	sbuf, rbuf, sq, rq, inline int
+	spinMax                    time.Duration // the CQ's WaitSpinMax
 }
 
 // newConn allocates and lays out a connection's memory (not registered yet).

@@ -28,6 +28,15 @@ type CQOptions struct {
 	// the environment variable WaitSpinEnv names), a negative value turns
 	// the spinning off (Wait then always arms and parks).
 	WaitSpin time.Duration
+	// WaitSpinMax, above WaitSpin, lets the cap follow the waits: a wait
+	// that parked and ended within WaitSpinMax raises the cap to 1.5
+	// times its length (at most WaitSpinMax), shorter waits lower it
+	// slowly towards WaitSpin, and waits longer than WaitSpinMax park as
+	// they do without growth. For streams whose waits are longer than
+	// WaitSpin but short (rsocket's large messages under emulation). 0:
+	// the duration in the environment variable WaitSpinMaxEnv names, if
+	// set; otherwise, or not above WaitSpin: the cap stays WaitSpin.
+	WaitSpinMax time.Duration
 }
 
 // CQ is a completion queue. Poll is the provider's fast path: no syscall,
@@ -154,7 +163,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 			got = ne.Uint32(v)
 		}
 	}
-	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1), spinner: newWaitSpin(o.WaitSpin)}
+	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1), spinner: newWaitSpin(o.WaitSpin, o.WaitSpinMax)}
 	cq.cqe.Store(int64(got))
 	prov, err := setup.Complete(provider.CQCreated{Handle: handle, CQE: got})
 	if err != nil {
@@ -296,11 +305,31 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if n, err := cq.Poll(wc); n > 0 || err != nil {
 		return n, err
 	}
-	n, ended, _, err := cq.spin(ctx, wc)
+	n, ended, polls, err := cq.spin(ctx, wc)
+	s := &cq.spinner
 	if ended {
+		if n > 0 {
+			s.observe(s.spent(polls + 1))
+		}
 		return n, err
 	}
-	cq.spinner.parked()
+	s.parked()
+	if !s.grows() {
+		return cq.park(ctx, wc, &holding, &woken)
+	}
+	start := nanotime()
+	n, err = cq.park(ctx, wc, &holding, &woken)
+	if n > 0 {
+		s.observe(s.spent(polls) + nanotime() - start)
+	}
+	return n, err
+}
+
+// park is Wait once its spin found nothing: arm, poll, and park until an
+// event, ctx or a close. holding and woken are Wait's (its deferred leave
+// reads them).
+func (cq *CQ) park(ctx context.Context, wc []WorkCompletion, holding, woken *bool) (int, error) {
+	ch := cq.channel
 	for {
 		if err := cq.waitClosed(); err != nil {
 			return 0, err
@@ -322,10 +351,10 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 			continue
 		default:
 		}
-		if !holding && ch.acquire() {
-			holding = true
+		if !*holding && ch.acquire() {
+			*holding = true
 		}
-		if holding {
+		if *holding {
 			// This goroutine reads the channel: its own event wakes it
 			// with no hand-off.
 			if err := ch.readFor(ctx, "CQ.Wait"); err != nil {
@@ -345,7 +374,7 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 		case <-cq.wake:
 			cq.armed.Store(false)
 		case <-ch.free:
-			woken = true // the reader left: take its place
+			*woken = true // the reader left: take its place
 		case <-cq.closed():
 		case <-ch.closed():
 		case <-ch.stopped:

@@ -20,12 +20,28 @@ const DefaultWaitSpin = time.Millisecond
 // program from outside.
 const WaitSpinEnv = "GOVERBS_WAIT_SPIN"
 
+// WaitSpinMaxEnv names the environment variable that, set to a duration,
+// replaces the growth limit (CQOptions.WaitSpinMax) of the CQs a program
+// creates without one; "0" or a duration not above the cap: no growth.
+const WaitSpinMaxEnv = "GOVERBS_WAIT_SPIN_MAX"
+
 // defaultWaitSpin is DefaultWaitSpin, or WaitSpinEnv's duration.
 var defaultWaitSpin = func() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv(WaitSpinEnv)); err == nil && d != 0 {
 		return d
 	}
 	return DefaultWaitSpin
+}()
+
+// defaultWaitSpinMax is WaitSpinMaxEnv's duration; set, it replaces a
+// CQOptions.WaitSpinMax of 0 (ok false: unset or unreadable).
+var defaultWaitSpinMax, defaultWaitSpinMaxSet = func() (time.Duration, bool) {
+	v, set := os.LookupEnv(WaitSpinMaxEnv)
+	if !set {
+		return 0, false
+	}
+	d, err := time.ParseDuration(v)
+	return d, err == nil
 }()
 
 // spinChunk is how many polls Wait's spin makes between two looks at ctx.
@@ -50,22 +66,75 @@ const (
 	spinProbeLength = 4 // a probe spins for this many caps
 )
 
+// The cap's growth (CQOptions.WaitSpinMax): a wait that ended within the
+// growth limit asks for a cap of spinGrowNum/spinGrowDen times its length;
+// a larger ask raises the cap at once, a smaller one lowers it by
+// 1/spinShrinkDen of the difference (a stream's waits alternate short and
+// long: the long ones set the cap), and a parked wait longer than the
+// limit lowers it by 1/spinShrinkLongDen of its height above WaitSpin.
+const (
+	spinGrowNum, spinGrowDen = 3, 2
+	spinShrinkDen            = 32
+	spinShrinkLongDen        = 4
+)
+
 // waitSpin is a CQ's spin state. Wait spins for at most the cap (WaitSpin
 // converted into polls of the empty CQ by the measured cost of one, so
 // that a spin reads no clock and makes no syscall) and stops spinning
-// while its waits outlast the cap.
+// while its waits outlast the cap. With a growth limit above WaitSpin the
+// cap follows the waits the CQ has seen, between the two.
 type waitSpin struct {
 	capNs  int64 // the cap in ns; <= 0: never spin
+	baseNs int64 // WaitSpin in ns: the cap's floor
+	maxNs  int64 // the cap's growth limit; <= baseNs: the cap stays baseNs
 	pollPs int64 // cost of one empty poll, picoseconds; 0: not measured yet
 	waits  int64 // spinning waits, for the periodic calibration and the probes
 	parks  int64 // waits in a row that parked after their spin
 }
 
-func newWaitSpin(d time.Duration) waitSpin {
+// newWaitSpin is the spin state of a CQ created with WaitSpin d and
+// WaitSpinMax limit (0s: their defaults).
+func newWaitSpin(d, limit time.Duration) waitSpin {
 	if d == 0 {
 		d = defaultWaitSpin
 	}
-	return waitSpin{capNs: int64(d)}
+	if limit == 0 && defaultWaitSpinMaxSet {
+		limit = defaultWaitSpinMax
+	}
+	s := waitSpin{capNs: int64(d), baseNs: int64(d)}
+	if d > 0 && limit > d {
+		s.maxNs = int64(limit)
+	}
+	return s
+}
+
+// grows reports whether the cap follows the waits (then Wait times the
+// waits that park).
+func (s *waitSpin) grows() bool { return s.maxNs > 0 }
+
+// spent is the time polls polls took, by the last calibration (0 before
+// one).
+func (s *waitSpin) spent(polls int64) int64 { return polls * s.pollPs / 1000 }
+
+// observe records that a wait ended after ns nanoseconds with a
+// completion: the cap moves towards what would have covered it, and a
+// wait within the growth limit counts as found (the waits that park in a
+// row, which stop the spinning, are those longer than the limit).
+func (s *waitSpin) observe(ns int64) {
+	if !s.grows() || ns <= 0 {
+		return
+	}
+	if ns > s.maxNs {
+		s.capNs -= (s.capNs - s.baseNs) / spinShrinkLongDen
+		return
+	}
+	s.parks = 0 // the cap now covers such a wait: spin on the next
+	want := max(ns*spinGrowNum/spinGrowDen, s.baseNs)
+	if want >= s.capNs {
+		s.capNs = min(want, s.maxNs)
+		return
+	}
+	s.capNs -= (s.capNs - want) / spinShrinkDen
 }
 
 // capPolls is the cap in polls (0 until a poll has been timed).

@@ -11,7 +11,7 @@ import (
 // spinProbeEvery only; every wait spins again once a spin finds a
 // completion; and every spinCalibrateEvery-th spin is timed again.
 func TestWaitSpinBudget(t *testing.T) {
-	s := newWaitSpin(100 * time.Microsecond)
+	s := newWaitSpin(100*time.Microsecond, 0)
 	if n, timed := s.budget(); n != -1 || !timed {
 		t.Fatalf("first budget: %d, timed %v; want a timed spin (-1, true)", n, timed)
 	}
@@ -62,7 +62,7 @@ func TestWaitSpinBudget(t *testing.T) {
 
 // TestWaitSpinOff: a negative WaitSpin never spins; 0 is the default.
 func TestWaitSpinOff(t *testing.T) {
-	s := newWaitSpin(-1)
+	s := newWaitSpin(-1, 0)
 	for range 3 {
 		if n, timed := s.budget(); n != 0 || timed {
 			t.Fatalf("budget with spinning off: %d, timed %v", n, timed)
@@ -72,7 +72,7 @@ func TestWaitSpinOff(t *testing.T) {
 	if s.parks != 0 {
 		t.Fatalf("parks counted with spinning off: %d", s.parks)
 	}
-	if d := newWaitSpin(0); d.capNs != int64(defaultWaitSpin) {
+	if d := newWaitSpin(0, 0); d.capNs != int64(defaultWaitSpin) {
 		t.Fatalf("default cap %d ns, want %d", d.capNs, defaultWaitSpin)
 	}
 }
@@ -81,7 +81,7 @@ func TestWaitSpinOff(t *testing.T) {
 // (its polls look 1000x dearer) at most halves the cap in polls, and a
 // normal spin after it brings the cap back.
 func TestWaitSpinCalibrationBounded(t *testing.T) {
-	s := newWaitSpin(100 * time.Microsecond)
+	s := newWaitSpin(100*time.Microsecond, 0)
 	s.calibrate(1000, 10_000) // 10 ns a poll: the cap is 10000 polls
 	s.calibrate(1000, 10_000_000)
 	if got := s.capPolls(); got != 5000 {
@@ -94,5 +94,55 @@ func TestWaitSpinCalibrationBounded(t *testing.T) {
 	s.calibrate(1000, 15_000) // polls really dearer: followed, within the bound
 	if got := s.capPolls(); got != 6666 {
 		t.Fatalf("cap after a 1.5x dearer calibration: %d polls, want 6666", got)
+	}
+}
+
+// TestWaitSpinGrowth: with a growth limit the cap rises at once to 1.5
+// times a wait that ended within the limit, sinks slowly on shorter
+// waits and faster on waits beyond the limit, never leaves
+// [WaitSpin, limit], and a wait within the limit ends a run of parks.
+func TestWaitSpinGrowth(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	s := newWaitSpin(time.Millisecond, 16*time.Millisecond)
+	if !s.grows() {
+		t.Fatal("a 16 ms limit over a 1 ms cap: no growth")
+	}
+	s.parks = spinGiveUp
+	s.observe(3 * ms)
+	if s.capNs != 4500_000 || s.parks != 0 {
+		t.Fatalf("after a 3 ms wait: cap %d ns, parks %d; want 4500000 and 0", s.capNs, s.parks)
+	}
+	s.observe(10_000) // a short wait: the cap sinks by 1/32 of the way to WaitSpin
+	if want := 4500_000 - (4500_000-ms)/spinShrinkDen; s.capNs != want {
+		t.Fatalf("after a 10 us wait: cap %d ns, want %d", s.capNs, want)
+	}
+	s.observe(12 * ms) // 18 ms asked: the limit
+	if s.capNs != 16*ms {
+		t.Fatalf("after a 12 ms wait: cap %d ns, want the limit %d", s.capNs, 16*ms)
+	}
+	s.parks = 3
+	s.observe(40 * ms) // beyond the limit: a quarter of the height goes
+	if want := 16*ms - 15*ms/spinShrinkLongDen; s.capNs != want || s.parks != 3 {
+		t.Fatalf("after a 40 ms wait: cap %d ns, parks %d; want %d and 3", s.capNs, s.parks, want)
+	}
+	for range 1000 {
+		s.observe(100 * ms)
+	}
+	if s.capNs < ms || s.capNs > ms+ms/100 {
+		t.Fatalf("after 1000 waits beyond the limit: cap %d ns, want about WaitSpin (%d)", s.capNs, ms)
+	}
+	s.pollPs = 10_000
+	if got := s.spent(1000); got != 10_000 {
+		t.Fatalf("1000 polls at 10 ns: %d ns", got)
+	}
+
+	fixed := newWaitSpin(time.Millisecond, time.Millisecond/2)
+	fixed.parks = 5
+	fixed.observe(ms / 2)
+	if fixed.grows() || fixed.capNs != ms || fixed.parks != 5 {
+		t.Fatalf("a limit under the cap: grows %v, cap %d, parks %d; want no growth", fixed.grows(), fixed.capNs, fixed.parks)
+	}
+	if off := newWaitSpin(-1, 16*time.Millisecond); off.grows() {
+		t.Fatal("spinning off, yet the cap grows")
 	}
 }

@@ -15,10 +15,13 @@
 # its blocking mode's and TCP's (throughput: above 1 is goverbs faster;
 # latency: below 1 is goverbs faster). A pair that failed counts in no
 # median.
-# GSPIN=D adds a fifth pair, goverbs0: goverbs' rstream with
-# GOVERBS_WAIT_SPIN=D (e.g. -1ns: CQ.Wait parks at once, as rsocket.c does
-# after its 10 us), and its columns at the table's end.
+# GENV='VAR=value ...' adds a fifth pair, goverbs0: goverbs' rstream with
+# that environment (e.g. GOVERBS_WAIT_SPIN_MAX=-1ns: the spin cap stays
+# 1 ms), and its columns at the table's end. GSPIN=D is
+# GENV=GOVERBS_WAIT_SPIN=D (-1ns: CQ.Wait parks at once, as rsocket.c does
+# after its 10 us).
 addr=${1:-10.0.2.15}
+[ -n "${GSPIN:-}" ] && GENV="GOVERBS_WAIT_SPIN=$GSPIN"
 rounds=${ROUNDS:-3}
 port=7800
 all=/tmp/fig-all.txt
@@ -67,11 +70,11 @@ pair() { # index args...: the index-th of the four pairs
 	1) one "rstream-$mode" rstream rstream "$@" ;;
 	2) one "rstream-b-$mode" "rstream -T b" "rstream -T b" "$@" ;;
 	3) one "tcp-$mode" "rstream -T s" "rstream -T s" "$@" ;;
-	4) one "goverbs0-$mode" "env GOVERBS_WAIT_SPIN=$GSPIN grstream" "env GOVERBS_WAIT_SPIN=$GSPIN grstream" "$@" ;;
+	4) one "goverbs0-$mode" "env $GENV grstream" "env $GENV grstream" "$@" ;;
 	esac
 }
 npairs=4
-[ -n "${GSPIN:-}" ] && npairs=5
+[ -n "${GENV:-}" ] && npairs=5
 round=0
 while [ $round -lt "$rounds" ]; do
 	round=$((round + 1))
@@ -94,7 +97,7 @@ while [ $round -lt "$rounds" ]; do
 done
 echo
 echo "medians of $rounds rounds (goverbs / other): bw = MB/s ratio, lat = usec/xfer ratio"
-awk -v extra="${GSPIN:-}" '
+awk -v extra="${GENV:-}" '
 function median(key,   n, i, j, t, a) {
   n = cnt[key]
   for (i = 1; i <= n; i++) a[i] = vals[key, i]
