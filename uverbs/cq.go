@@ -260,11 +260,14 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // (see CompChannel), so a lone waiter's event costs one wake-up by the
 // runtime poller and no hand-off between goroutines.
 //
-// The spin lasts at most CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
-// counted in polls (the cost of a poll is timed now and then, so a spin
-// reads no clock); once 16 waits in a row outlast it, Wait parks at once
-// and spins (for 4 times the cap) on one wait in 8 only, until a spin
-// finds a completion again. A completion found while spinning costs no
+// The spin lasts at most a cap, CQOptions.WaitSpin (DefaultWaitSpin, 1
+// ms), counted in polls (the cost of a poll is timed now and then, so a
+// spin reads no clock); once 16 waits in a row outlast it, Wait parks at
+// once and spins (for 4 times the cap) on one wait in 8 only, until a spin
+// finds a completion again. With CQOptions.WaitSpinMax above WaitSpin the
+// cap follows the waits, between the two: a wait that parked and ended
+// within WaitSpinMax (timed by two clock reads, on parked waits only)
+// raises it, so the next such wait is spun through. A completion found while spinning costs no
 // syscall and no scheduler hand-off, where a parked wait costs the arm, the
 // channel's read and a wake-up by the runtime poller. The price is CPU: the
 // goroutine keeps its OS thread busy while it spins (at most WaitSpin per

@@ -34,8 +34,10 @@
 // wake-up per event, and on rxe the re-arm is a second syscall); the price
 // is CPU, a thread kept busy while the goroutine spins. A CQ whose waits
 // keep outlasting the cap stops spinning (it probes with a spin now and
-// then); CQOptions.WaitSpin < 0 turns spinning off, and the environment
-// variable GOVERBS_WAIT_SPIN (WaitSpinEnv) changes the default.
+// then); CQOptions.WaitSpinMax lets the cap grow to cover the waits seen
+// (rsocket's connections use it); CQOptions.WaitSpin < 0 turns spinning
+// off, and the environment variables GOVERBS_WAIT_SPIN (WaitSpinEnv) and
+// GOVERBS_WAIT_SPIN_MAX (WaitSpinMaxEnv) change the defaults.
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
