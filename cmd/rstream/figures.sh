@@ -19,7 +19,9 @@
 # that environment (e.g. GOVERBS_WAIT_SPIN_MAX=-1ns: the spin cap stays
 # 1 ms), and its columns at the table's end. GSPIN=D is
 # GENV=GOVERBS_WAIT_SPIN=D (-1ns: CQ.Wait parks at once, as rsocket.c does
-# after its 10 us).
+# after its 10 us). SIZES (default "64 4096 65536 1048576") and PAIRS
+# (indices: 0 goverbs, 1 rstream, 2 rstream -T b, 3 TCP, 4 goverbs0; default
+# all) narrow a run; the table leaves out what did not run.
 addr=${1:-10.0.2.15}
 [ -n "${GSPIN:-}" ] && GENV="GOVERBS_WAIT_SPIN=$GSPIN"
 rounds=${ROUNDS:-3}
@@ -73,12 +75,13 @@ pair() { # index args...: the index-th of the four pairs
 	4) one "goverbs0-$mode" "env $GENV grstream" "env $GENV grstream" "$@" ;;
 	esac
 }
-npairs=4
-[ -n "${GENV:-}" ] && npairs=5
+pairs=${PAIRS:-0 1 2 3}
+[ -n "${GENV:-}" ] && [ -z "${PAIRS:-}" ] && pairs="0 1 2 3 4"
+npairs=$(echo $pairs | wc -w)
 round=0
 while [ $round -lt "$rounds" ]; do
 	round=$((round + 1))
-	for size in 64 4096 65536 1048576; do
+	for size in ${SIZES:-64 4096 65536 1048576}; do
 		case $size in
 		64) lat=2000 bw=20000 ;;
 		4096) lat=2000 bw=10000 ;;
@@ -89,7 +92,7 @@ while [ $round -lt "$rounds" ]; do
 			if [ $mode = lat ]; then set -- -S $size -C 1 -I $lat; else set -- -S $size -C $bw -I 1; fi
 			j=0
 			while [ $j -lt $npairs ]; do
-				pair $(((j + round - 1) % npairs)) "$@"
+				pair $(echo $pairs | cut -d' ' -f$(((j + round - 1) % npairs + 1))) "$@"
 				j=$((j + 1))
 			done
 		done
@@ -99,10 +102,10 @@ echo
 echo "medians of $rounds rounds (goverbs / other): bw = MB/s ratio, lat = usec/xfer ratio"
 awk -v extra="${GENV:-}" '
 function median(key,   n, i, j, t, a) {
+  if (!(key in cnt)) return ""
   n = cnt[key]
   for (i = 1; i <= n; i++) a[i] = vals[key, i]
   for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-  if (n == 0) return ""
   return (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
 }
 { split($1, p, "-"); mode = p[length(p)]; impl = $1; sub("-" mode "$", "", impl)
@@ -112,7 +115,7 @@ function median(key,   n, i, j, t, a) {
   key = impl SUBSEP mode SUBSEP $2; vals[key, ++cnt[key]] = v + 0 }
 END {
   printf "%-8s %-4s %12s %12s %12s %12s %10s %10s %10s", "size", "mode", "goverbs", "rstream", "rstream-b", "tcp", "/rstream", "/rstream-b", "/tcp"
-  if (extra != "") printf " %12s %10s", "goverbs0", "g0/rstream"
+  if (extra != "") printf " %12s %10s %10s", "goverbs0", "g0/rstream", "g0/goverbs"
   printf "\n"
   n = split("64 4096 65536 1048576", order, " ")
   split("goverbs rstream rstream-b tcp goverbs0", impls, " ")
@@ -127,6 +130,7 @@ END {
       g0 = median("goverbs0" SUBSEP mode SUBSEP s)
       printf " %12s", (g0 == "") ? "-" : g0 " (" cnt["goverbs0" SUBSEP mode SUBSEP s] ")"
       if (g0 != "" && med[2] != "") printf " %10.2f", g0 / med[2]; else printf " %10s", "-"
+      printf " %10.2f", g0 / med[1]
     }
     printf "\n"
   }
