@@ -58,10 +58,10 @@
 // Config.WaitSpinMax (16 ms by default): a stream whose messages take
 // milliseconds to arrive (large ones on an emulated device) spins through
 // them, where a connection that waits longer parks after its 1 ms spin
-// (and, after 16 such waits in a row, without one). A spinning call keeps its OS thread busy
-// (rdma-core's rstream, nonblocking, spins without end; rsocket.c's
-// blocking calls poll 10 µs). Buffer and queue sizes are set with Config
-// (like SO_SNDBUF/SO_RCVBUF, before the connection is made).
+// (and, after 16 such waits in a row, without one). A spinning call keeps
+// its OS thread busy (rdma-core's rstream, nonblocking, spins without end;
+// rsocket.c's blocking calls poll 10 µs). Buffer and queue sizes are set
+// with Config (like SO_SNDBUF/SO_RCVBUF, before the connection is made).
 //
 // Dials share one rdma_cm event channel per process, and the connections
 // on a device share one completion channel (rdmacm's SharedCompChannel):

@@ -267,14 +267,15 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // finds a completion again. With CQOptions.WaitSpinMax above WaitSpin the
 // cap follows the waits, between the two: a wait that parked and ended
 // within WaitSpinMax (timed by two clock reads, on parked waits only)
-// raises it, so the next such wait is spun through. A completion found while spinning costs no
-// syscall and no scheduler hand-off, where a parked wait costs the arm, the
-// channel's read and a wake-up by the runtime poller. The price is CPU: the
-// goroutine keeps its OS thread busy while it spins (at most WaitSpin per
-// Wait, four times that on a probe). ctx is looked at while spinning, a
-// Close of the CQ or the Context is seen at the next poll, a Close of the
-// channel or the device's removal when the spin ends. CQOptions.WaitSpin <
-// 0 turns spinning off.
+// raises it, so the next such wait is spun through. A completion found
+// while spinning costs no syscall and no scheduler hand-off, where a
+// parked wait costs the arm, the channel's read and a wake-up by the
+// runtime poller. The price is CPU: the goroutine keeps its OS thread busy
+// while it spins (at most the cap per Wait, four times that on a probe:
+// WaitSpin, or up to WaitSpinMax with growth). ctx is looked at while
+// spinning, a Close of the CQ or the Context is seen at the next poll, a
+// Close of the channel or the device's removal when the spin ends.
+// CQOptions.WaitSpin < 0 turns spinning off.
 //
 // While a goroutine is in Wait, the CQ's completion events are its own:
 // CompChannel.Wait does not return the CQ for them, and an event already
