@@ -1,7 +1,8 @@
 #!/bin/sh
-# veth-pair.sh [A B NET TABLE PREF MAC]: two rxe devices that talk over a
-# real wire, rxe${A#v} on A (NET.1) and rxe${B#v} on B (NET.2), ends of one
-# veth pair. With no arguments (the boot's call, guest/init): rxea on va
+# veth-pair.sh [-d] [A B NET TABLE PREF MAC]: two rxe devices that talk
+# over a real wire, rxe${A#v} on A (NET.1) and rxe${B#v} on B (NET.2), ends
+# of one veth pair. -d, with the same arguments, removes what a call made,
+# as far as it is still there (a test's cleanup). With no arguments (the boot's call, guest/init): rxea on va
 # (10.99.0.1) and rxeb on vb (10.99.0.2), routing tables 101 and 102 chosen
 # by rules of preference 10 and 11, MACs 02:00:0a:63:00:0{1,2}. rdmacm's
 # TestRigDeviceRemoval makes a pair of its own with other arguments.
@@ -13,8 +14,20 @@
 # could not resolve only at its timeout or on some neighbour update).
 # One `ip -batch`: every ip process costs ~50 ms of a TCG guest's boot.
 # Fixed MACs make the devices' GUIDs and link-local GIDs the same every boot.
+remove=
+[ "${1:-}" = -d ] && { remove=1; shift; }
 set -e
 a=${1:-va} b=${2:-vb} net=${3:-10.99.0} table=${4:-101} pref=${5:-10} mac=02:00:0a:${6:-63}:00
+if [ -n "$remove" ]; then
+  # Each step alone: a test may have deleted a device already. The routes
+  # and neighbours go with the link, the peer end with its pair.
+  rdma link delete "rxe${a#v}" 2>/dev/null || true
+  rdma link delete "rxe${b#v}" 2>/dev/null || true
+  ip link del "$a" 2>/dev/null || true
+  ip rule del pref "$pref" 2>/dev/null || true
+  ip rule del pref $((pref + 1)) 2>/dev/null || true
+  exit 0
+fi
 # The local table goes after the per-device ones once per boot: the first
 # call moves it (rule 0 to 100).
 move_local=
