@@ -5,22 +5,18 @@ import (
 	"time"
 )
 
-// TestConfigWaitSpinMax: a connection's CQ gets DefaultWaitSpinMax unless
-// Config says otherwise (or GOVERBS_WAIT_SPIN_MAX is set: then 0 passes
-// through for uverbs to read it).
+// TestConfigWaitSpinMax: Config.WaitSpinMax reaches the connection's CQ
+// options as it is (0 leaves the choice to uverbs: its environment
+// variable, or no growth).
 func TestConfigWaitSpinMax(t *testing.T) {
-	want := DefaultWaitSpinMax
-	if envWaitSpinMax {
-		want = 0
-	}
 	for _, tc := range []struct {
 		name string
 		c    *Config
 		want time.Duration
 	}{
-		{"nil", nil, want},
-		{"zero", &Config{}, want},
-		{"set", &Config{WaitSpinMax: 3 * time.Millisecond}, 3 * time.Millisecond},
+		{"nil", nil, 0},
+		{"zero", &Config{}, 0},
+		{"set", &Config{WaitSpinMax: 16 * time.Millisecond}, 16 * time.Millisecond},
 		{"off", &Config{WaitSpinMax: -1}, -1},
 	} {
 		if got := cmConfig(tc.c.sizes(), false).WaitSpinMax; got != tc.want {

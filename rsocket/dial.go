@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"sync"
 	"time"
 
@@ -39,32 +38,21 @@ type Config struct {
 	// Inline is the largest transfer sent inline (default 64; rstream
 	// uses 0 for bandwidth runs). A negative value means 0.
 	Inline int
-	// WaitSpinMax is how long a blocked Read or Write may poll the CQ
-	// before it parks: the spin starts at uverbs.DefaultWaitSpin (1 ms)
-	// and follows the connection's waits up to WaitSpinMax (see
-	// uverbs.CQOptions.WaitSpinMax), so a wait that is short enough costs
-	// no wake-up. Default: DefaultWaitSpinMax, or the duration in the
-	// environment variable uverbs.WaitSpinMaxEnv; not above 1 ms (a
-	// negative value, say): the spin stays at 1 ms.
+	// WaitSpinMax lets a blocked Read or Write spin longer before it
+	// parks: the spin starts at uverbs.DefaultWaitSpin (1 ms) and, with
+	// WaitSpinMax above that, follows the connection's waits up to it
+	// (uverbs.CQOptions.WaitSpinMax), so a wait that is short enough costs
+	// no wake-up. Streams of large messages on an emulated device (64 KiB
+	// took 3 ms under QEMU TCG) gain from 16 ms. Default 0: the duration
+	// in the environment variable uverbs.WaitSpinMaxEnv, if set;
+	// otherwise the spin stays at 1 ms.
 	WaitSpinMax time.Duration
 }
-
-// DefaultWaitSpinMax is Config.WaitSpinMax's default. Large messages
-// cross an emulated device (rxe under QEMU TCG) in milliseconds: 64 KiB
-// took 3 ms in the rig, and a 1 ms spin parked on each such wait.
-const DefaultWaitSpinMax = 16 * time.Millisecond
-
-// envWaitSpinMax reports whether uverbs.WaitSpinMaxEnv is set: then it,
-// not DefaultWaitSpinMax, is Config.WaitSpinMax's default.
-var _, envWaitSpinMax = os.LookupEnv(uverbs.WaitSpinMaxEnv)
 
 func (c *Config) sizes() sizes {
 	var s sizes
 	if c != nil {
 		s = sizes{sbuf: c.SendBuffer, rbuf: c.RecvBuffer, sq: c.SendQueue, rq: c.RecvQueue, inline: c.Inline, spinMax: c.WaitSpinMax}
-	}
-	if s.spinMax == 0 && !envWaitSpinMax {
-		s.spinMax = DefaultWaitSpinMax
 	}
 	if s.sbuf == 0 {
 		s.sbuf = defaultWMem

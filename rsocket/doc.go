@@ -52,16 +52,15 @@
 // returns once they are posted; Read copies out of the receive buffer the
 // peer wrote into. Neither keeps the caller's slice, even after a timeout.
 // With data or room already there, neither allocates nor blocks; a blocked
-// call polls the CQ for a while and then parks on its completion channel
-// through Go's runtime poller (uverbs.CQ.Wait). The spin lasts 1 ms at
-// first and follows the waits the connection has seen, up to
-// Config.WaitSpinMax (16 ms by default): a stream whose messages take
-// milliseconds to arrive (large ones on an emulated device) spins through
-// them, where a connection that waits longer parks after its 1 ms spin
-// (and, after 16 such waits in a row, without one). A spinning call keeps
-// its OS thread busy (rdma-core's rstream, nonblocking, spins without end;
-// rsocket.c's blocking calls poll 10 µs). Buffer and queue sizes are set
-// with Config (like SO_SNDBUF/SO_RCVBUF, before the connection is made).
+// call polls the CQ for up to 1 ms and then parks on its completion
+// channel through Go's runtime poller (uverbs.CQ.Wait); with
+// Config.WaitSpinMax the spin follows the waits the connection has seen,
+// up to that limit (a stream whose messages take milliseconds to arrive,
+// large ones on an emulated device, spins through them). A spinning call
+// keeps its OS thread busy (rdma-core's rstream, nonblocking, spins
+// without end; rsocket.c's blocking calls poll 10 µs). Buffer and queue
+// sizes are set with Config (like SO_SNDBUF/SO_RCVBUF, before the
+// connection is made).
 //
 // Dials share one rdma_cm event channel per process, and the connections
 // on a device share one completion channel (rdmacm's SharedCompChannel):

@@ -35,7 +35,7 @@
 // is CPU, a thread kept busy while the goroutine spins. A CQ whose waits
 // keep outlasting the cap stops spinning (it probes with a spin now and
 // then); CQOptions.WaitSpinMax lets the cap grow to cover the waits seen
-// (rsocket's connections use it); CQOptions.WaitSpin < 0 turns spinning
+// (rsocket.Config passes it); CQOptions.WaitSpin < 0 turns spinning
 // off, and the environment variables GOVERBS_WAIT_SPIN (WaitSpinEnv) and
 // GOVERBS_WAIT_SPIN_MAX (WaitSpinMaxEnv) change the defaults.
 //
