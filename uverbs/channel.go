@@ -258,6 +258,12 @@ func (ch *CompChannel) readFor(ctx context.Context, verb string) error {
 		if e := ch.waitClosed(); e != nil {
 			return e
 		}
+		if errors.Is(err, unix.EIO) && ch.ctx.nodeGone() {
+			// The kernel revoked the context (Linux 7.3's rxe does, at
+			// once) before the device watch saw the node go.
+			ch.ctx.deviceLost()
+			return ch.ctx.lostError(verb)
+		}
 		return opError(verb, ch.ctx.dev.Name, abi.TransportNone, err)
 	}
 	return nil

@@ -100,6 +100,17 @@ func (c *Context) deviceLost() {
 	})
 }
 
+// nodeGone reports whether the context's device node no longer exists:
+// the device was removed (a read that failed with EIO asks, on its error
+// path only).
+func (c *Context) nodeGone() bool {
+	if c.dev.CharDev == "" {
+		return false
+	}
+	_, err := os.Stat(c.dev.CharDev)
+	return os.IsNotExist(err)
+}
+
 // lostError is a waiter's error once the device is gone.
 func (c *Context) lostError(verb string) error {
 	return opError(verb, c.dev.Name, 0, fmt.Errorf("%w: device %s removed (its character device %s was deleted)", unix.ENODEV, c.dev.Name, c.dev.CharDev))
