@@ -10,6 +10,60 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
+// spinRig is a model device with one CQ (options o, on a channel of its
+// own) and two RC QPs on it, connected to each other.
+type spinRig struct {
+	d  *model.Device
+	n  *node
+	cq *uverbs.CQ
+	a  *uverbs.QP
+}
+
+func newSpinRig(t *testing.T, o uverbs.CQOptions) *spinRig {
+	d, dev := newModel(t, nil, model.Options{})
+	n := openNode(t, d, dev, uverbs.OpenOptions{})
+	ch, err := n.ctx.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ch.Close() })
+	o.Channel = ch
+	cq, err := n.ctx.CreateCQ(32, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cq.Close() })
+	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
+	t.Cleanup(func() { b.Close(); a.Close() })
+	connect(t, a, b.QPN(), grhTo(d))
+	connect(t, b, a.QPN(), grhTo(d))
+	return &spinRig{d: d, n: n, cq: cq, a: a}
+}
+
+// waitAfter starts a CQ.Wait, posts a signaled RDMA WRITE with id after
+// delay, and checks that the Wait returned its completion.
+func (r *spinRig) waitAfter(t *testing.T, id uint64, delay time.Duration) {
+	done := make(chan error, 1)
+	go func() {
+		wc := make([]uverbs.WorkCompletion, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		m, err := r.cq.Wait(ctx, wc)
+		if err == nil && (m != 1 || wc[0].ID != id) {
+			err = fmt.Errorf("CQ.Wait got %d: %+v", m, wc[0])
+		}
+		done <- err
+	}()
+	time.Sleep(delay) // Wait is spinning, or parked
+	if _, err := r.a.PostSend([]uverbs.SendWR{{ID: id, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+		RemoteAddr: r.n.addr(8192), RKey: r.n.mr.RKey(), SGL: []uverbs.SGE{r.n.sge(0, 8)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestWaitSpinFindsCompletion: a completion that comes while CQ.Wait
 // spins is returned without arming the CQ and without an event (the
 // model counts both); with spinning off (WaitSpin < 0) the same wait arms
@@ -24,43 +78,9 @@ func TestWaitSpinFindsCompletion(t *testing.T) {
 		{"no-spin", -1, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, dev := newModel(t, nil, model.Options{})
-			n := openNode(t, d, dev, uverbs.OpenOptions{})
-			ch, err := n.ctx.CreateCompChannel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ch.Close()
-			cq, err := n.ctx.CreateCQ(32, uverbs.CQOptions{Channel: ch, WaitSpin: tc.spin})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cq.Close()
-			a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
-			defer a.Close()
-			defer b.Close()
-			connect(t, a, b.QPN(), grhTo(d))
-			connect(t, b, a.QPN(), grhTo(d))
-			done := make(chan error, 1)
-			go func() {
-				wc := make([]uverbs.WorkCompletion, 1)
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				m, err := cq.Wait(ctx, wc)
-				if err == nil && (m != 1 || wc[0].ID != 1) {
-					err = fmt.Errorf("CQ.Wait got %d: %+v", m, wc[0])
-				}
-				done <- err
-			}()
-			time.Sleep(20 * time.Millisecond) // Wait is spinning, or parked
-			if _, err := a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-				RemoteAddr: n.addr(8192), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}}); err != nil {
-				t.Fatal(err)
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if s := d.Stats(); s.Arms != tc.arms || s.Events != tc.events {
+			r := newSpinRig(t, uverbs.CQOptions{WaitSpin: tc.spin})
+			r.waitAfter(t, 1, 20*time.Millisecond)
+			if s := r.d.Stats(); s.Arms != tc.arms || s.Events != tc.events {
 				t.Errorf("model saw %d arms and %d events; want %d and %d", s.Arms, s.Events, tc.arms, tc.events)
 			}
 		})
@@ -82,45 +102,10 @@ func TestWaitSpinGrows(t *testing.T) {
 		{"fixed", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, dev := newModel(t, nil, model.Options{})
-			n := openNode(t, d, dev, uverbs.OpenOptions{})
-			ch, err := n.ctx.CreateCompChannel()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ch.Close()
-			cq, err := n.ctx.CreateCQ(32, uverbs.CQOptions{Channel: ch, WaitSpin: 5 * time.Millisecond, WaitSpinMax: tc.limit})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cq.Close()
-			a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
-			defer a.Close()
-			defer b.Close()
-			connect(t, a, b.QPN(), grhTo(d))
-			connect(t, b, a.QPN(), grhTo(d))
-			for i, delay := range []time.Duration{100 * time.Millisecond, 20 * time.Millisecond} {
-				done := make(chan error, 1)
-				go func() {
-					wc := make([]uverbs.WorkCompletion, 1)
-					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-					defer cancel()
-					m, err := cq.Wait(ctx, wc)
-					if err == nil && (m != 1 || wc[0].ID != uint64(i+1)) {
-						err = fmt.Errorf("CQ.Wait got %d: %+v", m, wc[0])
-					}
-					done <- err
-				}()
-				time.Sleep(delay)
-				if _, err := a.PostSend([]uverbs.SendWR{{ID: uint64(i + 1), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
-					RemoteAddr: n.addr(8192), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}}); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-			}
-			if s := d.Stats(); s.Arms != tc.arms || s.Events != tc.arms {
+			r := newSpinRig(t, uverbs.CQOptions{WaitSpin: 5 * time.Millisecond, WaitSpinMax: tc.limit})
+			r.waitAfter(t, 1, 100*time.Millisecond)
+			r.waitAfter(t, 2, 20*time.Millisecond)
+			if s := r.d.Stats(); s.Arms != tc.arms || s.Events != tc.arms {
 				t.Errorf("model saw %d arms and %d events in two waits; want %d of each", s.Arms, s.Events, tc.arms)
 			}
 		})
