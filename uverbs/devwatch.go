@@ -46,7 +46,7 @@ func (c *Context) watchDevice() {
 		return
 	}
 	c.watch = os.NewFile(uintptr(fd), "uverbs-device-watch")
-	if _, err := os.Stat(c.dev.CharDev); os.IsNotExist(err) {
+	if c.nodeGone() {
 		c.deviceLost() // gone before the watch began
 	}
 	go c.readWatch(c.watch, name)
@@ -101,8 +101,8 @@ func (c *Context) deviceLost() {
 }
 
 // nodeGone reports whether the context's device node no longer exists:
-// the device was removed (a read that failed with EIO asks, on its error
-// path only).
+// the device was removed (the watch asks as it starts, a read that failed
+// with EIO on its error path).
 func (c *Context) nodeGone() bool {
 	if c.dev.CharDev == "" {
 		return false
