@@ -15,22 +15,9 @@ import (
 	"github.com/goverbs/goverbs/internal/rigtest"
 )
 
-// rdmaCoreRping is rdma-core's rping: /usr/bin's, since the rig may put
-// this command, also called rping, first in PATH.
-func rdmaCoreRping(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat("/usr/bin/rping"); err == nil {
-		return "/usr/bin/rping"
-	}
-	p, err := exec.LookPath("rping")
-	if err != nil {
-		if rigtest.InRig() {
-			t.Fatal("no rdma-core rping")
-		}
-		t.Skip("no rping")
-	}
-	return p
-}
+// rdmaCoreRping is rdma-core's rping: /usr/bin's, since the rig puts this
+// command, also called rping, first in PATH.
+func rdmaCoreRping(t *testing.T) string { return rigtest.RDMACoreTool(t, "rping") }
 
 type rpingCase struct {
 	name     string

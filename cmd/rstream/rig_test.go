@@ -97,16 +97,9 @@ func watch(t *testing.T, cancel context.CancelFunc, what string, port int) (stop
 	return timer.Stop
 }
 
-func rdmaCore(t *testing.T) string {
-	p, err := exec.LookPath("rstream")
-	if err != nil {
-		if rigtest.InRig() {
-			t.Fatal("no rdma-core rstream in PATH")
-		}
-		t.Skip("no rstream")
-	}
-	return p
-}
+// rdmaCore is rdma-core's rstream: /usr/bin's, since the rig puts this
+// command, also called rstream, first in PATH.
+func rdmaCore(t *testing.T) string { return rigtest.RDMACoreTool(t, "rstream") }
 
 // result checks one rstream output: a header and one result line.
 func result(t *testing.T, who, out string) {

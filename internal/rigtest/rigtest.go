@@ -109,6 +109,27 @@ func Command(t testing.TB, name string, args ...string) string {
 	return string(out)
 }
 
+// rdmaCoreDirs are where Debian installs rdma-core's tools. The rig puts
+// goverbs' own commands first in PATH (/rig/bin), and some share rdma-core's
+// names (rping, rstream): a PATH lookup would find goverbs'.
+var rdmaCoreDirs = []string{"/usr/bin", "/usr/sbin"}
+
+// RDMACoreTool returns the path of rdma-core's tool called name (rstream,
+// rping, ib_send_lat, ...), never a goverbs command of the same name: it looks
+// only where Debian installs rdma-core. A missing tool fails the test in the
+// rig and skips it outside.
+func RDMACoreTool(t testing.TB, name string) string {
+	t.Helper()
+	for _, dir := range rdmaCoreDirs {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	missing(t, "rigtest: rdma-core's %s is not in %s", name, strings.Join(rdmaCoreDirs, " or "))
+	return ""
+}
+
 // GIDTables returns every non-zero GID of every RDMA device's ports as
 // "dev/port/gids/index value" lines, sorted: the tables a comparison test relies on.
 func GIDTables() string {

@@ -202,3 +202,37 @@ func TestHexAddr(t *testing.T) {
 		}
 	}
 }
+
+// TestRDMACoreToolIgnoresPATH: a goverbs command of the same name first in
+// PATH (the rig's /rig/bin) is never returned; a missing tool fails in the
+// rig and skips outside.
+func TestRDMACoreToolIgnoresPATH(t *testing.T) {
+	ours, theirs := t.TempDir(), t.TempDir()
+	for _, dir := range []string{ours, theirs} {
+		if err := os.WriteFile(filepath.Join(dir, "rstream"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(theirs, "notexec"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", ours)
+	old := rdmaCoreDirs
+	rdmaCoreDirs = []string{filepath.Join(theirs, "none"), theirs}
+	t.Cleanup(func() { rdmaCoreDirs = old })
+	var got string
+	r := run(t, func(tb testing.TB) { got = RDMACoreTool(tb, "rstream") })
+	if want := filepath.Join(theirs, "rstream"); got != want || r.failed || r.skipped {
+		t.Errorf("RDMACoreTool(rstream) = %q (failed=%v skipped=%v), want %q", got, r.failed, r.skipped, want)
+	}
+	for _, name := range []string{"ucmatose", "notexec"} {
+		for _, rig := range []string{"", "1"} {
+			t.Setenv("GOVERBS_RIG", rig)
+			got = ""
+			r := run(t, func(tb testing.TB) { got = RDMACoreTool(tb, name) })
+			if (rig == "1") != r.failed || (rig == "") != r.skipped || got != "" {
+				t.Errorf("GOVERBS_RIG=%q: RDMACoreTool(%s) = %q, failed=%v skipped=%v", rig, name, got, r.failed, r.skipped)
+			}
+		}
+	}
+}
