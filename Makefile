@@ -29,7 +29,7 @@ FUZZTIME ?= 100000x
 # (KERNELS="... newest"): its siw breaks about 1 rstream connection in 100
 # on siw0, rdma-core's own client and server too (test/rig/README.md,
 # session 9), which a CI run must not gamble on.
-KERNELS ?= 5.10 6.1 6.12 6.12-arm64
+KERNELS ?= 5.10 6.1 6.12 newest 6.12-arm64
 # The two machines of `make pair`: two different kernels, any of the matrix;
 # the rdma_cm steps (pair-cm.sh) run after the pingpong steps unless PAIR_CM=0.
 PAIR_KERNELS ?= 6.1 6.12

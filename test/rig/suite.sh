@@ -17,7 +17,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
 
-kernels=${KERNELS:-5.10 6.1 6.12 6.12-arm64}; tools=()
+kernels=${KERNELS:-5.10 6.1 6.12 newest 6.12-arm64}; tools=()
 while [ $# -gt 0 ]; do
   case $1 in
     --kernels) kernels=$2; shift ;;
