@@ -19,7 +19,7 @@ func TestConfigWaitSpinMax(t *testing.T) {
 		{"set", &Config{WaitSpinMax: 16 * time.Millisecond}, 16 * time.Millisecond},
 		{"off", &Config{WaitSpinMax: -1}, -1},
 	} {
-		if got := cmConfig(tc.c.sizes(), false).WaitSpinMax; got != tc.want {
+		if got := cmConfig(tc.c.settings(), false).WaitSpinMax; got != tc.want {
 			t.Errorf("%s: the CQ's WaitSpinMax is %v, want %v", tc.name, got, tc.want)
 		}
 	}

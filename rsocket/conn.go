@@ -116,14 +116,15 @@ type Conn struct {
 	gone      atomic.Bool
 }
 
-// sizes are a connection's buffer and queue sizes before it connects.
-type sizes struct {
+// settings are what a connection fixes before it connects: its buffer and
+// queue sizes and its CQ's wait spin cap.
+type settings struct {
 	sbuf, rbuf, sq, rq, inline int
 	spinMax                    time.Duration // the CQ's WaitSpinMax
 }
 
 // newConn allocates and lays out a connection's memory (not registered yet).
-func newConn(s sizes) (*Conn, error) {
+func newConn(s settings) (*Conn, error) {
 	c := &Conn{sbufSize: s.sbuf, rbufSize: s.rbuf, sqSize: s.sq, rqSize: s.rq, inline: s.inline}
 	c.ctrlOff = c.sbufSize
 	c.msgOutOff = c.ctrlOff + qpCtrlSize*sgeSize

@@ -49,10 +49,10 @@ type Config struct {
 	WaitSpinMax time.Duration
 }
 
-func (c *Config) sizes() sizes {
-	var s sizes
+func (c *Config) settings() settings {
+	var s settings
 	if c != nil {
-		s = sizes{sbuf: c.SendBuffer, rbuf: c.RecvBuffer, sq: c.SendQueue, rq: c.RecvQueue, inline: c.Inline, spinMax: c.WaitSpinMax}
+		s = settings{sbuf: c.SendBuffer, rbuf: c.RecvBuffer, sq: c.SendQueue, rq: c.RecvQueue, inline: c.Inline, spinMax: c.WaitSpinMax}
 	}
 	if s.sbuf == 0 {
 		s.sbuf = defaultWMem
@@ -78,9 +78,9 @@ func (c *Config) sizes() sizes {
 	return s
 }
 
-// cmConfig is the rdmacm configuration of a connection with sizes s;
+// cmConfig is the rdmacm configuration of a connection with settings s;
 // prepare fills the private data in place (rdmacm copies it after Prepare).
-func cmConfig(s sizes, iwarpInline bool) rdmacm.Config {
+func cmConfig(s settings, iwarpInline bool) rdmacm.Config {
 	inline := s.inline
 	if iwarpInline {
 		inline = max(inline, msgSize)
@@ -128,7 +128,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 }
 
 func (d *Dialer) dial(ctx context.Context, ap netip.AddrPort) (*Conn, error) {
-	s := d.Config.sizes()
+	s := d.Config.settings()
 	c, err := newConn(s)
 	if err != nil {
 		return nil, err
@@ -248,7 +248,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, address string) (ne
 	if err != nil {
 		return nil, &net.OpError{Op: "listen", Net: "rsocket", Err: err}
 	}
-	s := lc.Config.sizes()
+	s := lc.Config.settings()
 	cfg := cmConfig(s, true)
 	cfg.Backlog = lc.Backlog
 	if lc.ReuseAddr {
@@ -265,7 +265,7 @@ func (lc *ListenConfig) Listen(ctx context.Context, network, address string) (ne
 // Listener is an rsocket listener: a net.Listener.
 type Listener struct {
 	l      *rdmacm.Listener
-	s      sizes
+	s      settings
 	addr   *Addr
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -296,7 +296,7 @@ func (l *Listener) AcceptConfig(cfg *Config) (*Conn, error) {
 	s := l.s
 	if cfg != nil {
 		// The QP is made with the listener's capacities.
-		s = cfg.sizes()
+		s = cfg.settings()
 		s.sq, s.rq = min(s.sq, l.s.sq), min(s.rq, l.s.rq)
 		s.inline = min(s.inline, max(l.s.inline, msgSize))
 	}
@@ -319,7 +319,7 @@ func (l *Listener) AcceptConfig(cfg *Config) (*Conn, error) {
 	}
 }
 
-func (l *Listener) accept(req *rdmacm.ConnRequest, s sizes) (*Conn, error) {
+func (l *Listener) accept(req *rdmacm.ConnRequest, s settings) (*Conn, error) {
 	peer := req.PrivateData()
 	if _, err := parseConnData(peer); err != nil {
 		req.Reject(nil)

@@ -96,14 +96,14 @@ func TestScaleToValue(t *testing.T) {
 }
 
 func TestSizes(t *testing.T) {
-	s := (*Config)(nil).sizes()
+	s := (*Config)(nil).settings()
 	s.spinMax = 0 // TestConfigWaitSpinMax's
-	if s != (sizes{sbuf: 128 << 10, rbuf: 128 << 10, sq: 384, rq: 384, inline: 64}) {
+	if s != (settings{sbuf: 128 << 10, rbuf: 128 << 10, sq: 384, rq: 384, inline: 64}) {
 		t.Errorf("defaults: %+v", s)
 	}
-	s = (&Config{SendBuffer: 1, RecvBuffer: 5000, SendQueue: 1, RecvQueue: 1 << 20, Inline: -1}).sizes()
+	s = (&Config{SendBuffer: 1, RecvBuffer: 5000, SendQueue: 1, RecvQueue: 1 << 20, Inline: -1}).settings()
 	s.spinMax = 0
-	if s != (sizes{sbuf: 4096, rbuf: 5120, sq: 16, rq: 0xfffe, inline: 0}) {
+	if s != (settings{sbuf: 4096, rbuf: 5120, sq: 16, rq: 0xfffe, inline: 0}) {
 		t.Errorf("clamped: %+v", s)
 	}
 }
