@@ -117,10 +117,21 @@ func TestDeviceGoneRig(t *testing.T) {
 	woken := make(chan string, 3)
 	go func() {
 		ev, err := c.NextAsyncEvent(context.Background())
-		woken <- fmt.Sprintf("NextAsyncEvent: %v %v", ev.Type, err)
+		first := fmt.Sprintf("NextAsyncEvent: %v %v", ev.Type, err)
 		if err != nil || ev.Type != EventDeviceFatal {
 			t.Errorf("NextAsyncEvent after removal = %+v, %v; want DEVICE_FATAL", ev, err)
 		}
+		// One fatal event, then ENODEV (the doc's promise), whether the
+		// kernel sent its own DEVICE_FATAL and then EIO (a disassociated
+		// context) or goverbs made the event. Before woken: the test
+		// closes the Context once all three are woken.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ev, err = c.NextAsyncEvent(ctx)
+		if !errors.Is(err, unix.ENODEV) {
+			t.Errorf("the second NextAsyncEvent after removal = %+v, %v; want an error wrapping ENODEV", ev, err)
+		}
+		woken <- first + "; then " + fmt.Sprint(err)
 	}()
 	go func() {
 		_, err := cq.Wait(context.Background(), make([]WorkCompletion, 1))

@@ -121,6 +121,9 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			return ev, nil
 		default:
 		}
+		if c.lost.Load() { // the reader ended as the device went
+			return c.lostEvent(parked)
+		}
 		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
 	case <-c.dead:
 		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
@@ -130,13 +133,20 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 			return ev, nil
 		default:
 		}
-		if c.fatalSent.Swap(true) && !parked {
-			return AsyncEvent{}, c.lostError("NextAsyncEvent")
-		}
-		return AsyncEvent{Type: EventDeviceFatal}, nil
+		return c.lostEvent(parked)
 	case <-ctx.Done():
 		return AsyncEvent{}, ctx.Err()
 	}
+}
+
+// lostEvent is NextAsyncEvent's answer once the device is gone: the
+// EventDeviceFatal goverbs makes, unless one was handed out already (the
+// kernel's or ours) and the caller was not waiting when the device went.
+func (c *Context) lostEvent(parked bool) (AsyncEvent, error) {
+	if c.fatalSent.Swap(true) && !parked {
+		return AsyncEvent{}, c.lostError("NextAsyncEvent")
+	}
+	return AsyncEvent{Type: EventDeviceFatal}, nil
 }
 
 func (c *Context) readAsyncEvents(f *os.File) {
@@ -147,12 +157,18 @@ func (c *Context) readAsyncEvents(f *os.File) {
 		if _, err := io.ReadFull(f, buf); err != nil {
 			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && c.closed.Load()) {
 				err = ErrClosed
+			} else if errors.Is(err, unix.EIO) && c.nodeGone() {
+				// A driver with disassociate_ucontext (rxe on 7.3,
+				// mlx5): the kernel's DEVICE_FATAL came, then EIO,
+				// maybe before the device watch saw the node go.
+				c.deviceLost()
 			}
 			a.err = err
 			close(a.done)
 			return
 		}
 		if EventType(desc.EventType) == EventDeviceFatal {
+			c.fatalSent.Store(true) // goverbs makes no second one
 			// The device is gone: the provider's fast path fails from
 			// now on (and stops writing doorbells) before the program
 			// hears of it.
