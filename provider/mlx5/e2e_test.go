@@ -413,19 +413,8 @@ func TestSendQueueWrap(t *testing.T) {
 // sequence number (no event consumed since the last one) is ignored by the
 // device.
 func TestArmWithoutSyscall(t *testing.T) {
-	d, dev := newModel(t, nil, model.Options{})
-	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	cq := n.cq(32, ch)
-	a, b := n.qp(uverbs.QPTypeRC, cq, cap1), n.qp(uverbs.QPTypeRC, cq, cap1)
-	defer a.Close()
-	defer b.Close()
-	connect(t, a, b.QPN(), grhTo(d))
-	connect(t, b, a.QPN(), grhTo(d))
+	r := newChannelPair(t, uverbs.CQOptions{})
+	n, cq := r.n, r.cq
 	before := n.ctx.Syscalls()
 	if err := cq.ReqNotify(false); err != nil {
 		t.Fatal(err)
@@ -433,18 +422,18 @@ func TestArmWithoutSyscall(t *testing.T) {
 	if d := n.ctx.Syscalls() - before; d != 0 {
 		t.Errorf("ReqNotify made %d syscalls", d)
 	}
-	if _, err := a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+	if _, err := r.a.PostSend([]uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: n.addr(8192), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := contextWithTimeout(5 * time.Second)
 	defer cancel()
-	got, err := ch.Wait(wctx)
+	got, err := r.ch.Wait(wctx)
 	if err != nil || got != cq {
 		t.Fatalf("Wait: %v, %v", got, err)
 	}
 	poll(t, cq, 1)
-	s := d.Stats()
+	s := r.d.Stats()
 	if s.Arms != 1 || s.Events != 1 || s.StaleArms != 0 {
 		t.Errorf("model saw %+v", s)
 	}

@@ -10,16 +10,17 @@ import (
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// spinRig is a model device with one CQ (options o, on a channel of its
-// own) and two RC QPs on it, connected to each other.
-type spinRig struct {
+// channelPair is a model device with one CQ (options o, on a completion
+// channel of its own) and two RC QPs on it, connected to each other.
+type channelPair struct {
 	d  *model.Device
 	n  *node
+	ch *uverbs.CompChannel
 	cq *uverbs.CQ
 	a  *uverbs.QP
 }
 
-func newSpinRig(t *testing.T, o uverbs.CQOptions) *spinRig {
+func newChannelPair(t *testing.T, o uverbs.CQOptions) *channelPair {
 	d, dev := newModel(t, nil, model.Options{})
 	n := openNode(t, d, dev, uverbs.OpenOptions{})
 	ch, err := n.ctx.CreateCompChannel()
@@ -37,12 +38,12 @@ func newSpinRig(t *testing.T, o uverbs.CQOptions) *spinRig {
 	t.Cleanup(func() { b.Close(); a.Close() })
 	connect(t, a, b.QPN(), grhTo(d))
 	connect(t, b, a.QPN(), grhTo(d))
-	return &spinRig{d: d, n: n, cq: cq, a: a}
+	return &channelPair{d: d, n: n, ch: ch, cq: cq, a: a}
 }
 
 // waitAfter starts a CQ.Wait, posts a signaled RDMA WRITE with id after
 // delay, and checks that the Wait returned its completion.
-func (r *spinRig) waitAfter(t *testing.T, id uint64, delay time.Duration) {
+func (r *channelPair) waitAfter(t *testing.T, id uint64, delay time.Duration) {
 	done := make(chan error, 1)
 	go func() {
 		wc := make([]uverbs.WorkCompletion, 1)
@@ -78,7 +79,7 @@ func TestWaitSpinFindsCompletion(t *testing.T) {
 		{"no-spin", -1, 1, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newSpinRig(t, uverbs.CQOptions{WaitSpin: tc.spin})
+			r := newChannelPair(t, uverbs.CQOptions{WaitSpin: tc.spin})
 			r.waitAfter(t, 1, 20*time.Millisecond)
 			if s := r.d.Stats(); s.Arms != tc.arms || s.Events != tc.events {
 				t.Errorf("model saw %d arms and %d events; want %d and %d", s.Arms, s.Events, tc.arms, tc.events)
@@ -102,7 +103,7 @@ func TestWaitSpinGrows(t *testing.T) {
 		{"fixed", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newSpinRig(t, uverbs.CQOptions{WaitSpin: 5 * time.Millisecond, WaitSpinMax: tc.limit})
+			r := newChannelPair(t, uverbs.CQOptions{WaitSpin: 5 * time.Millisecond, WaitSpinMax: tc.limit})
 			r.waitAfter(t, 1, 100*time.Millisecond)
 			r.waitAfter(t, 2, 20*time.Millisecond)
 			if s := r.d.Stats(); s.Arms != tc.arms || s.Events != tc.arms {
