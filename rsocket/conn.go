@@ -80,6 +80,9 @@ type Conn struct {
 	closing    bool
 	quiet      bool // accepted on iWARP: send nothing before the peer's first message (stillQuiet)
 	acceptedAt time.Time
+	peerClosed bool          // the peer's DISCONNECT came (or its SHUTDOWN ended both directions)
+	peerRQ     uint16        // the peer's receive queue: its credits before it read anything
+	lingered   string        // how Close's iWARP linger ended (tests)
 	nudge      bool          // dialed on iWARP, no data received yet: waiters nudge (see nudgeEvery)
 	nudged     int           // nudges posted
 	prog       chan struct{} // closed when the state moved on (waiters)
@@ -197,6 +200,7 @@ func (c *Conn) start(peer []byte, accepted bool) error {
 	c.peerBig = d.Flags&connFlagNet != 0
 	c.storeTarget(0, d.DataBuffer)
 	c.sseqComp = d.Credits
+	c.peerRQ = d.Credits
 	c.state = stConnected | stReadable | stWritable
 	// MPA (RFC 5044; RFC 6581's RTR exchange is what lifts it) has the
 	// initiator send the first FPDU. siw's initiator reads the MPA reply's
@@ -473,9 +477,60 @@ func (c *Conn) CloseRead() error {
 // the peer.
 const closeLinger = 30 * time.Second
 
+// iwarpLinger bounds how long Close on iWARP waits, after its last send
+// completed, for the peer to have read every byte or to close, before it
+// disconnects.
+//
+// On iWARP a send completes once siw has handed it to TCP, not once the
+// peer has it, and disconnecting releases the socket at once
+// (siw_qp_cm_drop). If bytes of the peer's (its credit updates) arrived
+// after our QP stopped reading, the release finds them unread and resets
+// the TCP connection (tcp_close), dropping what of ours was still queued:
+// the peer's QP then flushes before the end of the stream. Close waits
+// until the peer's credits say its application read every message we sent
+// (rsocket's credits count messages read), or until its DISCONNECT came
+// (a peer sends it only once it stopped reading, and nothing after it).
+// rsocket.c's peers send DISCONNECT as they close (rshutdown), and so does
+// this package; a peer that neither reads all nor closes holds Close this
+// long. rsocket.c itself does not wait (rclose destroys its ID once its
+// sends completed).
+//
+// How the stream breaks, read in Linux's tcp_input.c and siw: a close
+// while our last bytes still wait in our TCP send queue puts the FIN on
+// their segment; the peer's TCP handles the FIN (siw schedules its QP's
+// close) before it calls data_ready for those bytes, and siw's close can
+// take the QP's state lock first: siw_qp_llp_data_ready's trylock fails
+// or finds rx_suspend, the bytes are never placed and the receives
+// flush. Once our bytes left the send queue the FIN travels alone, behind
+// them; on a live peer that takes microseconds, so half a second bounds
+// the wait with a wide margin (the rig's TCG guests included).
+const iwarpLinger = 500 * time.Millisecond
+
+// peerDone reports that the peer will send nothing more: its DISCONNECT
+// came, the connection broke, or the CM saw it end. mu held.
+func peerDone(c *Conn) bool {
+	if c.peerClosed || c.state&stError != 0 {
+		return true
+	}
+	select {
+	case <-c.rc.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// peerReadAll reports that the peer's last credits counted every data
+// message we sent as read by its application. mu held.
+func peerReadAll(c *Conn) bool { return c.sseqComp-c.peerRQ == c.sseqNo }
+
+// lingerOver: Close's iWARP linger may end. mu held.
+func lingerOver(c *Conn) bool { return peerReadAll(c) || peerDone(c) }
+
 // Close closes the connection: blocked Reads and Writes return
 // net.ErrClosed, the peer gets DISCONNECT after every byte written, and
-// the QP, buffers and CM ID are released.
+// the QP, buffers and CM ID are released. On iWARP it may wait (half a
+// second at most) for the peer to read or close first: see iwarpLinger.
 func (c *Conn) Close() error {
 	c.closeOnce.Do(func() { c.closeErr = c.close() })
 	return c.closeErr
@@ -498,7 +553,8 @@ func (c *Conn) close() error {
 	defer c.wmu.Unlock()
 	var drain deadline
 	drain.init()
-	drain.set(time.Now().Add(closeLinger))
+	end := time.Now().Add(closeLinger)
+	drain.set(end)
 	c.mu.Lock()
 	c.closing = false // the drain below waits like a Write
 	if c.state&stConnected != 0 && c.quiet {
@@ -510,6 +566,9 @@ func (c *Conn) close() error {
 		c.state &^= stReadable | stWritable
 		c.sendCtrl(ctrlDisconnect, &drain) //nolint:errcheck // best effort: the CM disconnects anyway
 		c.wait(&drain, allSent)            //nolint:errcheck
+		if c.msgSend {
+			c.linger(&drain, end)
+		}
 	}
 	c.closing = true
 	c.state = 0
@@ -517,6 +576,27 @@ func (c *Conn) close() error {
 	drain.shutdown()
 	c.gone.Store(true)
 	return c.release()
+}
+
+// linger is Close's wait on iWARP (see iwarpLinger); dl is Close's drain
+// deadline, which ends at end. mu held.
+func (c *Conn) linger(dl *deadline, end time.Time) {
+	if lingerOver(c) {
+		c.lingered = "not needed"
+		return
+	}
+	if d := time.Now().Add(iwarpLinger); d.Before(end) {
+		dl.set(d)
+	}
+	c.wait(dl, lingerOver) //nolint:errcheck // at the linger's end the CM disconnects anyway
+	switch {
+	case peerReadAll(c):
+		c.lingered = "peer read all"
+	case peerDone(c):
+		c.lingered = "peer closed"
+	default:
+		c.lingered = "timed out"
+	}
 }
 
 // release destroys the connection's QP, CQ and ID, deregisters its buffers

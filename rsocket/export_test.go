@@ -38,3 +38,12 @@ func SetTestHookAccepted(f func(done <-chan struct{})) {
 // a peer that gives up on the connection or dies does: the QPs go to the
 // error state and both sides get DISCONNECTED.
 func Abort(c net.Conn) error { return c.(*Conn).rc.Disconnect() }
+
+// Lingered says how Close's iWARP linger ended ("" if Close did not get
+// that far, e.g. not on iWARP).
+func Lingered(c net.Conn) string {
+	cc := c.(*Conn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.lingered
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -419,5 +420,89 @@ func TestRigDisconnectOvertakesData(t *testing.T) {
 	t.Logf("%d connections: %d times the server closed while the client was between its poll and its look at the CM", conns, overtaken.Load())
 	if overtaken.Load() == 0 {
 		t.Errorf("the server never closed inside the client's window: the test did not exercise the race")
+	}
+}
+
+// TestRigIWARPCloseWaitsForPeer: on siw0 a Close after writing waits until
+// the peer has read every byte or closed, before it disconnects (see
+// iwarpLinger: a send completes there once it is in TCP, and an early
+// disconnect can reset the stream under the peer's last bytes). The
+// server writes and closes; the client reads what was written, then:
+//   - closes 200 ms later: the server's Close returns after the client's
+//     began, its linger ended by the client's DISCONNECT;
+//   - stays open: the server's Close still returns (the linger is bounded);
+//   - read exactly half its receive buffer, which makes it send credits
+//     counting the message read: the server's Close needs no DISCONNECT.
+func TestRigIWARPCloseWaitsForPeer(t *testing.T) {
+	rigtest.Require(t)
+	p := paths[2] // siw0
+	const rbuf = 128 << 10
+	cases := []struct {
+		name       string
+		size       int
+		peerCloses bool
+		wantLinger []string
+	}{
+		{"peer closes", 1000, true, []string{"peer closed"}},
+		{"peer stays", 1000, false, []string{"timed out"}},
+		{"peer read all", rbuf / 2, false, []string{"not needed", "peer read all"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			client, server := pair(t, p, rsocket.Config{RecvBuffer: rbuf})
+			data := pattern(tc.size, 7)
+			type closed struct {
+				at  time.Time
+				err error
+			}
+			srv := make(chan closed, 1)
+			read := make(chan struct{})
+			go func() {
+				if _, err := server.Write(data); err != nil {
+					srv <- closed{time.Now(), fmt.Errorf("Write: %v", err)}
+					return
+				}
+				<-read
+				err := server.Close()
+				srv <- closed{time.Now(), err}
+			}()
+			got := make([]byte, tc.size)
+			if _, err := io.ReadFull(client, got); err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("client read %v; want the %d bytes written", err, len(data))
+			}
+			close(read)
+			var r closed
+			if tc.peerCloses {
+				time.Sleep(200 * time.Millisecond) // the server waits in Close meanwhile
+				select {
+				case r = <-srv:
+					t.Fatalf("the server's Close returned (%v) before the client closed", r.err)
+				default:
+				}
+				began := time.Now()
+				if err := client.Close(); err != nil {
+					t.Fatalf("client Close: %v", err)
+				}
+				r = <-srv
+				if r.at.Before(began) {
+					t.Errorf("the server's Close returned %v before the client's began", began.Sub(r.at))
+				}
+			} else {
+				select {
+				case r = <-srv:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the server's Close has not returned 30 s after the client read all, the client still open")
+				}
+				if n, err := client.Read(got[:1]); n != 0 || err != io.EOF {
+					t.Errorf("client Read after the server closed: %d, %v; want io.EOF", n, err)
+				}
+			}
+			if r.err != nil {
+				t.Errorf("server Close: %v", r.err)
+			}
+			if l := rsocket.Lingered(server); !slices.Contains(tc.wantLinger, l) {
+				t.Errorf("the server's linger ended %q, want one of %q", l, tc.wantLinger)
+			}
+		})
 	}
 }

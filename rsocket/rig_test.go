@@ -89,7 +89,14 @@ func pair(t *testing.T, p path, cfg rsocket.Config) (client, server net.Conn) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	t.Cleanup(func() { r.c.Close() })
+	// Both ends close at once, as two programs would: on iWARP a Close
+	// waits for the peer's (iwarpLinger).
+	t.Cleanup(func() {
+		done := make(chan struct{})
+		go func() { client.Close(); close(done) }()
+		r.c.Close()
+		<-done
+	})
 	return client, r.c
 }
 

@@ -66,11 +66,13 @@ func (c *Conn) process(wcs []uverbs.WorkCompletion) {
 				switch msgData(msg) {
 				case ctrlDisconnect:
 					c.state = stDisconnected
+					c.peerClosed = true
 				case ctrlShutdown:
 					if c.state&stWritable != 0 {
 						c.state &^= stReadable
 					} else {
 						c.state = stDisconnected
+						c.peerClosed = true
 					}
 				}
 			case opData:
