@@ -38,7 +38,10 @@
 // os.ErrDeadlineExceeded), CloseWrite (SHUT_WR: the peer reads io.EOF),
 // CloseRead, Close (wakes blocked Read and Write with net.ErrClosed, sends
 // DISCONNECT after every byte written has landed, then releases the QP and
-// buffers), LocalAddr and RemoteAddr. A peer that disappears without a
+// buffers; on iWARP it first waits, half a second at most, until the peer
+// has read every byte or closed too: siw completes a send once it is in
+// TCP, and a disconnect right after can lose its last bytes), LocalAddr
+// and RemoteAddr. A peer that disappears without a
 // DISCONNECT (killed: its CM sends a disconnect) makes Read and Write fail
 // with ECONNRESET once the buffered bytes are read. The CM's DISCONNECTED
 // event is taken as a reset only after the CQ is drained once more: a peer
