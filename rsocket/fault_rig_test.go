@@ -428,7 +428,7 @@ func TestRigDisconnectOvertakesData(t *testing.T) {
 // iwarpLinger: a send completes there once it is in TCP, and an early
 // disconnect can reset the stream under the peer's last bytes). The
 // server writes and closes; the client reads what was written, then:
-//   - closes 200 ms later: the server's Close returns after the client's
+//   - closes 100 ms later: the server's Close returns after the client's
 //     began, its linger ended by the client's DISCONNECT;
 //   - stays open: the server's Close still returns (the linger is bounded);
 //   - read exactly half its receive buffer, which makes it send credits
@@ -473,7 +473,7 @@ func TestRigIWARPCloseWaitsForPeer(t *testing.T) {
 			close(read)
 			var r closed
 			if tc.peerCloses {
-				time.Sleep(200 * time.Millisecond) // the server waits in Close meanwhile
+				time.Sleep(100 * time.Millisecond) // the server waits in Close meanwhile (iwarpLinger: 500 ms)
 				select {
 				case r = <-srv:
 					t.Fatalf("the server's Close returned (%v) before the client closed", r.err)
