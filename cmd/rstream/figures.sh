@@ -64,14 +64,17 @@ timed out or failed (status $?)"
 	esac
 	echo "$label $size $line" >>"$all"
 }
+# rdma-core's rstream by path: a guest booted with --go ./cmd/... has
+# goverbs' rstream first in PATH under the same name.
+rc=/usr/bin/rstream
 pair() { # index args...: the index-th of the four pairs
 	k=$1
 	shift
 	case $k in
 	0) one "goverbs-$mode" grstream grstream "$@" ;;
-	1) one "rstream-$mode" rstream rstream "$@" ;;
-	2) one "rstream-b-$mode" "rstream -T b" "rstream -T b" "$@" ;;
-	3) one "tcp-$mode" "rstream -T s" "rstream -T s" "$@" ;;
+	1) one "rstream-$mode" $rc $rc "$@" ;;
+	2) one "rstream-b-$mode" "$rc -T b" "$rc -T b" "$@" ;;
+	3) one "tcp-$mode" "$rc -T s" "$rc -T s" "$@" ;;
 	4) one "goverbs0-$mode" "env $GENV grstream" "env $GENV grstream" "$@" ;;
 	esac
 }
