@@ -21,13 +21,7 @@ type channelPair struct {
 }
 
 func newChannelPair(t *testing.T, o uverbs.CQOptions) *channelPair {
-	d, dev := newModel(t, nil, model.Options{})
-	n := openNode(t, d, dev, uverbs.OpenOptions{})
-	ch, err := n.ctx.CreateCompChannel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ch.Close() })
+	d, n, ch := parkNode(t)
 	o.Channel = ch
 	cq, err := n.ctx.CreateCQ(32, o)
 	if err != nil {
