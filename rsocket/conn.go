@@ -508,17 +508,7 @@ const iwarpLinger = 500 * time.Millisecond
 
 // peerDone reports that the peer will send nothing more: its DISCONNECT
 // came, the connection broke, or the CM saw it end. mu held.
-func peerDone(c *Conn) bool {
-	if c.peerClosed || c.state&stError != 0 {
-		return true
-	}
-	select {
-	case <-c.rc.Done():
-		return true
-	default:
-		return false
-	}
-}
+func peerDone(c *Conn) bool { return c.peerClosed || c.state&stError != 0 || c.cmDown() }
 
 // peerReadAll reports that the peer's last credits counted every data
 // message we sent as read by its application. mu held.

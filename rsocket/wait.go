@@ -201,16 +201,22 @@ var testHookBeforeCM func(*Conn)
 // a DISCONNECT or SHUTDOWN message among them is an orderly end of
 // stream (io.EOF), and flushed receives are skipped (process).
 func (c *Conn) checkCM() {
-	if c.state&stConnected == 0 {
-		return
-	}
-	select {
-	case <-c.rc.Done():
-	default:
+	if c.state&stConnected == 0 || !c.cmDown() {
 		return
 	}
 	c.drain()
 	c.brokenLocked(syscall.ECONNRESET)
+}
+
+// cmDown reports whether the CM has seen the connection end (rdmacm's
+// Done is closed).
+func (c *Conn) cmDown() bool {
+	select {
+	case <-c.rc.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 func (c *Conn) brokenLocked(err error) {
