@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/abi"
@@ -48,6 +49,7 @@ type ID struct {
 	closeErr error         // ErrClosed (or the channel's error) once closed
 	closedCh chan struct{}
 	closing  sync.Once
+	waits    atomic.Int32 // calls of the ID's waiting for an event (Close kicks them)
 
 	// kmu orders the commands that name kid before Close's DESTROY_ID
 	// (write); destroyed refuses them after it.
@@ -93,13 +95,6 @@ func newID(ch *EventChannel, ps PortSpace, qpt uverbs.QPType) *ID {
 
 func (id *ID) udEvents() bool { return id.qpType == uverbs.QPTypeUD }
 
-func poke(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
 func (id *ID) deliver(ev Event) {
 	id.mu.Lock()
 	switch {
@@ -108,7 +103,7 @@ func (id *ID) deliver(ev Event) {
 		child.kid = ev.id
 		id.requests = append(id.requests, &ConnRequest{ID: child, Event: ev, listener: id})
 		id.mu.Unlock()
-		poke(id.sig)
+		notify(id.sig)
 		return
 	case ev.Type.async():
 		breaks := id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval)
@@ -148,7 +143,7 @@ func (id *ID) deliver(ev Event) {
 		for _, f := range fs {
 			go f()
 		}
-		poke(id.asig)
+		notify(id.asig)
 		if ev.Type == EventDeviceRemoval && id.dev != nil {
 			id.ch.removeDevice(id.dev)
 		}
@@ -163,7 +158,7 @@ func (id *ID) deliver(ev Event) {
 	}
 	id.replies = append(id.replies, ev)
 	id.mu.Unlock()
-	poke(id.sig)
+	notify(id.sig)
 }
 
 // flush moves the ID's QP to ERR, so its posted work requests complete
@@ -187,8 +182,11 @@ func (id *ID) stop(err error) {
 
 // wait returns the next reply event, which must be one of want. It
 // returns early when ctx is done, the ID is closed, or (breakOn) a
-// DISCONNECTED or DEVICE_REMOVAL event arrives.
+// DISCONNECTED or DEVICE_REMOVAL event arrives. While it waits it may read
+// the channel itself (EventChannel.await).
 func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventType) (Event, error) {
+	ch := id.channel()
+	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.replies) > 0 {
@@ -210,19 +208,37 @@ func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventTy
 		if breakOn && broken != nil {
 			return Event{}, opError(op, broken)
 		}
-		brokenCh := id.brokenCh
-		if !breakOn {
-			brokenCh = nil
+		var brokenCh chan struct{}
+		if breakOn {
+			brokenCh = id.brokenCh
 		}
-		select {
-		case <-id.sig:
-		case <-brokenCh:
-		case <-id.closedCh:
-		case <-ctx.Done():
-			return Event{}, opError(op, ctx.Err())
+		if err := ch.await(ctx, id.sig, brokenCh, id.closedCh); err != nil {
+			return Event{}, opError(op, err)
 		}
 	}
 }
+
+// channel is the channel the ID is on (Migrate changes it).
+func (id *ID) channel() *EventChannel {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return id.ch
+}
+
+// join joins ch as a waiter of the ID's (see EventChannel.join).
+func (id *ID) join(ctx context.Context, ch *EventChannel) (part func()) {
+	id.waits.Add(1)
+	chPart := ch.join(ctx)
+	return func() {
+		chPart()
+		id.waits.Add(-1)
+	}
+}
+
+// waiting joins the ID's channel as a waiter before a command whose event
+// the caller waits for, so that the channel's goroutine steps aside while
+// the kernel works; call the function it returns after the wait.
+func (id *ID) waiting(ctx context.Context) (part func()) { return id.channel().join(ctx) }
 
 // timeoutMS turns ctx's deadline into the kernel's timeout for an
 // address or route resolution (at least 1 ms; 2 s without a deadline,
@@ -258,10 +274,13 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 		req.SrcSize = uint16(putSockaddr(abi.Bytes(&req.SrcAddr), src, v6))
 	}
 	req.DstSize = uint16(putSockaddr(abi.Bytes(&req.DstAddr), dst, v6))
-	if err := id.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
-		return err
+	part := id.waiting(ctx)
+	err := id.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil)
+	if err == nil {
+		_, err = id.wait(ctx, "ResolveAddr", false, EventAddrResolved)
 	}
-	if _, err := id.wait(ctx, "ResolveAddr", false, EventAddrResolved); err != nil {
+	part()
+	if err != nil {
 		return err
 	}
 	return id.bindDevice("ResolveAddr")
@@ -272,6 +291,7 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 // timeout too.
 func (id *ID) ResolveRoute(ctx context.Context) error {
 	req := abi.RdmaUcmResolveRoute{Id: id.kid, TimeoutMs: timeoutMS(ctx)}
+	defer id.waiting(ctx)()
 	if err := id.write("ResolveRoute", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
@@ -413,6 +433,8 @@ func (id *ID) Listen(backlog int) error {
 
 // NextRequest returns the next connection request of a listening ID.
 func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
+	ch := id.channel()
+	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.requests) > 0 {
@@ -426,11 +448,8 @@ func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
 		if closeErr != nil {
 			return nil, opError("Accept", closeErr)
 		}
-		select {
-		case <-id.sig:
-		case <-id.closedCh:
-		case <-ctx.Done():
-			return nil, opError("Accept", ctx.Err())
+		if err := ch.await(ctx, id.sig, nil, id.closedCh); err != nil {
+			return nil, opError("Accept", err)
 		}
 	}
 }
@@ -439,6 +458,8 @@ func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
 // (DISCONNECTED, DEVICE_REMOVAL, ADDR_CHANGE, TIMEWAIT_EXIT), waiting for
 // one until ctx is done or the ID is closed.
 func (id *ID) NextEvent(ctx context.Context) (Event, error) {
+	ch := id.channel()
+	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.async) > 0 {
@@ -452,11 +473,8 @@ func (id *ID) NextEvent(ctx context.Context) (Event, error) {
 		if closeErr != nil {
 			return Event{}, opError("NextEvent", closeErr)
 		}
-		select {
-		case <-id.asig:
-		case <-id.closedCh:
-		case <-ctx.Done():
-			return Event{}, opError("NextEvent", ctx.Err())
+		if err := ch.await(ctx, id.asig, nil, id.closedCh); err != nil {
+			return Event{}, opError("NextEvent", err)
 		}
 	}
 }
@@ -535,6 +553,12 @@ func (id *ID) Close() error {
 			err = nil // the channel's close destroyed it
 		}
 		id.stop(ErrClosed)
+		// A wait of the ID's may hold the channel's token, parked in its
+		// read: the kick makes it look at closedCh. (A wait that begins
+		// after stop sees closeErr.)
+		if id.waits.Load() > 0 {
+			id.channel().kick()
+		}
 	})
 	return err
 }

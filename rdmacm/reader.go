@@ -1,0 +1,221 @@
+package rdmacm
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/goverbs/goverbs/abi"
+	"golang.org/x/sys/unix"
+)
+
+// Who reads the rdma_cm file.
+//
+// One goroutine at a time reads events (GET_EVENT) and hands each to the
+// sink its uid names: the holder of the reader's token. While nobody
+// waits for an event, the channel's own goroutine (reader) holds it, so
+// that DISCONNECTED, DEVICE_REMOVAL and connection requests are taken in
+// and acted on (the QP flushed, Done closed) with no call waiting. A call
+// that waits for an event (ResolveAddr, Connect, Accept, NextEvent, ...)
+// joins: the channel's goroutine is kicked out of its read (a read
+// deadline in the past) and gives the token up until no call waits, and a
+// waiter takes it and reads the file itself. Its own event then wakes it
+// straight from the runtime poller, as a thread blocked in librdmacm's
+// rdma_get_cm_event is woken by the kernel, instead of waking the
+// channel's goroutine, which would wake the waiter. Events for other IDs
+// are dispatched by whichever goroutine reads them, and their waiters
+// woken as before; a waiter without the token waits for its own wake-up
+// or for the token to come free. CQ.Wait's waiters read their completion
+// channel the same way (package uverbs).
+//
+// The rules that keep a wake-up from being lost, all under ch.mu:
+//   - the token is free and someone waits (want > 0): free has a wake-up
+//     pending, or a waiter is about to look (part and giveBack send it);
+//   - the token is free and nobody waits: resume has a wake-up pending,
+//     or the channel's goroutine is about to look;
+//   - a kick (Close of an ID, the end of a waiter's ctx, a migrated ID's
+//     event read on its former channel) ends the holder's read; the holder
+//     clears the deadline before anyone looks at what changed, so a kick
+//     after that look ends the next read instead.
+
+// initReader prepares the GET_EVENT command the token's holder writes.
+func (ch *EventChannel) initReader() {
+	ch.resp = make([]byte, 336)
+	var req abi.RdmaUcmGetEvent
+	req.Response = addrOf(ch.resp)
+	ch.hdr = make([]byte, 8+8)
+	binary.NativeEndian.PutUint32(ch.hdr[0:], abi.RDMA_USER_CM_CMD_GET_EVENT)
+	binary.NativeEndian.PutUint16(ch.hdr[4:], 8)
+	binary.NativeEndian.PutUint16(ch.hdr[6:], uint16(len(ch.resp)))
+	copy(ch.hdr[8:], abi.Bytes(&req))
+	ch.free = make(chan struct{}, 1)
+	ch.resume = make(chan struct{}, 1)
+}
+
+// reader is the channel's goroutine: it reads events whenever no call
+// waits for one, until the channel stops.
+func (ch *EventChannel) reader() {
+	for {
+		ch.mu.Lock()
+		for ch.err == nil && (ch.reading || ch.want > 0) {
+			ch.mu.Unlock()
+			select {
+			case <-ch.resume:
+			case <-ch.done:
+			}
+			ch.mu.Lock()
+		}
+		if ch.err != nil {
+			ch.mu.Unlock()
+			return
+		}
+		ch.reading, ch.bgReading = true, true
+		ch.mu.Unlock()
+		stopped := ch.readEvent()
+		ch.mu.Lock()
+		ch.reading, ch.bgReading = false, false
+		waiting := ch.want > 0
+		ch.mu.Unlock()
+		if waiting {
+			notify(ch.free)
+		}
+		if stopped {
+			return
+		}
+	}
+}
+
+// readEvent reads one event and dispatches it, parked on the runtime
+// poller until one comes or a kick ends the read. It reports whether the
+// channel stopped (the file was closed or failed): ch.stop has run.
+//
+// GET_EVENT is a write() and the file only ever reports EPOLLIN, so the
+// write is made from RawConn.Read's callback, which retries it each time
+// the poller says the file is readable.
+func (ch *EventChannel) readEvent() bool {
+	var werr error
+	err := ch.rc.Read(func(fd uintptr) bool {
+		_, werr = rawWrite(fd, ch.hdr, ch.resp)
+		return werr != unix.EAGAIN
+	})
+	switch {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		ch.file.SetReadDeadline(time.Time{}) //nolint:errcheck // fails only once closed: the next read says so
+		return false
+	case err == nil && werr == unix.EINTR:
+		return false
+	case err == nil && werr == nil:
+		if ev, derr := decodeEvent(ch.resp, ch.isUD); derr == nil { // it cannot fail: the kernel wrote a whole event
+			ch.dispatch(ev)
+		}
+		return false
+	}
+	if err == nil {
+		err = werr
+	}
+	if errors.Is(err, os.ErrClosed) {
+		err = ErrClosed
+	}
+	ch.stop(err)
+	return true
+}
+
+// kick ends the token holder's read at once (a read deadline in the
+// past), so that it looks again at what it waits for. A kick that finds
+// no read ends the next one, which is harmless: its reader looks and
+// reads again.
+func (ch *EventChannel) kick() {
+	ch.file.SetReadDeadline(time.Unix(1, 0)) //nolint:errcheck // a closed file has no reader to kick
+}
+
+// join counts the caller as waiting for an event until the function it
+// returns is called: the channel's goroutine gives the token up, and
+// the end of ctx kicks the holder's read. A caller may join before it
+// sends the command whose event it will wait for, so that the hand-over
+// overlaps the kernel's work; joining twice is harmless.
+func (ch *EventChannel) join(ctx context.Context) (part func()) {
+	ch.mu.Lock()
+	ch.want++
+	kick := ch.bgReading
+	ch.mu.Unlock()
+	if kick {
+		ch.kick()
+	}
+	unwatch := func() bool { return false }
+	if ctx.Done() != nil {
+		unwatch = context.AfterFunc(ctx, ch.kick)
+	}
+	return func() {
+		unwatch()
+		ch.mu.Lock()
+		ch.want--
+		free, waiting := !ch.reading, ch.want > 0
+		ch.mu.Unlock()
+		switch {
+		case free && waiting:
+			notify(ch.free) // pass on a wake-up this waiter may have taken
+		case free:
+			notify(ch.resume)
+		}
+	}
+}
+
+// await waits, for a caller that joined, until something it waits for
+// may have changed: it reads and dispatches one event if it can take the
+// token, or else waits for its own wake-ups (sig, broken, closed: nil
+// channels are never ready) or for the token to come free. It returns
+// ctx's error once ctx is done and nil otherwise: the caller looks again
+// at what it waits for.
+func (ch *EventChannel) await(ctx context.Context, sig, broken, closed <-chan struct{}) error {
+	ch.mu.Lock()
+	free := ch.err == nil && !ch.reading
+	if free {
+		ch.reading = true
+	}
+	stopped := ch.err != nil
+	ch.mu.Unlock()
+	if !free {
+		token := ch.free
+		if stopped {
+			token = nil // the channel's stop closes its IDs' closed
+		}
+		select {
+		case <-token:
+		case <-sig:
+		case <-broken:
+		case <-closed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		ch.giveBack()
+		return err
+	}
+	ch.readEvent()
+	ch.giveBack()
+	return nil
+}
+
+// giveBack gives back the token a waiter took in await.
+func (ch *EventChannel) giveBack() {
+	ch.mu.Lock()
+	ch.reading = false
+	others := ch.want > 1
+	ch.mu.Unlock()
+	if others {
+		notify(ch.free)
+	}
+}
+
+// notify sends a wake-up on a channel of capacity 1; a wake-up already
+// pending covers it.
+func notify(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
