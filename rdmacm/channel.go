@@ -180,8 +180,14 @@ func (ch *EventChannel) dispatch(ev Event) {
 	s.deliver(ev)
 }
 
+// stop ends reading for good; the first reader to fail calls it (a
+// waiter and the channel's goroutine may both see the file closed).
 func (ch *EventChannel) stop(err error) {
 	ch.mu.Lock()
+	if ch.err != nil {
+		ch.mu.Unlock()
+		return
+	}
 	ch.err = err
 	sinks := ch.sinks
 	ch.sinks = map[uint64]sink{}

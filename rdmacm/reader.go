@@ -20,15 +20,17 @@ import (
 // and acted on (the QP flushed, Done closed) with no call waiting. A call
 // that waits for an event (ResolveAddr, Connect, Accept, NextEvent, ...)
 // joins: the channel's goroutine is kicked out of its read (a read
-// deadline in the past) and gives the token up until no call waits, and a
-// waiter takes it and reads the file itself. Its own event then wakes it
-// straight from the runtime poller, as a thread blocked in librdmacm's
-// rdma_get_cm_event is woken by the kernel, instead of waking the
-// channel's goroutine, which would wake the waiter. Events for other IDs
-// are dispatched by whichever goroutine reads them, and their waiters
-// woken as before; a waiter without the token waits for its own wake-up
-// or for the token to come free. CQ.Wait's waiters read their completion
-// channel the same way (package uverbs).
+// deadline in the past) and steps aside until no call waits, and a waiter
+// takes the token over at once (its read waits on the file's read lock
+// for the kicked one to end) and reads the file itself. Its own event
+// then wakes it straight from the runtime poller, as a thread blocked in
+// librdmacm's rdma_get_cm_event is woken by the kernel, instead of waking
+// the channel's goroutine, which would wake the waiter. Events for other
+// IDs are dispatched by whichever goroutine reads them, under the file's
+// read lock so that they keep the kernel's order, and their waiters
+// woken; a waiter without the token waits for its own wake-up or for the
+// token to come free. CQ.Wait's waiters read their completion channel the
+// same way (package uverbs).
 //
 // The rules that keep a wake-up from being lost, all under ch.mu:
 //   - the token is free and someone waits (want > 0): free has a wake-up
@@ -36,9 +38,10 @@ import (
 //   - the token is free and nobody waits: resume has a wake-up pending,
 //     or the channel's goroutine is about to look;
 //   - a kick (Close of an ID, the end of a waiter's ctx, a migrated ID's
-//     event read on its former channel) ends the holder's read; the holder
-//     clears the deadline before anyone looks at what changed, so a kick
-//     after that look ends the next read instead.
+//     event read on its former channel) ends the holder's read; only the
+//     holder clears the deadline, and a waiter looks at what it waits for
+//     after it took the token (and after every read), so a kick after
+//     that look ends the next read instead.
 
 // initReader prepares the GET_EVENT command the token's holder writes.
 func (ch *EventChannel) initReader() {
@@ -73,10 +76,13 @@ func (ch *EventChannel) reader() {
 		}
 		ch.reading, ch.bgReading = true, true
 		ch.mu.Unlock()
-		stopped := ch.readEvent()
+		stopped := ch.readEvent(true)
 		ch.mu.Lock()
-		ch.reading, ch.bgReading = false, false
-		waiting := ch.want > 0
+		waiting := false
+		if ch.bgReading { // else a waiter took the token over (await)
+			ch.reading, ch.bgReading = false, false
+			waiting = ch.want > 0
+		}
 		ch.mu.Unlock()
 		if waiting {
 			notify(ch.free)
@@ -89,27 +95,49 @@ func (ch *EventChannel) reader() {
 
 // readEvent reads one event and dispatches it, parked on the runtime
 // poller until one comes or a kick ends the read. It reports whether the
-// channel stopped (the file was closed or failed): ch.stop has run.
+// channel stopped (the file was closed or failed): ch.stop has run. bg
+// says the channel's goroutine reads (a waiter may take its token over).
 //
 // GET_EVENT is a write() and the file only ever reports EPOLLIN, so the
 // write is made from RawConn.Read's callback, which retries it each time
 // the poller says the file is readable.
-func (ch *EventChannel) readEvent() bool {
+func (ch *EventChannel) readEvent(bg bool) bool {
 	var werr error
+	stolen := false
 	err := ch.rc.Read(func(fd uintptr) bool {
+		if bg && ch.tokenTaken() {
+			// A waiter took the token over before this read got the
+			// file's read lock: the read is the waiter's now.
+			stolen = true
+			return true
+		}
 		_, werr = rawWrite(fd, ch.hdr, ch.resp)
+		if werr == nil {
+			// Dispatched under the file's read lock, so that events are
+			// handed on in the kernel's order whoever reads them.
+			if ev, derr := decodeEvent(ch.resp, ch.isUD); derr == nil { // it cannot fail: the kernel wrote a whole event
+				ch.dispatch(ev)
+			}
+		}
 		return werr != unix.EAGAIN
 	})
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		ch.file.SetReadDeadline(time.Time{}) //nolint:errcheck // fails only once closed: the next read says so
+		// Only the token's holder clears the deadline, and it looks at
+		// what it waits for afterwards. The channel's goroutine whose
+		// token a waiter took over leaves it: the kick may be the
+		// waiter's, come after its look.
+		ch.mu.Lock()
+		if ch.reading && (bg == ch.bgReading) {
+			ch.file.SetReadDeadline(time.Time{}) //nolint:errcheck // fails only once closed: the next read says so
+		}
+		ch.mu.Unlock()
+		return false
+	case err == nil && stolen:
 		return false
 	case err == nil && werr == unix.EINTR:
 		return false
 	case err == nil && werr == nil:
-		if ev, derr := decodeEvent(ch.resp, ch.isUD); derr == nil { // it cannot fail: the kernel wrote a whole event
-			ch.dispatch(ev)
-		}
 		return false
 	}
 	if err == nil {
@@ -120,6 +148,14 @@ func (ch *EventChannel) readEvent() bool {
 	}
 	ch.stop(err)
 	return true
+}
+
+// tokenTaken reports whether a waiter took the token over from the
+// channel's goroutine.
+func (ch *EventChannel) tokenTaken() bool {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	return !ch.bgReading
 }
 
 // kick ends the token holder's read at once (a read deadline in the
@@ -170,9 +206,16 @@ func (ch *EventChannel) join(ctx context.Context) (part func()) {
 // at what it waits for.
 func (ch *EventChannel) await(ctx context.Context, sig, broken, closed <-chan struct{}) error {
 	ch.mu.Lock()
-	free := ch.err == nil && !ch.reading
-	if free {
-		ch.reading = true
+	free := false
+	switch {
+	case ch.err != nil:
+	case !ch.reading:
+		ch.reading, free = true, true
+	case ch.bgReading:
+		// The channel's goroutine holds the token and was kicked when
+		// the caller joined: take the token over. Its read ends at once
+		// and ours waits for that on the file's read lock.
+		ch.bgReading, free = false, true
 	}
 	stopped := ch.err != nil
 	ch.mu.Unlock()
@@ -191,11 +234,18 @@ func (ch *EventChannel) await(ctx context.Context, sig, broken, closed <-chan st
 		}
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
+	// A look after taking the token: a kick that came after the caller
+	// looked may have been cleared by the token's former holder.
+	select {
+	case <-sig:
+	case <-broken:
+	case <-closed:
+	case <-ctx.Done():
 		ch.giveBack()
-		return err
+		return ctx.Err()
+	default:
+		ch.readEvent(false)
 	}
-	ch.readEvent()
 	ch.giveBack()
 	return nil
 }

@@ -101,6 +101,16 @@ func TestRigWaitersShareReader(t *testing.T) {
 	}
 	holderBecomes(t, ch, "channel")
 
+	// Waits one after another, each joining as the channel's goroutine
+	// takes the token back: a read of the channel's goroutine that began
+	// after a waiter took its token over would sit in the file's read
+	// lock, and the next waiter's event would wake nobody.
+	for i := range 200 {
+		if err := resolveOnce(ctx, ch, dst); err != nil {
+			t.Fatalf("resolution %d of 200 in a row: %v", i, err)
+		}
+	}
+
 	// Many waits at once on one channel, each for its own IDs' events.
 	const workers, rounds = 8, 10
 	var wg sync.WaitGroup

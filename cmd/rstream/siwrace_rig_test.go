@@ -45,7 +45,8 @@ func siwRounds(t *testing.T, srvBin, cliBin string, base int) {
 		}
 		serr := srv.cmd.Wait()
 		switch {
-		case r.Hung(): // Rounds counts it
+		case r.Hung(): // Rounds counts it; goverbs' side ended with SIGQUIT's goroutine dump
+			t.Logf("round %d hung: %s:\n%s%s:\n%s", r.I, cli.who, cli.out.String(), srv.who, srv.out.String())
 		case cerr != nil || serr != nil:
 			t.Errorf("round %d: %s: %v\n%s%s: %v\n%s", r.I, cli.who, cerr, cli.out.String(), srv.who, serr, srv.out.String())
 		default:
