@@ -21,12 +21,10 @@ const DevicePath = "/dev/infiniband/rdma_cm"
 
 // EventChannel is an open rdma_cm file (librdmacm's struct
 // rdma_event_channel): the IDs created on it and their events. The file is
-// non-blocking and registered with Go's runtime poller; one goroutine per
-// channel parks there between events and hands each event to the ID it is
-// for, so no goroutine or OS thread is held per ID, listener or
-// connection. A call that waits for an event reads the file itself while
-// it waits (the channel's goroutine steps aside), so that its event wakes
-// it directly.
+// non-blocking and registered with Go's runtime poller; one reader
+// goroutine per channel parks there between events and hands each event to
+// the ID it is for, so no goroutine or OS thread is held per ID, listener or
+// connection.
 //
 // The channel also holds, per RDMA device the CM picks, one uverbs context
 // and one protection domain, shared by the connections made on it. Close
@@ -38,17 +36,8 @@ type EventChannel struct {
 	mu    sync.Mutex
 	sinks map[uint64]sink    // by uid
 	devs  map[uint64]*device // by node GUID
-	err   error              // why reading stopped (ErrClosed after Close)
-	done  chan struct{}      // closed when reading stops
-
-	// The reader's token (reader.go): the GET_EVENT command, who holds
-	// the token, how many calls wait for an event, and their wake-ups.
-	hdr, resp []byte
-	reading   bool // someone holds the token
-	bgReading bool // the channel's goroutine holds it
-	want      int
-	free      chan struct{} // cap 1: the token came free while calls wait
-	resume    chan struct{} // cap 1: the token came free and no call waits
+	err   error              // why the reader stopped (ErrClosed after Close)
+	done  chan struct{}      // closed when the reader stops
 
 	refs      int // owners of a channel Dial or Listen opened
 	closeOnce sync.Once
@@ -97,7 +86,6 @@ func Open() (*EventChannel, error) {
 		return nil, opError("Open", err)
 	}
 	ch := &EventChannel{file: f, rc: rc, sinks: map[uint64]sink{}, devs: map[uint64]*device{}, done: make(chan struct{})}
-	ch.initReader()
 	go ch.reader()
 	return ch, nil
 }
@@ -155,6 +143,46 @@ func (ch *EventChannel) write(op string, cmd uint32, in, out []byte) error {
 	return opError(op, werr)
 }
 
+// reader reads events until the channel is closed. Between events it is
+// parked on the runtime poller: GET_EVENT is a write() and the file only
+// ever reports EPOLLIN, so the write is made from RawConn.Read's callback,
+// which retries it each time the poller says the file is readable.
+func (ch *EventChannel) reader() {
+	resp := make([]byte, 336)
+	var req abi.RdmaUcmGetEvent
+	req.Response = addrOf(resp)
+	hdr := make([]byte, 8+8)
+	binary.NativeEndian.PutUint32(hdr[0:], abi.RDMA_USER_CM_CMD_GET_EVENT)
+	binary.NativeEndian.PutUint16(hdr[4:], 8)
+	binary.NativeEndian.PutUint16(hdr[6:], uint16(len(resp)))
+	copy(hdr[8:], abi.Bytes(&req))
+	for {
+		var werr error
+		err := ch.rc.Read(func(fd uintptr) bool {
+			_, werr = rawWrite(fd, hdr, resp)
+			return werr != unix.EAGAIN
+		})
+		if err == nil && werr == unix.EINTR {
+			continue
+		}
+		if err != nil || werr != nil {
+			if err == nil {
+				err = werr
+			}
+			if errors.Is(err, os.ErrClosed) {
+				err = ErrClosed
+			}
+			ch.stop(err)
+			return
+		}
+		ev, derr := decodeEvent(resp, ch.isUD)
+		if derr != nil {
+			continue // cannot happen: the kernel wrote a whole event
+		}
+		ch.dispatch(ev)
+	}
+}
+
 func (ch *EventChannel) isUD(uid uint64, _ EventType) bool {
 	ch.mu.Lock()
 	s := ch.sinks[uid]
@@ -180,14 +208,8 @@ func (ch *EventChannel) dispatch(ev Event) {
 	s.deliver(ev)
 }
 
-// stop ends reading for good; the first reader to fail calls it (a
-// waiter and the channel's goroutine may both see the file closed).
 func (ch *EventChannel) stop(err error) {
 	ch.mu.Lock()
-	if ch.err != nil {
-		ch.mu.Unlock()
-		return
-	}
 	ch.err = err
 	sinks := ch.sinks
 	ch.sinks = map[uint64]sink{}

@@ -475,14 +475,11 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 			return err
 		}
 	}
-	part := id.waiting(ctx)
 	if err := id.write("Connect", abi.RDMA_USER_CM_CMD_CONNECT, abi.Bytes(&req), nil); err != nil {
-		part()
 		return err
 	}
 	if id.iWARP() || id.qpType == uverbs.QPTypeUD {
 		ev, err := id.wait(ctx, "Connect", true, EventEstablished)
-		part()
 		if err != nil {
 			return err
 		}
@@ -497,7 +494,6 @@ func (id *ID) connect(ctx context.Context, conn *Conn, c *Config) error {
 		return nil
 	}
 	ev, err := id.wait(ctx, "Connect", true, EventConnectResponse)
-	part()
 	if err != nil {
 		return err
 	}

@@ -74,15 +74,11 @@
 // # Events and concurrency
 //
 // An EventChannel is one rdma_cm file descriptor. It is non-blocking and
-// parked on Go's runtime poller: whoever reads it writes GET_EVENT
-// whenever the fd is readable (ucma only ever reports EPOLLIN) and hands
-// each event to the ID it names, in the kernel's order. While no call
-// waits for an event, the channel's own goroutine reads; a call that
-// waits (ResolveAddr, Dial, Accept, NextEvent, ...) reads the fd itself
-// meanwhile, one at a time, so that its event wakes it directly, as
-// rdma_get_cm_event's blocked read wakes a C thread. No OS thread is held
-// by a listener, a connection or a blocked call: thousands of connections
-// on one channel cost a goroutine each only while their owner waits.
+// parked on Go's runtime poller: one reader goroutine per channel writes
+// GET_EVENT whenever the fd is readable (ucma only ever reports EPOLLIN)
+// and hands each event to the ID it names. No OS thread is held by a
+// listener, a connection or a blocked call: thousands of connections on one
+// channel cost a goroutine each only while their owner waits.
 //
 // Events that answer a request (ADDR_RESOLVED, ROUTE_RESOLVED,
 // CONNECT_RESPONSE, ESTABLISHED, their errors) are consumed by the call

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goverbs/goverbs/abi"
@@ -49,7 +48,6 @@ type ID struct {
 	closeErr error         // ErrClosed (or the channel's error) once closed
 	closedCh chan struct{}
 	closing  sync.Once
-	waits    atomic.Int32 // calls of the ID's waiting for an event (Close kicks them)
 
 	// kmu orders the commands that name kid before Close's DESTROY_ID
 	// (write); destroyed refuses them after it.
@@ -95,6 +93,13 @@ func newID(ch *EventChannel, ps PortSpace, qpt uverbs.QPType) *ID {
 
 func (id *ID) udEvents() bool { return id.qpType == uverbs.QPTypeUD }
 
+func poke(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
 func (id *ID) deliver(ev Event) {
 	id.mu.Lock()
 	switch {
@@ -103,7 +108,7 @@ func (id *ID) deliver(ev Event) {
 		child.kid = ev.id
 		id.requests = append(id.requests, &ConnRequest{ID: child, Event: ev, listener: id})
 		id.mu.Unlock()
-		notify(id.sig)
+		poke(id.sig)
 		return
 	case ev.Type.async():
 		breaks := id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval)
@@ -143,7 +148,7 @@ func (id *ID) deliver(ev Event) {
 		for _, f := range fs {
 			go f()
 		}
-		notify(id.asig)
+		poke(id.asig)
 		if ev.Type == EventDeviceRemoval && id.dev != nil {
 			id.ch.removeDevice(id.dev)
 		}
@@ -158,7 +163,7 @@ func (id *ID) deliver(ev Event) {
 	}
 	id.replies = append(id.replies, ev)
 	id.mu.Unlock()
-	notify(id.sig)
+	poke(id.sig)
 }
 
 // flush moves the ID's QP to ERR, so its posted work requests complete
@@ -182,11 +187,8 @@ func (id *ID) stop(err error) {
 
 // wait returns the next reply event, which must be one of want. It
 // returns early when ctx is done, the ID is closed, or (breakOn) a
-// DISCONNECTED or DEVICE_REMOVAL event arrives. While it waits it may read
-// the channel itself (EventChannel.await).
+// DISCONNECTED or DEVICE_REMOVAL event arrives.
 func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventType) (Event, error) {
-	ch := id.channel()
-	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.replies) > 0 {
@@ -208,37 +210,19 @@ func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventTy
 		if breakOn && broken != nil {
 			return Event{}, opError(op, broken)
 		}
-		var brokenCh chan struct{}
-		if breakOn {
-			brokenCh = id.brokenCh
+		brokenCh := id.brokenCh
+		if !breakOn {
+			brokenCh = nil
 		}
-		if err := ch.await(ctx, id.sig, brokenCh, id.closedCh); err != nil {
-			return Event{}, opError(op, err)
+		select {
+		case <-id.sig:
+		case <-brokenCh:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return Event{}, opError(op, ctx.Err())
 		}
 	}
 }
-
-// channel is the channel the ID is on (Migrate changes it).
-func (id *ID) channel() *EventChannel {
-	id.mu.Lock()
-	defer id.mu.Unlock()
-	return id.ch
-}
-
-// join joins ch as a waiter of the ID's (see EventChannel.join).
-func (id *ID) join(ctx context.Context, ch *EventChannel) (part func()) {
-	id.waits.Add(1)
-	chPart := ch.join(ctx)
-	return func() {
-		chPart()
-		id.waits.Add(-1)
-	}
-}
-
-// waiting joins the ID's channel as a waiter before a command whose event
-// the caller waits for, so that the channel's goroutine steps aside while
-// the kernel works; call the function it returns after the wait.
-func (id *ID) waiting(ctx context.Context) (part func()) { return id.channel().join(ctx) }
 
 // timeoutMS turns ctx's deadline into the kernel's timeout for an
 // address or route resolution (at least 1 ms; 2 s without a deadline,
@@ -274,13 +258,10 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 		req.SrcSize = uint16(putSockaddr(abi.Bytes(&req.SrcAddr), src, v6))
 	}
 	req.DstSize = uint16(putSockaddr(abi.Bytes(&req.DstAddr), dst, v6))
-	part := id.waiting(ctx)
-	err := id.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil)
-	if err == nil {
-		_, err = id.wait(ctx, "ResolveAddr", false, EventAddrResolved)
+	if err := id.write("ResolveAddr", abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.Bytes(&req), nil); err != nil {
+		return err
 	}
-	part()
-	if err != nil {
+	if _, err := id.wait(ctx, "ResolveAddr", false, EventAddrResolved); err != nil {
 		return err
 	}
 	return id.bindDevice("ResolveAddr")
@@ -291,7 +272,6 @@ func (id *ID) ResolveAddr(ctx context.Context, src, dst netip.AddrPort) error {
 // timeout too.
 func (id *ID) ResolveRoute(ctx context.Context) error {
 	req := abi.RdmaUcmResolveRoute{Id: id.kid, TimeoutMs: timeoutMS(ctx)}
-	defer id.waiting(ctx)()
 	if err := id.write("ResolveRoute", abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE, abi.Bytes(&req), nil); err != nil {
 		return err
 	}
@@ -433,8 +413,6 @@ func (id *ID) Listen(backlog int) error {
 
 // NextRequest returns the next connection request of a listening ID.
 func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
-	ch := id.channel()
-	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.requests) > 0 {
@@ -448,8 +426,11 @@ func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
 		if closeErr != nil {
 			return nil, opError("Accept", closeErr)
 		}
-		if err := ch.await(ctx, id.sig, nil, id.closedCh); err != nil {
-			return nil, opError("Accept", err)
+		select {
+		case <-id.sig:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return nil, opError("Accept", ctx.Err())
 		}
 	}
 }
@@ -458,8 +439,6 @@ func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
 // (DISCONNECTED, DEVICE_REMOVAL, ADDR_CHANGE, TIMEWAIT_EXIT), waiting for
 // one until ctx is done or the ID is closed.
 func (id *ID) NextEvent(ctx context.Context) (Event, error) {
-	ch := id.channel()
-	defer id.join(ctx, ch)()
 	for {
 		id.mu.Lock()
 		if len(id.async) > 0 {
@@ -473,8 +452,11 @@ func (id *ID) NextEvent(ctx context.Context) (Event, error) {
 		if closeErr != nil {
 			return Event{}, opError("NextEvent", closeErr)
 		}
-		if err := ch.await(ctx, id.asig, nil, id.closedCh); err != nil {
-			return Event{}, opError("NextEvent", err)
+		select {
+		case <-id.asig:
+		case <-id.closedCh:
+		case <-ctx.Done():
+			return Event{}, opError("NextEvent", ctx.Err())
 		}
 	}
 }
@@ -553,12 +535,6 @@ func (id *ID) Close() error {
 			err = nil // the channel's close destroyed it
 		}
 		id.stop(ErrClosed)
-		// A wait of the ID's may hold the channel's token, parked in its
-		// read: the kick makes it look at closedCh. (A wait that begins
-		// after stop sees closeErr.)
-		if id.waits.Load() > 0 {
-			id.channel().kick()
-		}
 	})
 	return err
 }

@@ -208,19 +208,13 @@ func (r *ConnRequest) accept(ctx context.Context, privateData []byte, prepare fu
 		}
 		req.ConnParam.Qkey = a.QKey
 	}
-	if id.qpType == uverbs.QPTypeUD {
-		if err := id.write("Accept", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), nil); err != nil {
-			return failConn(err)
-		}
-		return conn, nil
-	}
-	part := id.waiting(ctx)
 	if err := id.write("Accept", abi.RDMA_USER_CM_CMD_ACCEPT, abi.Bytes(&req), nil); err != nil {
-		part()
 		return failConn(err)
 	}
+	if id.qpType == uverbs.QPTypeUD {
+		return conn, nil
+	}
 	ev, err := id.wait(ctx, "Accept", true, EventEstablished)
-	part()
 	if err != nil {
 		return failConn(err)
 	}

@@ -231,11 +231,10 @@ func (id *ID) Migrate(to *EventChannel) error {
 }
 
 // moved is a migrated ID as the channel it left sees it: events still
-// reach it, the channel's stop does not. The kick wakes a wait of the ID's
-// that holds the new channel's token, parked in its read of that channel.
+// reach it, the channel's stop does not.
 type moved struct{ id *ID }
 
-func (m moved) deliver(ev Event) { m.id.deliver(ev); m.id.channel().kick() }
+func (m moved) deliver(ev Event) { m.id.deliver(ev) }
 func (m moved) udEvents() bool   { return m.id.udEvents() }
 func (m moved) stop(error)       {}
 
