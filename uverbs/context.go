@@ -92,7 +92,7 @@ type Context struct {
 	lost         atomic.Bool              // the device node was deleted
 	lostOnce     sync.Once                // closes lostCh
 	lostCh       chan struct{}            // closed when the device is lost
-	fatalSent    atomic.Bool              // NextAsyncEvent returned EventDeviceFatal
+	fatalSent    atomic.Bool              // NextAsyncEvent handed out an EventDeviceFatal (the kernel's or one goverbs made)
 	fw           atomic.Pointer[fwString] // QueryDevice's last FWVersion
 	netdevMu     sync.Mutex
 	netdevs      netdevNames // interface index → name, for GID entries

@@ -112,36 +112,44 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		go c.readAsyncEvents(f)
 	})
 	parked := !c.lost.Load() // a caller waiting when the device goes gets the event
-	select {
-	case ev := <-a.ch:
+	for {
+		var ev AsyncEvent
+		select {
+		case ev = <-a.ch:
+		case <-a.done:
+			select {
+			case ev = <-a.ch:
+			default:
+				if c.lost.Load() { // the reader ended as the device went
+					return c.lostEvent(parked)
+				}
+				return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
+			}
+		case <-c.dead:
+			return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
+		case <-c.lostCh:
+			select {
+			case ev = <-a.ch: // what the kernel said before comes first
+			default:
+				return c.lostEvent(parked)
+			}
+		case <-ctx.Done():
+			return AsyncEvent{}, ctx.Err()
+		}
+		if ev.Type == EventDeviceFatal && c.fatalSent.Swap(true) && !parked {
+			// The kernel's, read after a waiter was handed the one
+			// goverbs made (the device watch saw the node go first): a
+			// later caller gets ENODEV, as the doc says.
+			continue
+		}
 		return ev, nil
-	case <-a.done:
-		select {
-		case ev := <-a.ch:
-			return ev, nil
-		default:
-		}
-		if c.lost.Load() { // the reader ended as the device went
-			return c.lostEvent(parked)
-		}
-		return AsyncEvent{}, opError("NextAsyncEvent", c.dev.Name, abi.TransportNone, a.err)
-	case <-c.dead:
-		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
-	case <-c.lostCh:
-		select {
-		case ev := <-a.ch: // what the kernel said before comes first
-			return ev, nil
-		default:
-		}
-		return c.lostEvent(parked)
-	case <-ctx.Done():
-		return AsyncEvent{}, ctx.Err()
 	}
 }
 
 // lostEvent is NextAsyncEvent's answer once the device is gone: the
 // EventDeviceFatal goverbs makes, unless one was handed out already (the
-// kernel's or ours) and the caller was not waiting when the device went.
+// kernel's or ours: fatalSent) and the caller was not waiting when the
+// device went.
 func (c *Context) lostEvent(parked bool) (AsyncEvent, error) {
 	if c.fatalSent.Swap(true) && !parked {
 		return AsyncEvent{}, c.lostError("NextAsyncEvent")
@@ -168,7 +176,6 @@ func (c *Context) readAsyncEvents(f *os.File) {
 			return
 		}
 		if EventType(desc.EventType) == EventDeviceFatal {
-			c.fatalSent.Store(true) // goverbs makes no second one
 			// The device is gone: the provider's fast path fails from
 			// now on (and stops writing doorbells) before the program
 			// hears of it.
