@@ -56,10 +56,3 @@ TEXT ·Copy64(SB), NOSPLIT, $0-16
 	MOVQ	R10, 48(DI)
 	MOVQ	R11, 56(DI)
 	RET
-
-// func StoreRelease32(addr unsafe.Pointer, v uint32)
-TEXT ·StoreRelease32(SB), NOSPLIT, $0-12
-	MOVQ	addr+0(FP), AX
-	MOVL	v+8(FP), BX
-	MOVL	BX, (AX)
-	RET

@@ -54,10 +54,3 @@ TEXT ·Copy64(SB), NOSPLIT|NOFRAME, $0-16
 	STP	(R6, R7), 32(R0)
 	STP	(R8, R9), 48(R0)
 	RET
-
-// func StoreRelease32(addr unsafe.Pointer, v uint32)
-TEXT ·StoreRelease32(SB), NOSPLIT|NOFRAME, $0-12
-	MOVD	addr+0(FP), R0
-	MOVWU	v+8(FP), R1
-	STLRW	R1, (R0)
-	RET

@@ -6,7 +6,6 @@ package doorbell
 
 import (
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 )
 
@@ -44,8 +43,3 @@ func Store32BE(addr unsafe.Pointer, v uint32) { panic(unsupported) }
 // Copy64 would copy 64 bytes to MMIO with ascending 8-byte stores. It
 // panics: this architecture has no implementation.
 func Copy64(dst, src unsafe.Pointer) { panic(unsupported) }
-
-// StoreRelease32 stores v at addr with at least release semantics. Here it
-// is sync/atomic's store (sequentially consistent): it works on every
-// architecture, unlike the MMIO functions above.
-func StoreRelease32(addr unsafe.Pointer, v uint32) { atomic.StoreUint32((*uint32)(addr), v) }

@@ -2,11 +2,8 @@ package doorbell_test
 
 import (
 	"bytes"
-	"encoding/binary"
-	"fmt"
 	"runtime"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/goverbs/goverbs/doorbell"
@@ -82,52 +79,6 @@ func TestStore32BE(t *testing.T) {
 	doorbell.Store32BE(r.Pointer(64), 0x00000102)
 	if want := []byte{0, 0, 1, 2}; !bytes.Equal(b[64:68], want) {
 		t.Errorf("bytes 64..67 = % x, want % x", b[64:68], want)
-	}
-}
-
-func TestStoreRelease32(t *testing.T) {
-	r := region(t, 0xee)
-	doorbell.StoreRelease32(r.Pointer(8), 0xa1b2c3d4)
-	b := r.Bytes()
-	if got := binary.NativeEndian.Uint32(b[8:12]); got != 0xa1b2c3d4 {
-		t.Errorf("bytes 8..11 hold %#x, want 0xa1b2c3d4 in host order", got)
-	}
-	untouched(t, b, 8, 12, 0xee)
-
-	// Message passing, as a ring's producer and consumer do it: the
-	// consumer that sees the flag sees the data stored before it. The
-	// consumer acknowledges each round before the next one begins.
-	flag := (*atomic.Uint32)(r.Pointer(64))
-	var ack atomic.Uint32
-	data := r.Bytes()[128:136]
-	done := make(chan error, 1)
-	const rounds = 20000
-	go func() {
-		for i := uint32(1); i <= rounds; i++ {
-			for flag.Load() != i {
-				runtime.Gosched()
-			}
-			if got := binary.NativeEndian.Uint64(data); got != uint64(i)*3 {
-				done <- fmt.Errorf("round %d: the flag was visible before the data (%d)", i, got)
-				ack.Store(rounds + 1) // ends the producer's rounds
-				return
-			}
-			ack.Store(i)
-		}
-		done <- nil
-	}()
-	for i := uint32(1); i <= rounds; i++ {
-		binary.NativeEndian.PutUint64(data, uint64(i)*3)
-		doorbell.StoreRelease32(r.Pointer(64), i)
-		for ack.Load() != i && ack.Load() <= rounds {
-			runtime.Gosched()
-		}
-		if ack.Load() > rounds {
-			break
-		}
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
 	}
 }
 

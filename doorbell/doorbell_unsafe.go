@@ -106,23 +106,3 @@ func Store32BE(addr unsafe.Pointer, v uint32)
 //
 //go:noescape
 func Copy64(dst, src unsafe.Pointer)
-
-// StoreRelease32 stores v at addr with release semantics and no more: every
-// load and store before it in program order is visible to another CPU (or a
-// kernel thread reading the same shared ring) before v is, as C11's
-// atomic_store_explicit(..., memory_order_release). A ring producer publishes
-// an entry's valid flag or index so, and a spin lock is released so. Unlike
-// sync/atomic's Store, which is a full barrier (XCHG on amd64), it lets later
-// loads pass it; under QEMU TCG a locked instruction costs 15-20 ns where a
-// plain store costs one, and a receive post made three of them.
-//
-// amd64: one MOVL. x86 keeps stores in order and loads in order (TSO), so a
-// plain store is a release; the call to an assembly function keeps the Go
-// compiler from moving any memory access across it. arm64: STLRW.
-//
-// addr must be 4-byte aligned. Go's race detector does not see the store:
-// use sync/atomic for words that Go code of another goroutine reads, under
-// the race build tag.
-//
-//go:noescape
-func StoreRelease32(addr unsafe.Pointer, v uint32)

@@ -103,7 +103,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 			c.Flags = provider.WCWithInv
 			c.Imm = e.InvalStag()
 		}
-		publish(w, 0) // release: the kernel may reuse the entry
+		w.Store(0) // release: the kernel may reuse the entry
 		get++
 	}
 	runtime.KeepAlive(r)

@@ -461,7 +461,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		}
 		e.Id = wr.ID
 		e.Sge[0] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-		publish(flags, flagWord(abi.SIW_WQE_VALID, 1, 0)) // release: id and SGE first
+		flags.Store(flagWord(abi.SIW_WQE_VALID, 1, 0)) // release: id and SGE first
 		rq.put = put + 1
 		rq.mu.unlock()
 		return 1, nil
@@ -596,9 +596,9 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 	n := len(wrs) - 1
 	for i := range n {
 		_, flags := r.recvEntry(put + uint32(i))
-		publish(flags, flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
+		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
-	publish(last, flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
+	last.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
 	rq.put = put + uint32(len(wrs))
 	rq.mu.unlock()
 	return len(wrs), nil
@@ -636,12 +636,10 @@ func (rq *recvQueue) close() error {
 // cost, and libsiw's lock is a spin lock too). Its critical sections are
 // a few dozen instructions with no syscall and no allocation, so a poster
 // that finds it held spins, yielding its P between tries, rather than
-// parking. tryLock is one atomic read-modify-write (a CAS) and inline,
-// without the calls sync.Mutex's slow paths add to its caller (the values
-// they keep live are spilled to the stack on every call); unlock is a
-// store-release (spinlock_unsafe.go), as pthread_spin_unlock is, not
-// sync/atomic's full barrier (an exchange on amd64), except under the race
-// detector, which sees only sync/atomic (spinlock_race.go).
+// parking. tryLock and unlock are one atomic read-modify-write each (a
+// CAS; an exchange on amd64) and inline, without the calls sync.Mutex's
+// slow paths add to its caller (the values they keep live are spilled to
+// the stack on every call).
 type spinLock struct{ v atomic.Uint32 }
 
 func (l *spinLock) tryLock() bool { return l.v.CompareAndSwap(0, 1) }
@@ -658,3 +656,5 @@ func (l *spinLock) lock() {
 		}
 	}
 }
+
+func (l *spinLock) unlock() { l.v.Store(0) }

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
@@ -190,11 +189,3 @@ func cqeFields(w uint32) (flags, opcode uint8, status uint16) {
 	binary.NativeEndian.PutUint32(b[:], w)
 	return b[0], b[1], binary.NativeEndian.Uint16(b[2:])
 }
-
-// publish stores v into an ownership word of a ring with release
-// semantics: the entry's other fields are visible to the kernel before v
-// is (doorbell.StoreRelease32: a plain store on amd64, STLR on arm64, no
-// locked instruction). Only where no load that must not pass the store
-// follows: a send entry's flags word is published with sync/atomic's full
-// barrier, since the doorbell rule then reads the previous entry's.
-func publish(w *atomic.Uint32, v uint32) { doorbell.StoreRelease32(unsafe.Pointer(w), v) }
