@@ -287,7 +287,7 @@ func (l *cmLink) await(recv bool) error {
 			isRecv := w.Opcode&uverbs.WCRecv != 0
 			if w.Status != uverbs.WCSuccess {
 				isRecv = w.ID == cmRecvID
-				gone := w.Status == uverbs.WCWRFlushErr || w.Status == uverbs.WCLocQPOpErr && !isRecv && l.iWARP()
+				gone := w.Status == uverbs.WCWRFlushErr || (w.Status == uverbs.WCLocQPOpErr && !isRecv && l.iWARP())
 				if !gone || !l.peerLeft() {
 					return failf("Bad wc status -- %d -- %d (%v)", w.Status, w.ID, w.Status)
 				}
