@@ -9,7 +9,8 @@
 // Usage:
 //
 //	ibvcost [-d dev] [-n calls] [-big-n calls] [-mr-max size] [-g gid-index]
-//	        [-json] [-svg file] [-compare files] [-load files] [-overhead=false]
+//	        [-json] [-svg file] [-compare files] [-labels a,b] [-load files]
+//	        [-overhead=false]
 //	        [-perf[=false]] [-v]
 //
 //	-d        device (default rxe0)
@@ -25,6 +26,9 @@
 //	          by side when -compare is given
 //	-compare  rdma-core's reports (verbs_cost's output; a comma-separated
 //	          list of runs is merged) to print beside goverbs'
+//	-labels   the two sides' names in -compare's table and chart (default
+//	          goverbs,rdma-core; test/cost/compare.sh's BASE uses new,base
+//	          for goverbs beside an older goverbs)
 //	-load     goverbs' reports (-json output) to use instead of measuring
 //	-perf     count syscalls with the kernel's perf counters (default on; off
 //	          by default under QEMU TCG, where registering the tracepoint from a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -135,7 +136,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 func TestCompareTable(t *testing.T) {
 	g, c := sample("goverbs", 2, 6), sample("rdma-core", 1, 5)
 	var b strings.Builder
-	if err := writeCompare(&b, g, c); err != nil {
+	if err := writeCompare(&b, g, c, defaultSides); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -151,6 +152,50 @@ func TestCompareTable(t *testing.T) {
 	b.Reset()
 	if err := writeTable(&b, g); err != nil || !strings.Contains(b.String(), "skipped: not supported") || !strings.Contains(b.String(), "20000 msg/s") {
 		t.Errorf("table (%v):\n%s", err, b.String())
+	}
+}
+
+// TestCompareLabels compares two goverbs builds, as test/cost/compare.sh's
+// BASE does: -labels names the sides in the table and the chart, and a
+// -labels that is not two names, or comes without -compare, is refused.
+func TestCompareLabels(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, r *Report) string {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newer, base := write("new.json", sample("goverbs", 1, 6)), write("base.json", sample("goverbs", 2, 5))
+	svg := filepath.Join(dir, "ab.svg")
+	var out, errOut strings.Builder
+	if rc := run([]string{"-load", newer, "-compare", base, "-labels", "new,base", "-svg", svg}, &out, &errOut); rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errOut.String())
+	}
+	for _, s := range []string{"new on rxe0", "base on rxe0", "row                              new      base  go/rc", "   0.50 ",
+		"open_device                new 6 (ioctl 2, write 0, mmap 0, other 4), base 5", "N = 5.00 (new), 5.00 (base)"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "rdma-core") || strings.Contains(out.String(), "goverbs") {
+		t.Errorf("table still names the default sides:\n%s", out.String())
+	}
+	chart, err := os.ReadFile(svg)
+	if err != nil || !strings.Contains(string(chart), ">new<") || !strings.Contains(string(chart), ">base<") {
+		t.Errorf("chart's legend (%v) lacks new and base", err)
+	}
+	for _, args := range [][]string{{"-load", newer, "-compare", base, "-labels", "new"},
+		{"-load", newer, "-compare", base, "-labels", ",base"}, {"-load", newer, "-labels", "new,base"}} {
+		errOut.Reset()
+		if rc := run(args, &out, &errOut); rc != 2 || !strings.Contains(errOut.String(), "-labels") {
+			t.Errorf("%v: exit %d, %q; want 2 and a word on -labels", args, rc, errOut.String())
+		}
 	}
 }
 

@@ -34,6 +34,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON (the Report type) instead of a table")
 	svg := fs.String("svg", "", "also draw the chart into `file` (SVG)")
 	compare := fs.String("compare", "", "rdma-core's report (`files`: test/cost/verbs_cost's output; a comma-separated list is merged) to print beside goverbs'")
+	labels := fs.String("labels", defaultSides.a+","+defaultSides.b, "the two sides' `names` in -compare's table and chart (e.g. new,base for two goverbs builds)")
 	load := fs.String("load", "", "read goverbs' report from `files` (-json output; a comma-separated list is merged) instead of measuring")
 	overhead := fs.Bool("overhead", true, "measure the uverbs.Recorder's overhead on the fast path")
 	verbose := fs.Bool("v", false, "print each row's name on stderr as it starts")
@@ -90,6 +91,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	rep.Ratios = ratios(rep)
+	names := defaultSides
+	if flagSet(fs, "labels") {
+		a, b, ok := strings.Cut(*labels, ",")
+		if !ok || a == "" || b == "" || rc == nil {
+			fmt.Fprintf(stderr, "ibvcost: -labels wants two names, a,b, and -compare\n")
+			return 2
+		}
+		// The reports carry them too: the table's header and the chart's
+		// legend name each side by its report's Tool.
+		names, rep.Tool, rc.Tool = sides{a, b}, a, b
+	}
 
 	if *svg != "" {
 		reps := []*Report{rep}
@@ -114,7 +126,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rep)
 	case rc != nil:
-		err = writeCompare(stdout, rep, rc)
+		err = writeCompare(stdout, rep, rc, names)
 	default:
 		err = writeTable(stdout, rep)
 	}

@@ -148,12 +148,19 @@ func writeTable(w io.Writer, r *Report) error {
 	if r.FastPath != "" {
 		fmt.Fprintf(w, "fast path skipped: %s\n", r.FastPath)
 	}
-	writeRatios(w, r, nil)
+	writeRatios(w, r, nil, sides{})
 	writeOverhead(w, r)
 	return nil
 }
 
-func writeRatios(w io.Writer, r, rc *Report) {
+// sides names the two reports of a comparison in its table: goverbs and
+// rdma-core by default, or two goverbs builds (compare.sh's BASE).
+type sides struct{ a, b string }
+
+// defaultSides is -labels' default.
+var defaultSides = sides{"goverbs", "rdma-core"}
+
+func writeRatios(w io.Writer, r, rc *Report, s sides) {
 	rs := ratios(r)
 	var cs []Ratio
 	if rc != nil {
@@ -165,7 +172,7 @@ func writeRatios(w io.Writer, r, rc *Report) {
 			fmt.Fprintf(w, "  %-78s N = %s\n", x.Text, fmtRatio(x.Value))
 			continue
 		}
-		fmt.Fprintf(w, "  %-78s N = %s (goverbs), %s (rdma-core)\n", x.Text, fmtRatio(x.Value), fmtRatio(cs[i].Value))
+		fmt.Fprintf(w, "  %-78s N = %s (%s), %s (%s)\n", x.Text, fmtRatio(x.Value), s.a, fmtRatio(cs[i].Value), s.b)
 	}
 }
 
@@ -183,13 +190,15 @@ func writeOverhead(w io.Writer, r *Report) {
 // comparison is marked.
 const unstable = 3.0
 
-// writeCompare prints goverbs beside rdma-core, row by row, with the ratio
-// of the medians and each side's syscalls per call.
-func writeCompare(w io.Writer, g, c *Report) error {
+// writeCompare prints g beside c (goverbs beside rdma-core, unless s
+// names them otherwise), row by row, with the ratio of the medians and
+// each side's syscalls per call. The short column names (go, rc) stay
+// whatever the sides are called.
+func writeCompare(w io.Writer, g, c *Report, s sides) error {
 	fmt.Fprintln(w, header(g))
 	fmt.Fprintln(w, header(c))
 	const f = "%-26s %9s %9s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
-	fmt.Fprintf(w, f, "row", "goverbs", "rdma-core", "go/rc", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
+	fmt.Fprintf(w, f, "row", s.a, s.b, "go/rc", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
 	var differ []string
 	unsteady := 0
 	path := ""
@@ -232,16 +241,16 @@ func writeCompare(w io.Writer, g, c *Report) error {
 		mark := ""
 		if gr.Skipped == "" && cr.Skipped == "" && gr.Syscalls != nil && cr.Syscalls != nil && !sameCounts(gr.Syscalls, cr.Syscalls) {
 			mark = "≠"
-			differ = append(differ, fmt.Sprintf("  %-26s goverbs %s, rdma-core %s", gr.Name, fmtSys(gr.Syscalls), fmtSys(cr.Syscalls)))
+			differ = append(differ, fmt.Sprintf("  %-26s %s %s, %s %s", gr.Name, s.a, fmtSys(gr.Syscalls), s.b, fmtSys(cr.Syscalls)))
 		}
 		note := ""
 		switch {
 		case gr.Skipped != "" && cr.Skipped != "":
 			note = "  skipped by both: " + gr.Skipped
 		case gr.Skipped != "":
-			note = "  goverbs skipped: " + gr.Skipped
+			note = "  " + s.a + " skipped: " + gr.Skipped
 		case cr.Skipped != "":
-			note = "  rdma-core skipped: " + cr.Skipped
+			note = "  " + s.b + " skipped: " + cr.Skipped
 		}
 		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio,
 			cell(gr, gr.P99NS), cell(cr, cr.P99NS), sys(gr), sys(cr), mark, tr(gr), tr(cr), note)
@@ -250,10 +259,10 @@ func writeCompare(w io.Writer, g, c *Report) error {
 		fmt.Fprintf(w, "~: the runs' medians of the row differ more than %g×, on one side or both: its ratio says little\n", unstable)
 	}
 	if g.FastPath != "" {
-		fmt.Fprintf(w, "goverbs fast path skipped: %s\n", g.FastPath)
+		fmt.Fprintf(w, "%s fast path skipped: %s\n", s.a, g.FastPath)
 	}
 	if c.FastPath != "" {
-		fmt.Fprintf(w, "rdma-core fast path skipped: %s\n", c.FastPath)
+		fmt.Fprintf(w, "%s fast path skipped: %s\n", s.b, c.FastPath)
 	}
 	if len(differ) > 0 {
 		fmt.Fprintln(w, "syscalls per call differ (≠; docs/COST.md explains each):")
@@ -261,9 +270,9 @@ func writeCompare(w io.Writer, g, c *Report) error {
 			fmt.Fprintln(w, d)
 		}
 	} else {
-		fmt.Fprintln(w, "syscalls per call: goverbs and rdma-core agree on every row both measured")
+		fmt.Fprintf(w, "syscalls per call: %s and %s agree on every row both measured\n", s.a, s.b)
 	}
-	writeRatios(w, g, c)
+	writeRatios(w, g, c, s)
 	writeOverhead(w, g)
 	return nil
 }

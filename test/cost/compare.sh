@@ -8,7 +8,10 @@
 # which fits the rig's 1 GiB guest), OUT (where the reports, tables and
 # charts go; default test/cost/out/<kernel>), SVG (also write the chart of
 # the first device to this file, e.g. docs/cost.svg), RIG_STALL (seconds of
-# console silence that mean a hung guest; default 900).
+# console silence that mean a hung guest; default 900), BASE (a git revision:
+# also build that commit's ibvcost and run it in the same rotation, then print
+# this tree's goverbs beside it, `-labels new,base`: an A/B of a change in one
+# boot, where single boots of each side alone are noise-bound).
 # Builds verbs_cost with gcc against Debian's libibverbs-dev and librdmacm-dev
 # (installed if missing) and ibvcost as a static Go binary, boots the kernel once, runs
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
@@ -31,6 +34,12 @@ mkdir -p "$work/bin" "$out"
 rm -f "$out"/*.json "$out"/*.svg "$out"/table-*.txt
 gcc -O2 -Wall -o "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lrdmacm -lm
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost" ./cmd/ibvcost )
+if [ -n "${BASE:-}" ]; then
+  rev=$(git -C "$top" rev-parse --verify "${BASE}^{commit}")
+  mkdir "$work/base"
+  git -C "$top" archive "$rev" | tar -x -C "$work/base"
+  ( cd "$work/base" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost-base" ./cmd/ibvcost )
+fi
 cp "$top/test/cost/guest.sh" "$work/bin/cost-guest.sh"
 chmod +x "$work/bin/cost-guest.sh"
 
@@ -55,6 +64,15 @@ for d in $devs; do
   if [ $first = 1 ] && [ -n "${SVG:-}" ]; then cp "$out/cost-$d.svg" "$SVG"; fi
   first=0
   echo
+  [ -n "${BASE:-}" ] || continue
+  b=("$out"/base-"$d"-*.json)
+  if [ ${#b[@]} = 0 ]; then
+    echo "compare.sh: no base reports for $d (see $out/console.log)" >&2; rc=1; continue
+  fi
+  bases=$(IFS=,; echo "${b[*]}")
+  echo "compare.sh: this tree (new) beside $BASE ($rev, base), same boot:"
+  "$work/bin/ibvcost" -load "$gos" -compare "$bases" -labels new,base -svg "$out/ab-$d.svg" | tee "$out/table-$d-base.txt"
+  echo
 done
-echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?'), kernel $kernel; reports, tables and charts in $out" >&2
+echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?')${BASE:+ (base $BASE)}, kernel $kernel; reports, tables and charts in $out" >&2
 exit $rc

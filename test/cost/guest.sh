@@ -1,8 +1,10 @@
 #!/bin/sh
 # guest.sh "DEVICES" RUNS N BIG_N MR_MAX: the in-guest half of compare.sh
-# (runs from /rig/bin). For each device, RUNS runs of each tool, alternating
-# which goes first; every report is printed between "=====BEGIN name" and
-# "=====END name" lines for the host to cut out of the console.
+# (runs from /rig/bin). For each device, RUNS runs of each tool, rotating
+# which goes first (with compare.sh's BASE a third tool, ibvcost-base, the
+# older build, joins the rotation); every report is printed between
+# "=====BEGIN name" and "=====END name" lines for the host to cut out of the
+# console.
 devs=$1 runs=$2 n=$3 bign=$4 mrmax=$5
 # The syscall counters need the raw_syscalls tracepoint's id from tracefs.
 [ -e /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
@@ -15,24 +17,26 @@ verbs_cost -H > hold.out &
 i=0
 until [ -s hold.out ] || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 [ -s hold.out ] || { echo "guest.sh: the tracepoint holder did not start" >&2; exit 1; }
+tools="goverbs rdma-core"
+command -v ibvcost-base >/dev/null && tools="$tools base"
 status=0
 for d in $devs; do
   i=1
+  order=$tools
   while [ "$i" -le "$runs" ]; do
-    order="goverbs rdma-core"
-    [ $((i % 2)) = 0 ] && order="rdma-core goverbs"
     for t in $order; do
       name=$t-$d-$i
-      if [ "$t" = goverbs ]; then
-        # -v: a line per row on the console, so a silent console means a hang.
-        ibvcost -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1
-      else
-        verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1
-      fi
+      # -v: a line per row on the console, so a silent console means a hang.
+      case $t in
+      goverbs) ibvcost -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1 ;;
+      base) ibvcost-base -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1 ;;
+      *) verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1 ;;
+      esac
       echo "=====BEGIN $name"
       cat "$name.json"
       echo "=====END $name"
     done
+    order="${order#* } ${order%% *}" # the first goes last next time
     i=$((i + 1))
   done
 done
