@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,35 @@ import (
 // rdmaCoreRping is rdma-core's rping: /usr/bin's, since the rig puts this
 // command, also called rping, first in PATH.
 func rdmaCoreRping(t *testing.T) string { return rigtest.RDMACoreTool(t, "rping") }
+
+// rpingTeardownRace is the last line rdma-core's rping prints, exiting
+// 255, when it loses its own teardown race: its CM thread reads the event
+// channel in a loop that only an error ends, and main destroys the channel
+// when its run is over, so a thread that comes back to the channel after
+// that exits with this line though the run succeeded. rdma-core fixed it
+// in 2025 (pull request #1622, "rping: Fix spurious failure return codes":
+// an eventfd ends the thread); the rig's Debian rping (bullseye 33,
+// bookworm 44, trixie 56) predates the fix. Seen on 7.3.4 (session 17:
+// TestRigRpingSIWAcceptRace's round 13, after the client's ping).
+const rpingTeardownRace = "rdma_get_cm_event: Bad file descriptor"
+
+// rdmaCoreRpingErr is err, the way rdma-core's rping ended, unless it is
+// the teardown race above after a run that printed its pings (want, the
+// ping line's start, in stdout): then nil, logged. stderr is the tool's
+// own (its last line is the race's).
+func rdmaCoreRpingErr(t *testing.T, err error, stdout, stderr, want string) error {
+	t.Helper()
+	var ee *exec.ExitError
+	if err == nil || !errors.As(err, &ee) || ee.ExitCode() != 255 || !strings.Contains(stdout, want) {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	if strings.TrimSpace(lines[len(lines)-1]) != rpingTeardownRace {
+		return err
+	}
+	t.Logf("rdma-core rping exited 255 at its teardown after its pings (%q: its own race, rdma-core #1622); its pings are checked as usual", rpingTeardownRace)
+	return nil
+}
 
 type rpingCase struct {
 	name     string
@@ -91,6 +121,7 @@ func TestRigRpingGoServer(t *testing.T) {
 				cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
 				cmd.Stderr = &serr
 				out, err = cmd.Output()
+				err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: ")
 				out = append(out, serr.String()...)
 				if err == nil || !strings.Contains(serr.String(), "REJECTED") {
 					break
@@ -151,7 +182,7 @@ func TestRigRpingGoClient(t *testing.T) {
 				srv.Wait()
 				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s\n%s", sout.String(), serr.String(), state)
 			}
-			if err := srv.Wait(); err != nil {
+			if err := rdmaCoreRpingErr(t, srv.Wait(), sout.String(), serr.String(), "server ping data: "); err != nil {
 				t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
 			}
 			lastPing(t, sout.String(), "server ping data: ")
@@ -238,6 +269,7 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 			cmd := exec.CommandContext(r.Ctx, rp, "-c", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64", "-v")
 			cmd.Stderr = &serr
 			out, err = cmd.Output()
+			err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: rdma-ping-0: ")
 			out = append(out, serr.String()...)
 			if err == nil || !strings.Contains(serr.String(), "REJECTED") || r.Ctx.Err() != nil {
 				break
@@ -264,4 +296,28 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 		return nudges.Load() != n0
 	})
 	t.Logf("nudges off: %v; %d nudges in all", nudgeOff, nudges.Load()-before)
+}
+
+// TestRdmaCoreRpingErr: only rping's teardown race, after its pings, is
+// forgiven; any other exit stays an error (host test: sh plays rping).
+func TestRdmaCoreRpingErr(t *testing.T) {
+	exit := func(code int) error { return exec.Command("sh", "-c", "exit "+strconv.Itoa(code)).Run() }
+	pings := "ping data: rdma-ping-0: ABC\n"
+	for _, c := range []struct {
+		name           string
+		err            error
+		stdout, stderr string
+		forgiven       bool
+	}{
+		{"the race after the pings", exit(255), pings, "cq completion...\n" + rpingTeardownRace + "\n", true},
+		{"no error", nil, pings, "", true},
+		{"the race before any ping", exit(255), "", rpingTeardownRace + "\n", false},
+		{"another last line", exit(255), pings, rpingTeardownRace + "\nsomething else\n", false},
+		{"another exit status", exit(1), pings, rpingTeardownRace + "\n", false},
+	} {
+		err := rdmaCoreRpingErr(t, c.err, c.stdout, c.stderr, "ping data: ")
+		if (err == nil) != c.forgiven {
+			t.Errorf("%s: got %v, forgiven %v", c.name, err, c.forgiven)
+		}
+	}
 }
