@@ -26,12 +26,14 @@ for d in $devs; do
   while [ "$i" -le "$runs" ]; do
     for t in $order; do
       name=$t-$d-$i
-      # -v: a line per row on the console, so a silent console means a hang.
-      case $t in
-      goverbs) ibvcost -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1 ;;
-      base) ibvcost-base -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1 ;;
-      *) verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1 ;;
-      esac
+      if [ "$t" = rdma-core ]; then
+        verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" > "$name.json" || status=1
+      else
+        bin=ibvcost
+        [ "$t" = base ] && bin=ibvcost-base
+        # -v: a line per row on the console, so a silent console means a hang.
+        "$bin" -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" -json > "$name.json" || status=1
+      fi
       echo "=====BEGIN $name"
       cat "$name.json"
       echo "=====END $name"
