@@ -115,32 +115,103 @@ func (ch *EventChannel) Close() error {
 	return opError("Close", err)
 }
 
-// write sends one ucma command: the header, then in. A response the
-// command has is written by the kernel to the buffer in's response field
-// points at; pass that buffer as out so it stays alive and its length is
-// the header's out.
-func (ch *EventChannel) write(op string, cmd uint32, in, out []byte) error {
-	buf := make([]byte, 8+len(in))
-	binary.NativeEndian.PutUint32(buf[0:], cmd)
-	binary.NativeEndian.PutUint16(buf[4:], uint16(len(in)))
-	binary.NativeEndian.PutUint16(buf[6:], uint16(len(out)))
-	copy(buf[8:], in)
-	var werr error
-	err := ch.rc.Control(func(fd uintptr) {
-		for {
-			_, werr = rawWrite(fd, buf, out)
-			if werr != unix.EINTR {
-				return
-			}
-		}
-	})
+// write sends one ucma command that has no response: the header, then
+// in. keep, if the request points at memory (SET_OPTION's value), is that
+// memory, kept alive across the write; its length is the header's out.
+func (ch *EventChannel) write(op string, cmd uint32, in, keep []byte) error {
+	f, err := getFrame(op, cmd, in, len(keep))
 	if err != nil {
+		return err
+	}
+	f.keep = keep
+	err = ch.run(op, f)
+	putFrame(f)
+	return err
+}
+
+// call sends one ucma command whose response the kernel writes where the
+// request's u64 at respAt points, and copies the response into out. The
+// caller leaves that field zero: call points it at its frame's response
+// area, heap memory that stays put across the write, so out (and in) may
+// live on the caller's stack.
+func (ch *EventChannel) call(op string, cmd uint32, in []byte, respAt int, out []byte) error {
+	if respAt < 0 || respAt+8 > len(in) {
+		return opError(op, fmt.Errorf("command %d: no response pointer at %d of a %d-byte request", cmd, respAt, len(in)))
+	}
+	f, err := getFrame(op, cmd, in, len(out))
+	if err != nil {
+		return err
+	}
+	clear(f.resp[:len(out)])
+	binary.NativeEndian.PutUint64(f.buf[8+respAt:], addrOf(f.resp[:]))
+	err = ch.run(op, f)
+	if err == nil {
+		copy(out, f.resp[:len(out)])
+	}
+	putFrame(f)
+	return err
+}
+
+// cmdFrame is the memory of one command, pooled so that a command
+// allocates nothing: the header and request as written, the response area
+// the request's response pointer names, and the function RawConn.Control
+// runs, made once per frame (a closure made per call would be allocated).
+type cmdFrame struct {
+	buf  [8 + 296]byte // the header and the largest request (ACCEPT)
+	resp [280]byte     // the largest response read (QUERY's address)
+	n    int           // bytes of buf to write
+	keep []byte        // memory the request points at, other than resp
+	werr error
+	do   func(fd uintptr)
+}
+
+var framePool = sync.Pool{New: func() any {
+	f := new(cmdFrame)
+	f.do = f.writeTo
+	return f
+}}
+
+// getFrame takes a frame from the pool holding the command's header (out
+// bytes of response) and request.
+func getFrame(op string, cmd uint32, in []byte, out int) (*cmdFrame, error) {
+	f := framePool.Get().(*cmdFrame)
+	if 8+len(in) > len(f.buf) || out > len(f.resp) {
+		framePool.Put(f)
+		return nil, opError(op, fmt.Errorf("command %d: a %d-byte request or %d-byte response is larger than a frame", cmd, len(in), out))
+	}
+	binary.NativeEndian.PutUint32(f.buf[0:], cmd)
+	binary.NativeEndian.PutUint16(f.buf[4:], uint16(len(in)))
+	binary.NativeEndian.PutUint16(f.buf[6:], uint16(out))
+	f.n = 8 + copy(f.buf[8:], in)
+	return f, nil
+}
+
+// putFrame returns a frame to the pool, holding no caller memory.
+func putFrame(f *cmdFrame) {
+	f.keep, f.werr = nil, nil
+	framePool.Put(f)
+}
+
+// writeTo writes the frame's command to fd, again after EINTR.
+func (f *cmdFrame) writeTo(fd uintptr) {
+	for {
+		// buf keeps the frame, and with it resp, alive.
+		_, f.werr = rawWrite(fd, f.buf[:f.n], f.keep)
+		if f.werr != unix.EINTR {
+			return
+		}
+	}
+}
+
+// run writes the frame's command to the channel's file.
+func (ch *EventChannel) run(op string, f *cmdFrame) error {
+	if err := ch.rc.Control(f.do); err != nil {
 		if errors.Is(err, os.ErrClosed) {
 			return opError(op, ErrClosed)
 		}
 		return opError(op, err)
 	}
-	return opError(op, werr)
+	return opError(op, f.werr)
 }
 
 // reader reads events until the channel is closed. Between events it is
@@ -156,12 +227,16 @@ func (ch *EventChannel) reader() {
 	binary.NativeEndian.PutUint16(hdr[4:], 8)
 	binary.NativeEndian.PutUint16(hdr[6:], uint16(len(resp)))
 	copy(hdr[8:], abi.Bytes(&req))
+	// One function for every event (a closure made per event would be
+	// allocated per event).
+	var werr error
+	get := func(fd uintptr) bool {
+		_, werr = rawWrite(fd, hdr, resp)
+		return werr != unix.EAGAIN
+	}
 	for {
-		var werr error
-		err := ch.rc.Read(func(fd uintptr) bool {
-			_, werr = rawWrite(fd, hdr, resp)
-			return werr != unix.EAGAIN
-		})
+		werr = nil
+		err := ch.rc.Read(get)
 		if err == nil && werr == unix.EINTR {
 			continue
 		}
@@ -257,9 +332,8 @@ func (ch *EventChannel) unregister(uid uint64) {
 // destroyKernelID destroys a kernel id that has no Go ID.
 func (ch *EventChannel) destroyKernelID(id uint32) {
 	req := abi.RdmaUcmDestroyId{Id: id}
-	resp := make([]byte, 4)
-	req.Response = addrOf(resp)
-	_ = ch.write("DestroyID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), resp)
+	var resp abi.RdmaUcmDestroyIdResp
+	_ = ch.call("DestroyID", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), respAtDestroyID, abi.Bytes(&resp))
 }
 
 // device is an RDMA device the CM picked, opened once per channel.

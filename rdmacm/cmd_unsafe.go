@@ -22,6 +22,17 @@ func addrOf(b []byte) uint64 {
 	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))))
 }
 
+// Where each command with a response has its response pointer, for
+// EventChannel.call.
+const (
+	respAtCreateID   = int(unsafe.Offsetof(abi.RdmaUcmCreateId{}.Response))
+	respAtDestroyID  = int(unsafe.Offsetof(abi.RdmaUcmDestroyId{}.Response)) // LEAVE_MCAST's too
+	respAtQuery      = int(unsafe.Offsetof(abi.RdmaUcmQuery{}.Response))
+	respAtInitQPAttr = int(unsafe.Offsetof(abi.RdmaUcmInitQpAttr{}.Response))
+	respAtJoinMcast  = int(unsafe.Offsetof(abi.RdmaUcmJoinMcast{}.Response))
+	respAtMigrateID  = int(unsafe.Offsetof(abi.RdmaUcmMigrateId{}.Response))
+)
+
 // rawWrite is one write(2) of p to fd; keep is kept alive across it
 // (the buffer the command's u64 pointer names).
 func rawWrite(fd uintptr, p []byte, keep []byte) (int, error) {

@@ -76,9 +76,7 @@ func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 	id.uid = uid
 	req := abi.RdmaUcmCreateId{Uid: uid, Ps: uint16(ps), QpType: uint8(qpt)}
 	var resp abi.RdmaUcmCreateIdResp
-	out := abi.Bytes(&resp)
-	req.Response = addrOf(out)
-	if err := ch.write("CreateID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), out); err != nil {
+	if err := ch.call("CreateID", abi.RDMA_USER_CM_CMD_CREATE_ID, abi.Bytes(&req), respAtCreateID, abi.Bytes(&resp)); err != nil {
 		ch.unregister(uid)
 		return nil, err
 	}
@@ -283,8 +281,8 @@ func (id *ID) ResolveRoute(ctx context.Context) error {
 func (id *ID) query(op string) (queryAddr, error) {
 	var resp abi.RdmaUcmQueryAddrResp
 	out := abi.Bytes(&resp)
-	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_ADDR}
-	if err := id.write(op, abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	req := abi.RdmaUcmQuery{Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_ADDR}
+	if err := id.call(op, abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), respAtQuery, out); err != nil {
 		return queryAddr{}, err
 	}
 	q, err := decodeQueryAddr(out)
@@ -363,8 +361,8 @@ func (id *ID) iWARP() bool { return id.dev != nil && id.dev.dev.Transport == uve
 // state (INIT_QP_ATTR), translated into a uverbs.QPAttr and mask.
 func (id *ID) InitQPAttr(state uverbs.QPState) (uverbs.QPAttr, uverbs.QPAttrMask, error) {
 	out := make([]byte, 144)
-	req := abi.RdmaUcmInitQpAttr{Response: addrOf(out), Id: id.kid, QpState: uint32(state)}
-	if err := id.write("InitQPAttr", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), out); err != nil {
+	req := abi.RdmaUcmInitQpAttr{Id: id.kid, QpState: uint32(state)}
+	if err := id.call("InitQPAttr", abi.RDMA_USER_CM_CMD_INIT_QP_ATTR, abi.Bytes(&req), respAtInitQPAttr, out); err != nil {
 		return uverbs.QPAttr{}, 0, err
 	}
 	a, m, err := decodeQPAttr(out)
@@ -525,10 +523,9 @@ func (id *ID) Close() error {
 			ch.unregister(id.uid)
 		}
 		req := abi.RdmaUcmDestroyId{Id: id.kid}
-		resp := make([]byte, 4)
-		req.Response = addrOf(resp)
+		var resp abi.RdmaUcmDestroyIdResp
 		id.kmu.Lock()
-		err = id.ch.write("Close", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), resp)
+		err = id.ch.call("Close", abi.RDMA_USER_CM_CMD_DESTROY_ID, abi.Bytes(&req), respAtDestroyID, abi.Bytes(&resp))
 		id.destroyed = true // the kernel's id is gone even when the write failed (a closed channel)
 		id.kmu.Unlock()
 		if errors.Is(err, ErrClosed) {
@@ -547,13 +544,23 @@ func (id *ID) Close() error {
 // goroutine, a Disconnect after Close) would act on another connection:
 // on 5.10 that disconnected a new siw connection the moment it was set up
 // (rdmacm's TestRigSIWFirstMessage, about one run in three).
-func (id *ID) write(op string, cmd uint32, in, out []byte) error {
+func (id *ID) write(op string, cmd uint32, in, keep []byte) error {
 	id.kmu.RLock()
 	defer id.kmu.RUnlock()
 	if id.destroyed {
 		return opError(op, ErrClosed)
 	}
-	return id.ch.write(op, cmd, in, out)
+	return id.ch.write(op, cmd, in, keep)
+}
+
+// call is write for a command with a response (EventChannel.call).
+func (id *ID) call(op string, cmd uint32, in []byte, respAt int, out []byte) error {
+	id.kmu.RLock()
+	defer id.kmu.RUnlock()
+	if id.destroyed {
+		return opError(op, ErrClosed)
+	}
+	return id.ch.call(op, cmd, in, respAt, out)
 }
 
 // setOption is SET_OPTION with an integer value of size n.

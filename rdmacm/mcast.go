@@ -45,13 +45,12 @@ func (id *ID) JoinMulticast(ctx context.Context, addr netip.AddrPort, sendOnly b
 	m.uid = uid
 	var req abi.RdmaUcmJoinMcast
 	var resp abi.RdmaUcmCreateIdResp
-	out := abi.Bytes(&resp)
-	req.Response, req.Uid, req.Id = addrOf(out), uid, id.kid
+	req.Uid, req.Id = uid, id.kid
 	req.AddrSize = uint16(putSockaddr(abi.Bytes(&req.Addr), addr, addr.Addr().Is6()))
 	if sendOnly {
 		req.JoinFlags = abi.RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER
 	}
-	if err := id.write("JoinMulticast", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), out); err != nil {
+	if err := id.call("JoinMulticast", abi.RDMA_USER_CM_CMD_JOIN_MCAST, abi.Bytes(&req), respAtJoinMcast, abi.Bytes(&resp)); err != nil {
 		id.ch.unregister(uid)
 		return nil, err
 	}
@@ -95,10 +94,10 @@ func (m *Multicast) Leave() error {
 	m.id.mu.Unlock()
 	m.id.ch.unregister(m.uid)
 	req := abi.RdmaUcmDestroyId{Id: m.kid}
-	resp := make([]byte, 4)
-	req.Response = addrOf(resp)
+	var resp abi.RdmaUcmDestroyIdResp
 	// After the ID's Close, ErrClosed: DESTROY_ID left the group.
-	if e := m.id.write("LeaveMulticast", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), resp); err == nil && !errors.Is(e, ErrClosed) {
+	e := m.id.call("LeaveMulticast", abi.RDMA_USER_CM_CMD_LEAVE_MCAST, abi.Bytes(&req), respAtDestroyID, abi.Bytes(&resp))
+	if err == nil && !errors.Is(e, ErrClosed) {
 		err = e
 	}
 	return err

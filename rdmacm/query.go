@@ -111,8 +111,8 @@ const maxPaths = 2
 // request) gave it a route.
 func (id *ID) QueryPath() ([]PathRecord, error) {
 	out := make([]byte, 8+maxPaths*pathRecDataSize)
-	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_PATH}
-	if err := id.write("QueryPath", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	req := abi.RdmaUcmQuery{Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_PATH}
+	if err := id.call("QueryPath", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), respAtQuery, out); err != nil {
 		return nil, err
 	}
 	p, err := decodeQueryPath(out)
@@ -151,8 +151,8 @@ func parseSockaddrIB(b []byte) (IBAddr, error) {
 func (id *ID) QueryGID() (src, dst IBAddr, err error) {
 	var resp abi.RdmaUcmQueryAddrResp
 	out := abi.Bytes(&resp)
-	req := abi.RdmaUcmQuery{Response: addrOf(out), Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_GID}
-	if err := id.write("QueryGID", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), out); err != nil {
+	req := abi.RdmaUcmQuery{Id: id.kid, Option: abi.RDMA_USER_CM_QUERY_GID}
+	if err := id.call("QueryGID", abi.RDMA_USER_CM_CMD_QUERY, abi.Bytes(&req), respAtQuery, out); err != nil {
 		return IBAddr{}, IBAddr{}, err
 	}
 	q, err := decodeQueryAddr(out)
@@ -196,13 +196,13 @@ func (id *ID) Migrate(to *EventChannel) error {
 	}
 	var resp abi.RdmaUcmMigrateResp
 	out := abi.Bytes(&resp)
-	req := abi.RdmaUcmMigrateId{Response: addrOf(out), Id: id.kid, Fd: uint32(from.Fd())}
+	req := abi.RdmaUcmMigrateId{Id: id.kid, Fd: uint32(from.Fd())}
 	// Under kmu held exclusively: the ID's other commands (id.write) go to
 	// the channel it is on, and after Close to none (the kid is not ours).
 	id.kmu.Lock()
 	err := opError(op, ErrClosed)
 	if !id.destroyed {
-		err = to.write(op, abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), out)
+		err = to.call(op, abi.RDMA_USER_CM_CMD_MIGRATE_ID, abi.Bytes(&req), respAtMigrateID, out)
 	}
 	if err != nil {
 		id.kmu.Unlock()

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rdmacm
+
+const raceBuild = false
