@@ -90,21 +90,27 @@ if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   SRCSER=$(echo "$KVER" | cut -d. -f1,2)        # 6.12.117+deb12-arm64 -> 6.12
   # the arm64 headers need their -common half (arch all); the kbuild tools
   # they name (linux-kbuild-<ver>) must be the host's arch: they run here.
-  HDRS=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
-    awk '/Depends: linux-headers-.*-common/{print $2}' | sort -u | tr '\n' ' ')
-  KBUILD=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
-    awk '/Depends: linux-kbuild-/{print $2; exit}')
+  # (at the versions the headers' Depends allow: dep_version in lib.sh)
+  HDRS='' KBUILD='' KBUILD_REL=()
+  while read -r name op ver; do
+    case $name in
+      linux-kbuild-*) KBUILD=$name KBUILD_REL=("$op" "$ver") ;;
+      *) HDRS+="$name=$(dep_version "$name" "$op" "$ver") " ;;
+    esac
+  done < <(headers_deps "$KVER" "$KDEBVER")
   if [ -z "$HDRS" ] || [ -z "$KBUILD" ]; then
     die "no linux-headers-$KVER=$KDEBVER (or its -common/kbuild) in apt set $KSET"
   fi
   hneed=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
-  for h in $HDRS; do hneed+=("$h=$KDEBVER"); done
+  for h in $HDRS; do hneed+=("$h"); done
   fetch "${hneed[@]}" || { apt_update; fetch "${hneed[@]}"; } ||
     die "could not download ${hneed[*]}: headers and source must be the kernel's upload ($KDEBVER)"
   APT_SET=host
-  fetch "$KBUILD=$KDEBVER" || { apt_update; fetch "$KBUILD=$KDEBVER"; } ||
-    die "could not download the host's $KBUILD=$KDEBVER (the kbuild tools of the arm64 headers)"
-  KBUILD_DEB=$(deb_of "$KBUILD" "$KDEBVER")
+  kbv=$(dep_version "$KBUILD" "${KBUILD_REL[@]}") || { apt_update; kbv=$(dep_version "$KBUILD" "${KBUILD_REL[@]}"); } ||
+    die "no $KBUILD ${KBUILD_REL[*]} for the host (the kbuild tools of the arm64 headers)"
+  fetch "$KBUILD=$kbv" || { apt_update; fetch "$KBUILD=$kbv"; } ||
+    die "could not download the host's $KBUILD=$kbv (the kbuild tools of the arm64 headers)"
+  KBUILD_DEB=$(deb_of "$KBUILD" "$kbv")
   APT_SET=$KSET
 fi
 
@@ -113,7 +119,7 @@ trap 'rm -rf "$TMP"' EXIT
 if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   ts=$(now)
   H=$TMP/hdr
-  for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
+  for p in "linux-headers-$KVER=$KDEBVER" $HDRS; do dpkg-deb -x "$(deb_of "${p%%=*}" "${p#*=}")" "$H"; done
   dpkg-deb -x "$KBUILD_DEB" "$H"
   sed -i "s|/usr/src/|$H/usr/src/|g" "$H/usr/src/linux-headers-$KVER/Makefile"
   src=$(deb_of "linux-source-$SRCSER" "$KDEBVER")

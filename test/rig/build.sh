@@ -57,9 +57,15 @@ t0=$(now)
 resolve() {
   APT_SET=$KSET
   resolve_kernel "$SERIES" || return 1
-  # linux-headers-<kver> needs its -common half and the kbuild tools of the same upload
-  HDRS=$(apt_cache depends "linux-headers-$KVER=$KDEBVER" 2>/dev/null |
-    awk '/Depends: linux-(headers-.*-common|kbuild-)/{print $2}' | sort -u | tr '\n' ' ')
+  # linux-headers-<kver> needs its -common half (the same upload) and the
+  # kbuild tools (that upload's or a later one: dep_version): HDRS is
+  # "pkg=version ...".
+  local name op ver v
+  HDRS=''
+  while read -r name op ver; do
+    v=$(dep_version "$name" "$op" "$ver") || return 1
+    HDRS+="$name=$v "
+  done < <(headers_deps "$KVER" "$KDEBVER")
   [ -n "$HDRS" ] || return 1
   SRCSER=$(echo "$KVER" | cut -d. -f1,2)        # 6.1.0-56-amd64 -> 6.1
   APT_SET=host
@@ -101,7 +107,7 @@ for p in $KIMG; do
 done
 if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   kneed+=("linux-headers-$KVER=$KDEBVER" "linux-source-$SRCSER=$KDEBVER")
-  for h in $HDRS; do kneed+=("$h=$KDEBVER"); done
+  for h in $HDRS; do kneed+=("$h"); done
   fetch_or_update
 fi
 
@@ -148,7 +154,7 @@ kbuild_tools_run() {
 if [ -z "$SIW_DEBIAN" ] && [ ! -f "$KDIR/siw.ko" ]; then
   ts=$(now)
   H=$TMP/hdr
-  for p in "linux-headers-$KVER" $HDRS; do dpkg-deb -x "$(deb_of "$p" "$KDEBVER")" "$H"; done
+  for p in "linux-headers-$KVER=$KDEBVER" $HDRS; do dpkg-deb -x "$(deb_of "${p%%=*}" "${p#*=}")" "$H"; done
   # The flavour's Makefile names the -common one (and, on newer kernels, its
   # own KBUILD_OUTPUT) by absolute path: point them here.
   sed -i "s|/usr/src/|$H/usr/src/|g" "$H/usr/src/linux-headers-$KVER/Makefile"

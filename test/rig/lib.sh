@@ -130,6 +130,44 @@ resolve_kernel() {
     awk -v k="$KVER" '$1=="Depends:" && ($2=="linux-binary-"k || $2=="linux-modules-"k || $2=="linux-base-"k) {print $2}' | sort -u | tr '\n' ' ')"
 }
 
+# headers_deps KVER KDEBVER: the -common and kbuild packages that
+# linux-headers-KVER=KDEBVER depends on (apt set APT_SET), one line each:
+# "name op version" (Debian's relation, e.g. "= 6.1.192-2" or ">= 6.1.192-2"),
+# or "name" alone for an unversioned dependency.
+headers_deps() {
+  apt_cache show "linux-headers-$1=$2" 2>/dev/null | awk '
+    /^Depends:/ {
+      sub(/^Depends: */, ""); n = split($0, d, /, */)
+      for (i = 1; i <= n; i++) {
+        sub(/ *\|.*/, "", d[i])   # the first of alternatives
+        if (d[i] !~ /^linux-(headers-.*-common|kbuild-)/) continue
+        if (match(d[i], /\(.*\)/)) {
+          rel = substr(d[i], RSTART + 1, RLENGTH - 2); name = substr(d[i], 1, RSTART - 1)
+          gsub(/ /, "", name); split(rel, r, / +/); print name, r[1], r[2]
+        } else { gsub(/ /, "", d[i]); print d[i] }
+      }
+      exit
+    }'
+}
+
+# dep_version NAME [OP VERSION]: the version of NAME that a dependency with
+# Debian's relation OP VERSION takes from the apt set APT_SET: VERSION itself
+# for "=", else the newest listed version the relation allows. The kbuild
+# tools are a ">=" dependency of the headers because a later upload may
+# replace them while the image stays: on 2026-11-28 bookworm-security listed
+# linux-headers-6.1.0-56-amd64 only at 6.1.192-2 and linux-kbuild-6.1 only at
+# 6.1.192-3, and asking for kbuild at the image's version failed the build.
+dep_version() {
+  local name=$1 op=${2:-} want=${3:-} v best='' cmp
+  [ "$op" != = ] || { echo "$want"; return 0; }
+  case $op in '') cmp='' ;; '>=') cmp=ge ;; '>>') cmp=gt ;; '<=') cmp=le ;; '<<') cmp=lt ;; *) return 1 ;; esac
+  for v in $(apt_cache show "$name" 2>/dev/null | awk '/^Version:/{print $2}'); do
+    [ -z "$cmp" ] || dpkg --compare-versions "$v" "$cmp" "$want" || continue
+    if [ -z "$best" ] || dpkg --compare-versions "$v" gt "$best"; then best=$v; fi
+  done
+  [ -n "$best" ] && echo "$best"
+}
+
 # candidates PKG...: "pkg=version ..." of the versions apt-get would fetch.
 candidates() {
   local out
