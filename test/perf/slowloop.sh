@@ -5,14 +5,19 @@
 # rdma-core's user code (program, libibverbs, provider, libc) apart.
 #   test/perf/slowloop.sh                       # VERBS: query_device query_port query_gid pd open
 #   VERBS="pd query_gid" SAMPLE=100 test/perf/slowloop.sh
+#   VERBS="cm_id cm_resolve" test/perf/slowloop.sh   # rdma_cm, goverbs beside librdmacm
 # Each side runs its loop (test/perf/slowloop, test/perf/insns/slowloop.c)
 # with N1 and N2 calls (default 2000 and 6000) between marks; the
 # difference over N2-N1 is one call (open, set-up and exit cancel). "pd" is
-# an alloc and a dealloc, "open" an open and a close of a context. SAMPLE=US
+# an alloc and a dealloc, "open" an open and a close of a context; "cm_id" a
+# CREATE_ID and a DESTROY_ID on one event channel, "cm_resolve" an ID
+# created, resolved (address and route, to ADDR: rxe0's 10.0.2.15) and
+# destroyed, each event through the channel (librdmacm's rdma_get_cm_event,
+# goverbs' reader goroutine). SAMPLE=US
 # also samples where the host's time went, as insns.sh does. TCG only.
 set -euo pipefail
 if [ "${1:-}" = --guest ]; then
-  seq=0
+  seq=0 addr=${ADDR:-10.0.2.15}
   mark() { icmark; seq=$((seq + 1)); }
   echo "slowloop: kernel $(uname -r), $(nproc) CPUs"
   if [ -n "${SAMPLE:-}" ]; then
@@ -23,7 +28,7 @@ if [ "${1:-}" = --guest ]; then
       prog=slowloop; [ $side = rdma-core ] && prog=slowloop-c
       for n in "${N1:-2000}" "${N2:-6000}"; do
         mark
-        $prog rxe0 "$v" "$n" || { echo "$prog $v $n failed" >&2; exit 1; }
+        $prog rxe0 "$v" "$n" "$addr" || { echo "$prog $v $n failed" >&2; exit 1; }
         mark
         echo "ILABEL $((seq - 1)) $seq $v $side $n"
       done
@@ -35,15 +40,16 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 command -v gcc >/dev/null || { echo "slowloop.sh: needs gcc (apt-get install gcc)" >&2; exit 1; }
-[ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
+[ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] ||
+  apt-get install -y -q libibverbs-dev librdmacm-dev >/dev/null
 gcc -O2 -shared -fPIC -pthread -fvisibility=hidden -Wall -Wextra -o "$bin/insns.so" "$top/test/perf/insns/plugin.c"
 gcc -O2 -static -nostdlib -Wl,-Ttext-segment=0x13370000 -o "$bin/icmark" "$top/test/perf/insns/mark.c"
-gcc -O2 -Wall -o "$bin/slowloop-c" "$top/test/perf/insns/slowloop.c" -libverbs
+gcc -O2 -Wall -o "$bin/slowloop-c" "$top/test/perf/insns/slowloop.c" -libverbs -lrdmacm
 cp "$0" "$bin/slowloop.sh"
 ( cd "$top" && CGO_ENABLED=0 go build -o "$bin/slowloop" ./test/perf/slowloop )
 echo "slowloop: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in VERBS N1 N2 SAMPLE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in VERBS N1 N2 ADDR SAMPLE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); syms=$(mktemp -d); trap 'rm -rf "$bin" "$log" "$syms"' EXIT
 plugin=$bin/insns.so
 [ -z "${SAMPLE:-}" ] || plugin+=",sample=$SAMPLE"

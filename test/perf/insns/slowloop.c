@@ -1,10 +1,14 @@
 /*
  * slowloop.c: test/perf/slowloop (main.go) through rdma-core's libibverbs: one
  * slow-path verb N times on a device, for test/perf/slowloop.sh.
- *   slowloop DEVICE VERB N    (VERB: query_device, query_port, query_gid, pd, open)
+ *   slowloop DEVICE VERB N [ADDR]
+ * (VERB: query_device, query_port, query_gid, pd, open; cm_id, cm_resolve
+ * through librdmacm on one event channel, as main.go says.)
  * It prints the loop's mean wall time per call (set-up excluded).
  */
+#include <arpa/inet.h>
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,17 +26,71 @@ static void report(const char *verb, int n, long long t0)
 	printf("slowloop rdma-core %s %d calls: %lld ns/call\n", verb, n, (now_ns() - t0) / (n > 0 ? n : 1));
 }
 
+/* wait_event takes the channel's next event, which must be want. */
+static int wait_event(struct rdma_event_channel *ch, enum rdma_cm_event_type want)
+{
+	struct rdma_cm_event *ev;
+	int ok;
+
+	if (rdma_get_cm_event(ch, &ev))
+		return -1;
+	ok = ev->event == want && ev->status == 0;
+	rdma_ack_cm_event(ev);
+	return ok ? 0 : -1;
+}
+
+/* cm is the loop of the connection manager's verbs: cm_id (create and
+ * destroy) and cm_resolve (create, resolve address and route, destroy). */
+static int cm(const char *verb, int n, const char *addr)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct sockaddr_in dst = { .sin_family = AF_INET, .sin_port = htons(7471) };
+	int resolve = !strcmp(verb, "cm_resolve");
+	long long t0;
+
+	if (!ch)
+		return 1;
+	if (!resolve && strcmp(verb, "cm_id")) {
+		fprintf(stderr, "slowloop: no verb %s\n", verb);
+		return 2;
+	}
+	if (resolve && (!addr || inet_pton(AF_INET, addr, &dst.sin_addr) != 1)) {
+		fprintf(stderr, "slowloop: cm_resolve needs an IPv4 ADDR\n");
+		return 2;
+	}
+	t0 = now_ns();
+	for (int i = 0; i < n; i++) {
+		struct rdma_cm_id *id;
+		if (rdma_create_id(ch, &id, NULL, RDMA_PS_TCP))
+			return 1;
+		if (resolve && (rdma_resolve_addr(id, NULL, (struct sockaddr *)&dst, 2000) ||
+				wait_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED) ||
+				rdma_resolve_route(id, 2000) ||
+				wait_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED))) {
+			fprintf(stderr, "slowloop: %s failed\n", verb);
+			return 1;
+		}
+		if (rdma_destroy_id(id))
+			return 1;
+	}
+	report(verb, n, t0);
+	rdma_destroy_event_channel(ch);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list, *dev = NULL;
 	struct ibv_context *ctx;
 	int n, i, num;
 
-	if (argc != 4) {
-		fprintf(stderr, "usage: slowloop DEVICE VERB N\n");
+	if (argc != 4 && argc != 5) {
+		fprintf(stderr, "usage: slowloop DEVICE VERB N [ADDR]\n");
 		return 2;
 	}
 	n = atoi(argv[3]);
+	if (!strncmp(argv[2], "cm_", 3))
+		return cm(argv[2], n, argc == 5 ? argv[4] : NULL);
 	list = ibv_get_device_list(&num);
 	for (i = 0; list && i < num; i++)
 		if (!strcmp(ibv_get_device_name(list[i]), argv[1]))

@@ -3,29 +3,40 @@
 // (QEMU's TCG plugin, test/perf/insns/) beside test/perf/insns/slowloop.c, the same loop
 // through rdma-core's libibverbs.
 //
-//	slowloop DEVICE VERB N    (VERB: query_device, query_port, query_gid, pd, open)
+//	slowloop DEVICE VERB N [ADDR]
 //
-// It prints the loop's mean wall time per call (set-up excluded).
+// VERB is query_device, query_port, query_gid, pd (an alloc and a
+// dealloc), open (an open and a close of a context), or one of the
+// connection manager's on an event channel opened before the loop:
+// cm_id (CREATE_ID and DESTROY_ID, no event) and cm_resolve (an ID created,
+// its address and route resolved to ADDR, an IPv4 address of DEVICE's,
+// and destroyed: two events through the channel's reader). It prints the
+// loop's mean wall time per call (set-up excluded).
 package main
 
 import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
 
 func main() {
-	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: slowloop DEVICE VERB N")
+	if len(os.Args) != 4 && len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: slowloop DEVICE VERB N [ADDR]")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(os.Args[3])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "slowloop:", err)
 		os.Exit(2)
+	}
+	run := run
+	if strings.HasPrefix(os.Args[2], "cm_") {
+		run = func(_, verb string, n int) error { return runCM(verb, n, os.Args[4:]) }
 	}
 	if err := run(os.Args[1], os.Args[2], n); err != nil {
 		fmt.Fprintln(os.Stderr, "slowloop:", err)
