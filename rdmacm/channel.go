@@ -223,12 +223,14 @@ func (f *cmdFrame) writeTo(fd uintptr) {
 // JOIN_*MCAST and LEAVE_MCAST (the subnet administrator; leaving waits for
 // its callbacks), MIGRATE_ID (two files' locks), and any other.
 //
-// Measured (test/perf/slowloop cm_resolve: create, resolve address and
-// route, destroy; 6.1 under TCG, one boot, 8 rounds of 2,000 alternating,
-// medians): every command through Syscall 883 µs, all but DESTROY_ID
-// quick 963 µs, these quick 771 µs, librdmacm 794 µs; strace of 500:
-// nanosleep 3,280 and clock_gettime 9,717 calls through Syscall, 1,055 and
-// 4,423 with these quick.
+// Measured on 6.1 under TCG with test/perf/slowloop's cm_resolve (create,
+// resolve address and route, destroy): strace counted 3,280 nanosleep and
+// 9,717 clock_gettime calls in 500 with every command through Syscall,
+// 1,055 and 4,423 with these quick. Time: in one boot (8 alternating
+// rounds of 2,000, medians) 883 µs through Syscall, 963 with all but
+// DESTROY_ID quick, 771 with these quick, librdmacm 794; ibvcost's CM rows
+// in three boots against the build before moved 0.8-1.4x either way, as
+// much as the same binary moves between boots (docs/COST.md).
 func quickCommand(cmd uint32) bool {
 	switch cmd {
 	case abi.RDMA_USER_CM_CMD_DESTROY_ID,
