@@ -12,7 +12,7 @@ import (
 // pipeChannel is an EventChannel whose file is a pipe's write end and that
 // has no reader: commands are written and never answered, which is enough
 // to count what sending them allocates. It returns the pipe's read end too.
-func pipeChannel(t *testing.T) (*EventChannel, int) {
+func pipeChannel(t testing.TB) (*EventChannel, int) {
 	t.Helper()
 	var p [2]int
 	if err := unix.Pipe2(p[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
@@ -84,5 +84,25 @@ func TestCommandTooLarge(t *testing.T) {
 	}
 	if n, err := unix.Read(r, make([]byte, 64)); err != unix.EAGAIN {
 		t.Errorf("the refused commands wrote %d bytes (%v)", n, err)
+	}
+}
+
+// BenchmarkCreateClose is CreateID and Close over the pipe: the user-space
+// cost of slowloop's cm_id loop (test/perf/slowloop.sh), without the
+// kernel's (a pipe write stands in for each command; CreateID reads id 0
+// from the response area, which the pipe leaves zero).
+func BenchmarkCreateClose(b *testing.B) {
+	ch, r := pipeChannel(b)
+	buf := make([]byte, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		id, err := ch.CreateID(PSTCP)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := id.Close(); err != nil {
+			b.Fatal(err)
+		}
+		unix.Read(r, buf) // keep the pipe from filling
 	}
 }
