@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/abi"
@@ -51,8 +52,13 @@ type CompChannel struct {
 	sig     chan struct{} // capacity 1: ready gained a CQ
 	free    chan struct{} // capacity 1: the reader's token was given back
 
-	// ev is the reader's buffer: only the token's holder touches it.
-	ev abi.IbUverbsCompEventDesc
+	// ev is the reader's buffer: only the token's holder touches it, as
+	// it does rn and rerr, what readEvent (readFn, made once) last read.
+	ev     abi.IbUverbsCompEventDesc
+	rc     syscall.RawConn
+	readFn func(fd uintptr) bool
+	rn     int
+	rerr   error
 
 	stopOnce sync.Once
 	err      error         // why reading stopped
@@ -85,6 +91,11 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 	ch := &CompChannel{ctx: c, file: asyncFile(int(resp.Fd)), fd: int(resp.Fd),
 		sig: make(chan struct{}, 1), free: make(chan struct{}, 1), stopped: make(chan struct{})}
 	ch.kickFn = ch.kick
+	ch.readFn = ch.readEvent
+	if ch.rc, err = ch.file.SyscallConn(); err != nil {
+		ch.file.Close()
+		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: err}
+	}
 	c.tracked.Store(true)
 	c.channels.Store(ch, struct{}{})
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
@@ -272,10 +283,14 @@ func (ch *CompChannel) readFor(ctx context.Context, verb string) error {
 // read reads one completion event and delivers it. A kick ends the read
 // with nothing read and a nil error; an error stops reading for good.
 func (ch *CompChannel) read() error {
-	buf := abi.Bytes(&ch.ev)
-	n, err := ch.file.Read(buf)
+	ch.rn, ch.rerr = 0, nil
+	err := ch.rc.Read(ch.readFn)
+	if err == nil {
+		err = ch.rerr
+	}
+	n := ch.rn
 	switch {
-	case err == nil && n == len(buf):
+	case err == nil && n == len(abi.Bytes(&ch.ev)):
 		ch.deliver(ch.ev.CqHandle)
 		return nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
@@ -287,7 +302,9 @@ func (ch *CompChannel) read() error {
 	case err == nil:
 		err = fmt.Errorf("a completion event of %d bytes: %w", n, io.ErrUnexpectedEOF)
 	}
-	if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && ch.ctx.closed.Load()) {
+	// A Close during the wait ends it with the poller's "use of closed
+	// file", which is not os.ErrClosed: the channel's state says it.
+	if errors.Is(err, os.ErrClosed) || ch.closing() || (errors.Is(err, unix.EIO) && ch.ctx.closed.Load()) {
 		err = ErrClosed
 	}
 	ch.stopOnce.Do(func() {
@@ -295,6 +312,17 @@ func (ch *CompChannel) read() error {
 		close(ch.stopped)
 	})
 	return err
+}
+
+// readEvent is the read RawConn.Read retries each time the poller says
+// the file is readable: one event into ev, or EAGAIN (false: park).
+func (ch *CompChannel) readEvent(fd uintptr) bool {
+	for {
+		ch.rn, ch.rerr = readQuick(fd, abi.Bytes(&ch.ev))
+		if ch.rerr != unix.EINTR {
+			return ch.rerr != unix.EAGAIN
+		}
+	}
 }
 
 // deliver hands a CQ's event to CQ.Wait, or queues the CQ for

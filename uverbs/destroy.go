@@ -144,6 +144,13 @@ func (l *lifetime) close(destroy func() error) error {
 // way may still fail and leave it open).
 func (l *lifetime) isClosed() bool { return l.gone.Load() }
 
+// closing reports whether a Close is under way or done.
+func (l *lifetime) closing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state != lifeOpen
+}
+
 // closed returns a channel that is closed once the object is closed for
 // good: waiters select on it.
 func (l *lifetime) closed() <-chan struct{} {
