@@ -41,6 +41,7 @@ type EventChannel struct {
 
 	refs      int // owners of a channel Dial or Listen opened
 	closeOnce sync.Once
+	closing   atomic.Bool // set by Close before the file closes
 }
 
 // acquire adds an owner to a channel Dial or Listen opened.
@@ -100,6 +101,7 @@ func (ch *EventChannel) Fd() int { return int(ch.file.Fd()) }
 func (ch *EventChannel) Close() error {
 	var err error
 	ch.closeOnce.Do(func() {
+		ch.closing.Store(true)
 		err = ch.file.Close()
 		<-ch.done
 		ch.mu.Lock()
@@ -243,10 +245,12 @@ func quickCommand(cmd uint32) bool {
 	return false
 }
 
-// run writes the frame's command to the channel's file.
+// run writes the frame's command to the channel's file. After Close,
+// RawConn.Control fails with the poller's "use of closed file" (not
+// os.ErrClosed): ErrClosed, as documented.
 func (ch *EventChannel) run(op string, f *cmdFrame) error {
 	if err := ch.rc.Control(f.do); err != nil {
-		if errors.Is(err, os.ErrClosed) {
+		if errors.Is(err, os.ErrClosed) || ch.closing.Load() {
 			return opError(op, ErrClosed)
 		}
 		return opError(op, err)
@@ -285,7 +289,10 @@ func (ch *EventChannel) reader() {
 			if err == nil {
 				err = werr
 			}
-			if errors.Is(err, os.ErrClosed) {
+			// A Close while the reader is parked ends RawConn.Read with
+			// the poller's "use of closed file", which is not
+			// os.ErrClosed: Close's flag says it.
+			if errors.Is(err, os.ErrClosed) || ch.closing.Load() {
 				err = ErrClosed
 			}
 			ch.stop(err)

@@ -512,3 +512,39 @@ func TestRigCmtime(t *testing.T) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// TestRigChannelCloseWakes: closing an event channel wakes a call blocked
+// on one of its IDs with an error matching ErrClosed, as EventChannel.Close
+// says. (The reader, parked on the poller, sees the file's close as the
+// poller's "use of closed file", which is not os.ErrClosed: until session
+// 18 that error reached the blocked call.)
+func TestRigChannelCloseWakes(t *testing.T) {
+	rigtest.Require(t)
+	ch, err := rdmacm.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrRXE0, 0), &rdmacm.Config{Channel: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(context.Background())
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // Accept parks, the reader is parked
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, rdmacm.ErrClosed) {
+			t.Errorf("Accept when its channel closed: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Accept still blocked 10s after its channel closed")
+	}
+}

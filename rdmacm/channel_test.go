@@ -1,6 +1,7 @@
 package rdmacm
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -104,5 +105,22 @@ func BenchmarkCreateClose(b *testing.B) {
 			b.Fatal(err)
 		}
 		unix.Read(r, buf) // keep the pipe from filling
+	}
+}
+
+// TestCommandAfterClose: a command on a closed channel fails with
+// ErrClosed (RawConn.Control's own error is the poller's "use of closed
+// file", which is not os.ErrClosed).
+func TestCommandAfterClose(t *testing.T) {
+	ch, _ := pipeChannel(t)
+	close(ch.done) // no reader to wait for
+	if err := ch.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.CreateID(PSTCP); !errors.Is(err, ErrClosed) {
+		t.Errorf("CreateID after Close: %v, want ErrClosed", err)
+	}
+	if err := ch.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, make([]byte, 8), nil); !errors.Is(err, ErrClosed) {
+		t.Errorf("a command after Close: %v, want ErrClosed", err)
 	}
 }
