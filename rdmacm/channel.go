@@ -196,13 +196,10 @@ func putFrame(f *cmdFrame) {
 
 // writeTo writes the frame's command to fd, again after EINTR.
 func (f *cmdFrame) writeTo(fd uintptr) {
-	write := rawWrite
-	if quickCommand(binary.NativeEndian.Uint32(f.buf[0:])) {
-		write = rawWriteQuick
-	}
+	quick := quickCommand(binary.NativeEndian.Uint32(f.buf[0:]))
 	for {
 		// buf keeps the frame, and with it resp, alive.
-		_, f.werr = write(fd, f.buf[:f.n], f.keep)
+		_, f.werr = rawWrite(fd, f.buf[:f.n], f.keep, quick)
 		if f.werr != unix.EINTR {
 			return
 		}
@@ -210,7 +207,7 @@ func (f *cmdFrame) writeTo(fd uintptr) {
 }
 
 // quickCommand reports whether the kernel answers cmd without waiting on
-// the network or a peer (rawWriteQuick): it reads or sets the id's state,
+// the network or a peer (rawWrite's quick): it reads or sets the id's state,
 // or starts work it reports by an event (address and route resolution).
 //
 // DESTROY_ID is quick too: it waits only for the kernel's own handlers of
@@ -245,17 +242,22 @@ func quickCommand(cmd uint32) bool {
 	return false
 }
 
-// run writes the frame's command to the channel's file. After Close,
-// RawConn.Control fails with the poller's "use of closed file" (not
-// os.ErrClosed): ErrClosed, as documented.
+// run writes the frame's command to the channel's file.
 func (ch *EventChannel) run(op string, f *cmdFrame) error {
 	if err := ch.rc.Control(f.do); err != nil {
-		if errors.Is(err, os.ErrClosed) || ch.closing.Load() {
-			return opError(op, ErrClosed)
-		}
-		return opError(op, err)
+		return opError(op, ch.fileErr(err))
 	}
 	return opError(op, f.werr)
+}
+
+// fileErr is ErrClosed for an error of the file's RawConn once Close has
+// begun: a closed os.File's RawConn answers the poller's "use of closed
+// file", which is not os.ErrClosed.
+func (ch *EventChannel) fileErr(err error) error {
+	if errors.Is(err, os.ErrClosed) || ch.closing.Load() {
+		return ErrClosed
+	}
+	return err
 }
 
 // reader reads events until the channel is closed. Between events it is
@@ -276,7 +278,7 @@ func (ch *EventChannel) reader() {
 	// waits: a quick command.
 	var werr error
 	get := func(fd uintptr) bool {
-		_, werr = rawWriteQuick(fd, hdr, resp)
+		_, werr = rawWrite(fd, hdr, resp, true)
 		return werr != unix.EAGAIN
 	}
 	for {
@@ -289,13 +291,7 @@ func (ch *EventChannel) reader() {
 			if err == nil {
 				err = werr
 			}
-			// A Close while the reader is parked ends RawConn.Read with
-			// the poller's "use of closed file", which is not
-			// os.ErrClosed: Close's flag says it.
-			if errors.Is(err, os.ErrClosed) || ch.closing.Load() {
-				err = ErrClosed
-			}
-			ch.stop(err)
+			ch.stop(ch.fileErr(err))
 			return
 		}
 		ev, derr := decodeEvent(resp, ch.isUD)

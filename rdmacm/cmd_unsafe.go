@@ -34,29 +34,22 @@ const (
 )
 
 // rawWrite is one write(2) of p to fd; keep is kept alive across it
-// (the buffer the command's u64 pointer names).
-func rawWrite(fd uintptr, p []byte, keep []byte) (int, error) {
-	n, _, e := unix.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-	runtime.KeepAlive(p)
-	runtime.KeepAlive(keep)
-	if e != 0 {
-		return int(n), e
+// (the buffer the command's u64 pointer names). quick makes it a raw
+// syscall, without the runtime's entersyscall/exitsyscall, for the
+// commands quickCommand names (the rule of abi's IoctlQuick): the P is
+// held for the call (nothing else runs on it, a stop-the-world waits for
+// it), so only for commands the kernel answers without waiting on the
+// network or a peer. What it saves: entersyscall wakes the runtime's
+// monitor (sysmon) from the deep sleep it enters whenever every P is idle,
+// as after each wait for a CM event, and the monitor then polls every
+// 20 µs for a millisecond or more, each time re-arming a timer and reading
+// the clock (a syscall in the rig's guest, whose clocksource is the HPET).
+func rawWrite(fd uintptr, p []byte, keep []byte, quick bool) (int, error) {
+	syscall := unix.Syscall
+	if quick {
+		syscall = unix.RawSyscall
 	}
-	return int(n), nil
-}
-
-// rawWriteQuick is rawWrite as a raw syscall, without the runtime's
-// entersyscall/exitsyscall, for the commands quickCommand names (the rule
-// of abi's IoctlQuick): the P is held for the call (nothing else runs on
-// it, a stop-the-world waits for it), so only for commands the kernel
-// answers without waiting on the network or a peer. What it saves:
-// entersyscall wakes the runtime's monitor (sysmon) from the deep sleep it
-// enters whenever every P is idle, as after each wait for a CM event, and
-// the monitor then polls every 20 µs for a millisecond or more, each time
-// re-arming a timer and reading the clock (a syscall in the rig's guest,
-// whose clocksource is the HPET).
-func rawWriteQuick(fd uintptr, p []byte, keep []byte) (int, error) {
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	n, _, e := syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(keep)
 	if e != 0 {

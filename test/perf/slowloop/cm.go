@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"time"
 
 	"github.com/goverbs/goverbs/rdmacm"
 )
@@ -51,12 +50,5 @@ func runCM(verb string, n int, args []string) error {
 	default:
 		return fmt.Errorf("no verb %s", verb)
 	}
-	t0 := time.Now()
-	for i := 0; i < n; i++ {
-		if err := f(); err != nil {
-			return err
-		}
-	}
-	report(verb, n, t0)
-	return nil
+	return loop(verb, n, f)
 }

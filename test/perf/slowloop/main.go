@@ -34,11 +34,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "slowloop:", err)
 		os.Exit(2)
 	}
-	run := run
 	if strings.HasPrefix(os.Args[2], "cm_") {
-		run = func(_, verb string, n int) error { return runCM(verb, n, os.Args[4:]) }
+		err = runCM(os.Args[2], n, os.Args[4:])
+	} else {
+		err = run(os.Args[1], os.Args[2], n)
 	}
-	if err := run(os.Args[1], os.Args[2], n); err != nil {
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "slowloop:", err)
 		os.Exit(1)
 	}
@@ -96,6 +97,11 @@ func run(name, verb string, n int) error {
 	default:
 		return fmt.Errorf("no verb %s", verb)
 	}
+	return loop(verb, n, f)
+}
+
+// loop calls f n times and reports the mean time of a call.
+func loop(verb string, n int, f func() error) error {
 	t0 := time.Now()
 	for i := 0; i < n; i++ {
 		if err := f(); err != nil {
