@@ -9,11 +9,12 @@
 # Each side runs its loop (test/perf/slowloop, test/perf/insns/slowloop.c)
 # with N1 and N2 calls (default 2000 and 6000) between marks; the
 # difference over N2-N1 is one call (open, set-up and exit cancel). "pd" is
-# an alloc and a dealloc, "open" an open and a close of a context; "cm_id" a
+# an alloc and a dealloc, "cq" a create (256 entries, no channel) and a
+# destroy, "open" an open and a close of a context; "cm_id" a
 # CREATE_ID and a DESTROY_ID on one event channel, "cm_resolve" an ID
 # created, resolved (address and route, to ADDR: rxe0's 10.0.2.15) and
 # destroyed, each event through the channel (librdmacm's rdma_get_cm_event,
-# goverbs' reader goroutine). SAMPLE=US
+# goverbs' reader goroutine). DEV: the device (default rxe0). SAMPLE=US
 # also samples where the host's time went, as insns.sh does. TCG only.
 set -euo pipefail
 if [ "${1:-}" = --guest ]; then
@@ -28,7 +29,7 @@ if [ "${1:-}" = --guest ]; then
       prog=slowloop; [ $side = rdma-core ] && prog=slowloop-c
       for n in "${N1:-2000}" "${N2:-6000}"; do
         mark
-        $prog rxe0 "$v" "$n" "$addr" || { echo "$prog $v $n failed" >&2; exit 1; }
+        $prog "${DEV:-rxe0}" "$v" "$n" "$addr" || { echo "$prog $v $n failed" >&2; exit 1; }
         mark
         echo "ILABEL $((seq - 1)) $seq $v $side $n"
       done
@@ -49,7 +50,7 @@ cp "$0" "$bin/slowloop.sh"
 ( cd "$top" && CGO_ENABLED=0 go build -o "$bin/slowloop" ./test/perf/slowloop )
 echo "slowloop: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in VERBS N1 N2 ADDR SAMPLE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in VERBS N1 N2 DEV ADDR SAMPLE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); syms=$(mktemp -d); trap 'rm -rf "$bin" "$log" "$syms"' EXIT
 plugin=$bin/insns.so
 [ -z "${SAMPLE:-}" ] || plugin+=",sample=$SAMPLE"

@@ -127,6 +127,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[2], "pd")) {
 			struct ibv_pd *pd = ibv_alloc_pd(ctx);
 			err = !pd || ibv_dealloc_pd(pd);
+		} else if (!strcmp(argv[2], "cq")) {
+			struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
+			err = !cq || ibv_destroy_cq(cq);
 		} else {
 			fprintf(stderr, "slowloop: no verb %s\n", argv[2]);
 			return 2;

@@ -94,6 +94,14 @@ func run(name, verb string, n int) error {
 			}
 			return pd.Close()
 		}
+	case "cq":
+		f = func() error {
+			cq, err := ctx.CreateCQ(256, uverbs.CQOptions{})
+			if err != nil {
+				return err
+			}
+			return cq.Close()
+		}
 	default:
 		return fmt.Errorf("no verb %s", verb)
 	}
