@@ -205,7 +205,7 @@ func (c *Conn) Shutdown(ctx context.Context) error {
 	if c.ID.Err() == nil && c.QP != nil && c.ID.Disconnect() == nil {
 		select {
 		case <-c.ID.Done():
-		case <-c.ID.closedCh: // another goroutine's Close
+		case <-c.ID.closed(): // another goroutine's Close
 		case <-ctx.Done():
 			werr = opError("Shutdown", ctx.Err())
 		}

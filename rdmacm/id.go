@@ -35,6 +35,11 @@ type ID struct {
 	ps     PortSpace
 	qpType uverbs.QPType
 
+	// The four channels are made under mu by the first goroutine that
+	// waits on one (an ID created and closed with no wait in between, as
+	// a listener's refused requests are, costs one allocation, not five);
+	// until then a nil sig or asig is poked by no one, and a nil brokenCh
+	// or closedCh whose event has happened becomes closedChan.
 	mu       sync.Mutex
 	replies  []Event
 	async    []Event
@@ -46,7 +51,7 @@ type ID struct {
 	brokenCh chan struct{} // closed when broken is set
 	onBreak  []func()      // AfterDone's functions, run when brokenCh closes
 	closeErr error         // ErrClosed (or the channel's error) once closed
-	closedCh chan struct{}
+	closedCh chan struct{} // closed when closeErr is set
 	closing  sync.Once
 
 	// kmu orders the commands that name kid before Close's DESTROY_ID
@@ -85,8 +90,50 @@ func (ch *EventChannel) CreateID(ps PortSpace) (*ID, error) {
 }
 
 func newID(ch *EventChannel, ps PortSpace, qpt uverbs.QPType) *ID {
-	return &ID{ch: ch, ps: ps, qpType: qpt, sig: make(chan struct{}, 1), asig: make(chan struct{}, 1),
-		brokenCh: make(chan struct{}), closedCh: make(chan struct{})}
+	return &ID{ch: ch, ps: ps, qpType: qpt}
+}
+
+// closedChan stands for a brokenCh or closedCh nobody had asked for when
+// its event happened.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// signal returns *c, made with a buffer of one if it is nil (sig, asig).
+// id.mu must be held.
+func signal(c *chan struct{}) chan struct{} {
+	if *c == nil {
+		*c = make(chan struct{}, 1)
+	}
+	return *c
+}
+
+// latch returns *c, made if it is nil (brokenCh, closedCh); id.mu must be
+// held.
+func latch(c *chan struct{}) chan struct{} {
+	if *c == nil {
+		*c = make(chan struct{})
+	}
+	return *c
+}
+
+// fire closes *c, or makes it closedChan if nobody asked for it yet;
+// id.mu must be held.
+func fire(c *chan struct{}) {
+	if *c == nil {
+		*c = closedChan
+		return
+	}
+	close(*c)
+}
+
+// closed returns the channel closed when the ID is closed.
+func (id *ID) closed() <-chan struct{} {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return latch(&id.closedCh)
 }
 
 func (id *ID) udEvents() bool { return id.qpType == uverbs.QPTypeUD }
@@ -105,8 +152,9 @@ func (id *ID) deliver(ev Event) {
 		child := newID(id.ch, id.ps, id.qpType)
 		child.kid = ev.id
 		id.requests = append(id.requests, &ConnRequest{ID: child, Event: ev, listener: id})
+		sig := id.sig
 		id.mu.Unlock()
-		poke(id.sig)
+		poke(sig)
 		return
 	case ev.Type.async():
 		breaks := id.broken == nil && (ev.Type == EventDisconnected || ev.Type == EventDeviceRemoval)
@@ -136,17 +184,18 @@ func (id *ID) deliver(ev Event) {
 			if ev.Type == EventDeviceRemoval {
 				id.broken = ErrDeviceRemoved
 			}
-			close(id.brokenCh)
+			fire(&id.brokenCh)
 		}
 		var fs []func()
 		if breaks {
 			fs, id.onBreak = id.onBreak, nil
 		}
+		asig := id.asig
 		id.mu.Unlock()
 		for _, f := range fs {
 			go f()
 		}
-		poke(id.asig)
+		poke(asig)
 		if ev.Type == EventDeviceRemoval && id.dev != nil {
 			id.ch.removeDevice(id.dev)
 		}
@@ -160,8 +209,9 @@ func (id *ID) deliver(ev Event) {
 		return
 	}
 	id.replies = append(id.replies, ev)
+	sig := id.sig
 	id.mu.Unlock()
-	poke(id.sig)
+	poke(sig)
 }
 
 // flush moves the ID's QP to ERR, so its posted work requests complete
@@ -177,7 +227,7 @@ func (id *ID) stop(err error) {
 	id.mu.Lock()
 	if id.closeErr == nil {
 		id.closeErr = err
-		close(id.closedCh)
+		fire(&id.closedCh)
 		id.onBreak = nil
 	}
 	id.mu.Unlock()
@@ -201,6 +251,11 @@ func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventTy
 			return ev, opError(op, &EventError{Event: ev})
 		}
 		closeErr, broken := id.closeErr, id.broken
+		sig, closedCh := signal(&id.sig), latch(&id.closedCh)
+		var brokenCh chan struct{} // nil: never ready
+		if breakOn {
+			brokenCh = latch(&id.brokenCh)
+		}
 		id.mu.Unlock()
 		if closeErr != nil {
 			return Event{}, opError(op, closeErr)
@@ -208,14 +263,10 @@ func (id *ID) wait(ctx context.Context, op string, breakOn bool, want ...EventTy
 		if breakOn && broken != nil {
 			return Event{}, opError(op, broken)
 		}
-		brokenCh := id.brokenCh
-		if !breakOn {
-			brokenCh = nil
-		}
 		select {
-		case <-id.sig:
+		case <-sig:
 		case <-brokenCh:
-		case <-id.closedCh:
+		case <-closedCh:
 		case <-ctx.Done():
 			return Event{}, opError(op, ctx.Err())
 		}
@@ -420,13 +471,14 @@ func (id *ID) NextRequest(ctx context.Context) (*ConnRequest, error) {
 			return r, nil
 		}
 		closeErr := id.closeErr
+		sig, closedCh := signal(&id.sig), latch(&id.closedCh)
 		id.mu.Unlock()
 		if closeErr != nil {
 			return nil, opError("Accept", closeErr)
 		}
 		select {
-		case <-id.sig:
-		case <-id.closedCh:
+		case <-sig:
+		case <-closedCh:
 		case <-ctx.Done():
 			return nil, opError("Accept", ctx.Err())
 		}
@@ -446,13 +498,14 @@ func (id *ID) NextEvent(ctx context.Context) (Event, error) {
 			return ev, nil
 		}
 		closeErr := id.closeErr
+		asig, closedCh := signal(&id.asig), latch(&id.closedCh)
 		id.mu.Unlock()
 		if closeErr != nil {
 			return Event{}, opError("NextEvent", closeErr)
 		}
 		select {
-		case <-id.asig:
-		case <-id.closedCh:
+		case <-asig:
+		case <-closedCh:
 		case <-ctx.Done():
 			return Event{}, opError("NextEvent", ctx.Err())
 		}
@@ -461,7 +514,11 @@ func (id *ID) NextEvent(ctx context.Context) (Event, error) {
 
 // Done is closed when a DISCONNECTED or DEVICE_REMOVAL event arrives for
 // the ID; Err says which.
-func (id *ID) Done() <-chan struct{} { return id.brokenCh }
+func (id *ID) Done() <-chan struct{} {
+	id.mu.Lock()
+	defer id.mu.Unlock()
+	return latch(&id.brokenCh)
+}
 
 // AfterDone arranges for f to run, in a goroutine of its own, once Done
 // is closed (at once if it already is): a way to wake a goroutine that

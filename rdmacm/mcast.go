@@ -69,7 +69,7 @@ func (id *ID) JoinMulticast(ctx context.Context, addr netip.AddrPort, sendOnly b
 		}
 		m.UD = ev.UD
 		return m, nil
-	case <-id.closedCh:
+	case <-id.closed():
 		return nil, opError("JoinMulticast", ErrClosed)
 	case <-ctx.Done():
 		m.Leave()
