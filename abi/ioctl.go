@@ -393,8 +393,10 @@ func (f *File) ioctl(b *Ioctl) error {
 	return nil
 }
 
-// IsNoIoctl reports whether err means "use the write() form instead".
-func IsNoIoctl(err error) bool { return errors.Is(err, ErrNoIoctl) }
+// IsNoIoctl reports whether err means "use the write() form instead". The
+// nil test first: every successful command asks, and errors.Is is not
+// inlined.
+func IsNoIoctl(err error) bool { return err != nil && errors.Is(err, ErrNoIoctl) }
 
 // Sizes is how many bytes the call hands the kernel (header, attributes and
 // inputs) and how many it lets the kernel write (outputs).
