@@ -97,15 +97,21 @@ func BenchmarkCreateClose(b *testing.B) {
 	buf := make([]byte, 4096)
 	b.ReportAllocs()
 	for b.Loop() {
-		id, err := ch.CreateID(PSTCP)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := id.Close(); err != nil {
-			b.Fatal(err)
-		}
-		unix.Read(r, buf) // keep the pipe from filling
+		createClose(b, ch, r, buf)
 	}
+}
+
+// createClose creates an ID on a pipeChannel and closes it, then drains
+// the pipe's read end r (through buf) so that it never fills.
+func createClose(tb testing.TB, ch *EventChannel, r int, buf []byte) {
+	id, err := ch.CreateID(PSTCP)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := id.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	unix.Read(r, buf)
 }
 
 // TestCommandAfterClose: a command on a closed channel fails with
