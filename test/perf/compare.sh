@@ -28,6 +28,8 @@
 # is unreliable under TCG and sometimes reports inf; such runs are left out
 # of the medians (and counted).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 if [ "${1:-}" = --guest ]; then
   shift
   what=${1:-all}
@@ -63,7 +65,6 @@ if [ "${1:-}" = --guest ]; then
     echo $(($(retries) - r0)) > /tmp/retries
     rm -f "$s" "$c"
   }
-  median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
   echo "compare: kernel $(uname -r), $(nproc) CPUs, rxe0 loopback, $runs runs each, $(ib_send_lat --version 2>&1 | head -1) vs goverbs"
   if [ "$what" = all ] || [ "$what" = lat ]; then
     for cfg in ${LAT_TESTS:-send_lat: write_lat: read_lat: send_lat:-e read_lat:-e}; do
@@ -117,10 +118,7 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/compare.sh"
-( cd "$top" && CGO_ENABLED=0 go build -o "$bin/perftest" ./cmd/perftest )
-for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
-  ln -s perftest "$bin/gv_ib_$t" # goverbs' tools under their own names, beside perftest's ib_*
-done
+perftest_tools "$top" "$bin"
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
 for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done

@@ -24,6 +24,8 @@
 # With CHECK=1 the script fails (exit 1) when goverbs makes more syscalls
 # per iteration than perftest in a case with -e.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 if [ "${1:-}" = --guest ]; then
   port=19700
   T=/sys/kernel/tracing
@@ -123,10 +125,7 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/counts.sh"
-( cd "$top" && CGO_ENABLED=0 go build -o "$bin/perftest" ./cmd/perftest )
-for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
-  ln -s perftest "$bin/gv_ib_$t" # goverbs' tools under their own names: the kernel counts by command name
-done
+perftest_tools "$top" "$bin"
 echo "counts: goverbs at $(cd "$top" && git describe --always --dirty)"
 if [ -n "${BASE:-}" ]; then
   src=$(mktemp -d); trap 'rm -rf "$bin" "$src"' EXIT

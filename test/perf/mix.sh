@@ -11,6 +11,8 @@
 #   PIN=1 test/perf/mix.sh       # server on CPU 1, client on CPU 0 (taskset)
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, KERNEL.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 if [ "${1:-}" = --guest ]; then
   test=${TEST:-send_bw} args=${ARGS:--s 64 -n 960} port=20000
   pin_s="" pin_c=""
@@ -35,7 +37,6 @@ if [ "${1:-}" = --guest ]; then
       *) grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | awk '{print $5}' ;;
     esac
   }
-  median() { tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g | awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
   echo "mix: kernel $(uname -r), $(nproc) CPUs, $test $args${PIN:+, pinned}; server/client"
   names=("goverbs/goverbs" "perftest/perftest" "goverbs/perftest" "perftest/goverbs")
   progs=("gv_ib_$test gv_ib_$test" "ib_$test ib_$test" "gv_ib_$test ib_$test" "ib_$test gv_ib_$test")
@@ -58,10 +59,7 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/mix.sh"
-( cd "$top" && CGO_ENABLED=0 go build -o "$bin/perftest" ./cmd/perftest )
-for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
-  ln -s perftest "$bin/gv_ib_$t"
-done
+perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
 for v in TEST ARGS ROUNDS PIN GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done

@@ -1,0 +1,22 @@
+# lib.sh: shell functions test/perf's scripts share. Each script sources it
+# from its own directory: on the host test/perf/, in the guest /rig/bin/,
+# where the script copies it beside itself.
+
+# perftest_tools TOP BIN: builds goverbs' cmd/perftest from the checkout
+# TOP into BIN/perftest and links it under perftest's test names with a gv_
+# prefix (gv_ib_send_lat, ...): goverbs' tools run beside perftest's ib_*
+# under names of their own, which the kernel's per-command counts also see.
+perftest_tools() {
+  ( cd "$1" && CGO_ENABLED=0 go build -o "$2/perftest" ./cmd/perftest )
+  local t
+  for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
+    ln -s perftest "$2/gv_ib_$t"
+  done
+  cp "$1/test/perf/lib.sh" "$2/lib.sh"
+}
+
+# median: the median of the numbers among the words on stdin, or nan.
+median() {
+  tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g |
+    awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
+}
