@@ -126,10 +126,10 @@ func (b *Ioctl) Release() {
 	ioctlPool.Put(b)
 }
 
-// Quick marks the call as one the kernel answers on the CPU from memory it
-// already has: no device or firmware round trip, no address resolution,
-// no page pinning or I/O, no wait for other work on the object beyond
-// locks held only by other such calls (a page fault can block as long).
+// Quick marks the call as one the kernel answers on the CPU: no device or
+// firmware round trip, no address resolution, no page pinning or I/O, no
+// wait beyond locks and the driver's own CPU-bound work on the object (a
+// page fault can block as long).
 // File.Ioctl then makes it a raw syscall, which spares the Go scheduler's
 // hand-off of the goroutine's P around it (see realKernel.IoctlQuick) but
 // holds the P, and delays a stop-the-world, for the call's duration. The

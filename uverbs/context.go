@@ -55,10 +55,14 @@ type Context struct {
 	skipCapChecks bool
 	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe, siw)
 	// cpuOnly: the device is software (rxe, siw), so the kernel answers
-	// its queries, PD and context commands and the QP transitions that
-	// resolve no address on the CPU, without waiting on hardware: those
+	// its queries, PD and context commands, the QP transitions that
+	// resolve no address and the creation and destruction of CQs, QPs
+	// and SRQs on the CPU, without waiting on hardware (their only waits
+	// are for the driver's own packet tasks to let go of the object): those
 	// go as quick (raw) syscalls (abi.Ioctl.Quick). mlx5's commands are
-	// firmware round trips and stay ordinary syscalls.
+	// firmware round trips and stay ordinary syscalls; memory registration
+	// (page pinning, which can wait for I/O) and AH creation (which can
+	// wait for ARP) stay ordinary everywhere.
 	cpuOnly     bool
 	coreSupport uint64
 
@@ -96,9 +100,11 @@ type Context struct {
 	fw           atomic.Pointer[fwString] // QueryDevice's last FWVersion
 	netdevMu     sync.Mutex
 	netdevs      netdevNames // interface index → name, for GID entries
-	closed       atomic.Bool
-	teardown     atomic.Bool // Close is destroying the objects left open
-	rec          atomic.Pointer[Recorder]
+	// Repeated queries, built on first use (Context.prepared).
+	gidQuery atomic.Pointer[abi.Prepared]
+	closed   atomic.Bool
+	teardown atomic.Bool // Close is destroying the objects left open
+	rec      atomic.Pointer[Recorder]
 }
 
 // Open opens d: GET_CONTEXT with its provider's driver data, then the
@@ -408,4 +414,15 @@ func (k kernelOps) CopyOnFork() bool { return copyOnFork() }
 func (k kernelOps) QueryGID(port, index int) ([16]byte, error) {
 	e, err := k.c.queryGID(port, index)
 	return e.GID, err
+}
+
+// prepared is the context's kept call in *slot, built on first use: a
+// query a program repeats skips the builder's set-up (abi.Prepared). Two
+// first uses at once may both build one; the first stored is kept.
+func (c *Context) prepared(slot *atomic.Pointer[abi.Prepared], object, method uint16, build func(*abi.Ioctl)) *abi.Prepared {
+	if p := slot.Load(); p != nil {
+		return p
+	}
+	slot.CompareAndSwap(nil, abi.NewPrepared(object, method, build))
+	return slot.Load()
 }

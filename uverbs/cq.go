@@ -118,6 +118,9 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	var handle, got uint32
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE)
 	defer b.Release()
+	if c.cpuOnly {
+		b.Quick()
+	}
 	h := b.NewObject(abi.UVERBS_ATTR_CREATE_CQ_HANDLE)
 	b.Uint32In(abi.UVERBS_ATTR_CREATE_CQ_CQE, uint32(cqe))
 	b.Uint64In(abi.UVERBS_ATTR_CREATE_CQ_USER_HANDLE, tag)
@@ -458,7 +461,7 @@ func (cq *CQ) destroyKernel() error {
 	var resp abi.IbUverbsDestroyCqResp
 	return cq.ctx.destroyObject("DestroyCQ", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_DESTROY, cq.handle,
 		abi.UVERBS_ATTR_DESTROY_CQ_RESP, abi.Bytes(&resp),
-		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp)})
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_CQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), Quick: cq.ctx.cpuOnly})
 }
 
 // Close destroys the CQ (EBUSY while a QP uses it) and releases its

@@ -130,13 +130,11 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
 		return GIDEntry{}, argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
-	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY)
-	defer b.Release()
-	b.Quick() // the core's GID table, read under its lock: no driver call, on every device
-	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, uint64(port))
-	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, uint64(index))
-	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
-	out := b.PtrOutLen(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, gidEntrySize)
+	p := c.prepared(&c.gidQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, buildGIDQuery)
+	b := p.Take()
+	defer p.Done(b)
+	b.SetUint64(gidQueryPort, uint64(port))
+	b.SetUint64(gidQueryIndex, uint64(index))
 	var e GIDEntry
 	tr, err := c.ioctlOr(verb, b, abi.TransportNone, func() (err error) {
 		e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
@@ -145,11 +143,29 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	if err != nil || tr != abi.TransportIoctl {
 		return e, err
 	}
-	entry := b.Output(out)
+	entry := b.Output(gidQueryEntry)
 	if len(entry) != gidEntrySize {
 		return GIDEntry{}, opError(verb, c.dev.Name, abi.TransportIoctl, errors.New("kernel did not write the GID entry"))
 	}
 	return decodeGIDEntry(entry, c.netdevName), nil
+}
+
+// QUERY_GID_ENTRY's attributes, in the order buildGIDQuery adds them.
+const (
+	gidQueryPort abi.Attr = iota
+	gidQueryIndex
+	gidQueryFlags
+	gidQueryEntry
+)
+
+// buildGIDQuery adds QUERY_GID_ENTRY's attributes (port and index are set
+// per call).
+func buildGIDQuery(b *abi.Ioctl) {
+	b.Quick() // the core's GID table, read under its lock: no driver call, on every device
+	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, 0)
+	b.Uint64In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, 0)
+	b.Uint32In(abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, 0)
+	b.PtrOutLen(abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, gidEntrySize)
 }
 
 // netdevName names interface idx from the context's cache, seeded with

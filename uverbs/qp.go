@@ -101,6 +101,9 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	defer b.Release()
+	if c.cpuOnly {
+		b.Quick()
+	}
 	h := b.NewObject(abi.UVERBS_ATTR_CREATE_QP_HANDLE)
 	b.Handle(abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, pd.handle)
 	b.Handle(abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, init.SendCQ.handle)
@@ -128,7 +131,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 			req.SrqHandle, req.IsSrq = init.SRQ.handle, 1
 		}
 		var resp abi.IbUverbsCreateQpResp
-		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: c.cpuOnly}
 		if err := c.fallback("CreateQP", &cmd); err != nil {
 			return err
 		}
@@ -336,7 +339,7 @@ func (qp *QP) destroyKernel() error {
 	var resp abi.IbUverbsDestroyQpResp
 	return qp.pd.ctx.destroyObject("DestroyQP", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_DESTROY, qp.handle,
 		abi.UVERBS_ATTR_DESTROY_QP_RESP, abi.Bytes(&resp),
-		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)})
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), Quick: qp.pd.ctx.cpuOnly})
 }
 
 // Close destroys the QP and releases its memory. Idempotent.

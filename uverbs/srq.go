@@ -55,7 +55,7 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 	tag := c.nextTag.Add(1)
 	req := abi.IbUverbsCreateSrq{UserHandle: tag, PdHandle: pd.handle, MaxWr: init.MaxWR, MaxSge: init.MaxSGE, SrqLimit: init.Limit}
 	var resp abi.IbUverbsCreateSrqResp
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: c.cpuOnly}
 	if err := c.invoke("CreateSRQ", &cmd); err != nil {
 		setup.Abort()
 		return nil, err
@@ -153,7 +153,7 @@ func (srq *SRQ) destroyKernel() error {
 	var resp abi.IbUverbsDestroySrqResp
 	return srq.pd.ctx.destroyObject("DestroySRQ", abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_DESTROY, srq.handle,
 		abi.UVERBS_ATTR_DESTROY_SRQ_RESP, abi.Bytes(&resp),
-		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp)})
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DESTROY_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), Quick: srq.pd.ctx.cpuOnly})
 }
 
 // Close destroys the SRQ (EBUSY while a QP uses it). Idempotent.

@@ -1,0 +1,90 @@
+package abi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+	"sync/atomic"
+)
+
+// Prepared is an ioctl call of one shape built once and made again and
+// again with new input values: a query a program repeats (QUERY_GID_ENTRY,
+// QUERY_PORT) keeps one per context. Take hands out its kept builder with
+// the attribute array as it was built (the kernel writes output flags,
+// lengths and new handles into it), so a call skips the pool, the
+// attributes' checks and the arena's set-up; the caller sets the call's
+// values with SetUint64 and runs it with File.Ioctl as any builder.
+//
+// A Prepared is safe for concurrent use: one goroutine at a time has the
+// kept builder, and Take gives the others a builder from the pool built
+// afresh by the same function, with the same attribute numbers.
+type Prepared struct {
+	object, method uint16
+	build          func(*Ioctl)
+	busy           atomic.Bool // the kept builder is out (Take, until Done)
+	b              *Ioctl
+	built          [maxIoctlAttrs]IbUverbsAttr // b's attributes before any call
+}
+
+// NewPrepared builds a call of method on object: build adds its
+// attributes, exactly as it would on NewIoctl's builder (and is called
+// again for every builder Take makes afresh). Inputs whose values change
+// from call to call are added as Uint64In or Uint32In and set with
+// SetUint64; outputs are read from the builder (PtrOutLen and Output):
+// PtrOut's caller memory would outlive the call in a kept builder, so
+// build must not use it (the call then fails with the builder's error).
+func NewPrepared(object, method uint16, build func(*Ioctl)) *Prepared {
+	b := &Ioctl{object: object, method: method, wire: newIoctlWire(), arena: kernelBuf(256)[:0]}
+	build(b)
+	if b.dstMask != 0 && b.err == nil {
+		b.err = fmt.Errorf("abi: ioctl %d/%d: a prepared call cannot copy its outputs into caller memory (PtrOut); use PtrOutLen", object, method)
+	}
+	p := &Prepared{object: object, method: method, build: build, b: b}
+	p.built = b.wire.attrs
+	return p
+}
+
+// Take returns a builder for one call: the kept one, its attributes as
+// built, or, while another goroutine has that, a pooled builder built
+// afresh. Give it back with Done once its outputs are read.
+func (p *Prepared) Take() *Ioctl {
+	if !p.busy.CompareAndSwap(false, true) {
+		b := NewIoctl(p.object, p.method)
+		p.build(b)
+		return b
+	}
+	b := p.b
+	copy(b.wire.attrs[:b.n], p.built[:b.n])
+	// Outputs start zeroed, as in a fresh builder: a kernel that writes
+	// less than the whole attribute leaves no byte of the last answer.
+	for m := b.outMask; m != 0; m &= m - 1 {
+		i := bits.TrailingZeros32(m)
+		clear(b.arena[b.offs[i] : b.offs[i]+b.lens[i]])
+	}
+	b.called = false
+	return b
+}
+
+// Done gives back a builder Take returned. Neither it nor any slice its
+// Output returned may be used afterwards.
+func (p *Prepared) Done(b *Ioctl) {
+	if b != p.b {
+		b.Release()
+		return
+	}
+	p.busy.Store(false)
+}
+
+// SetUint64 sets the value of inline input a (added by Uint64In or
+// Uint32In; a 4-byte input keeps its low 32 bits) for the next call.
+// Calls of other kinds of attribute, or after the call, leave b as it is.
+func (b *Ioctl) SetUint64(a Attr, v uint64) {
+	if a < 0 || int(a) >= b.n || b.called || b.arenaMask&(1<<a) != 0 {
+		return
+	}
+	w := &b.wire.attrs[a]
+	if w.Len < 8 {
+		v &= 1<<(8*uint(w.Len)) - 1
+	}
+	binary.NativeEndian.PutUint64(w._union[:], v)
+}

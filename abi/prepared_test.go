@@ -1,0 +1,106 @@
+package abi
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func buildPreparedTest(b *Ioctl) {
+	b.NewObject(0)
+	b.Uint64In(1, 0)
+	b.Uint32In(2, 0)
+	b.PtrOutLen(3, 4)
+}
+
+// TestPreparedReuse makes one prepared call three times: each reaches the
+// kernel with its own values and the attribute array as built (no output
+// flag or handle left from the call before), reads its own answers, and a
+// call whose output the kernel did not write reads none.
+func TestPreparedReuse(t *testing.T) {
+	call := 0
+	k := &fakeKernel{respond: func(s *seenIoctl, buf []byte) {
+		call++
+		switch call {
+		case 1:
+			setOutput(buf, 3, []byte{1, 9, 9, 9})
+		case 3: // a short answer: the rest must not be call 1's
+			setOutput(buf, 3, []byte{3})
+		}
+		ne.PutUint64(buf[ioctlHdrSize+8:], uint64(100+call)) // new handle in attr 0
+	}}
+	f := openFake(t, k)
+	p := NewPrepared(5, 6, buildPreparedTest)
+	for i := 1; i <= 3; i++ {
+		b := p.Take()
+		b.SetUint64(1, uint64(1000+i))
+		b.SetUint64(2, 0x1_0000_0000+uint64(i)) // a 4-byte input keeps the low 32 bits
+		if err := f.Ioctl(b); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if got := b.Result(0); got != uint64(100+i) {
+			t.Errorf("call %d: new handle %d, want %d", i, got, 100+i)
+		}
+		out := b.Output(3)
+		if i == 2 && out != nil {
+			t.Errorf("call 2: output %v, want none (the kernel wrote none)", out)
+		}
+		if i == 1 && string(out) != "\x01\x09\x09\x09" {
+			t.Errorf("call 1: output %v, want [1 9 9 9]", out)
+		}
+		if i == 3 && string(out) != "\x03\x00\x00\x00" {
+			t.Errorf("call 3: output %v, want [3 0 0 0]", out)
+		}
+		p.Done(b)
+	}
+	want := []seenAttr{
+		{id: 0, flags: attrFMandatory},
+		{id: 1, len: 8, flags: attrFMandatory},
+		{id: 2, len: 4, flags: attrFMandatory},
+		{id: 3, len: 4, flags: attrFMandatory},
+	}
+	for i, s := range k.ioctls {
+		want[1].data, want[2].data = uint64(1001+i), uint64(1+i)
+		got := append([]seenAttr(nil), s.attrs...)
+		got[3].data = 0 // an arena address
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("call %d reached the kernel with %+v, want %+v", i+1, got, want)
+		}
+	}
+}
+
+// TestPreparedBusy: while one goroutine has the kept builder, Take builds
+// another the same way, and Done puts that one back in the pool.
+func TestPreparedBusy(t *testing.T) {
+	f := openFake(t, &fakeKernel{})
+	p := NewPrepared(5, 6, buildPreparedTest)
+	a := p.Take()
+	b := p.Take()
+	if a == b {
+		t.Fatal("Take handed out the kept builder twice")
+	}
+	if a.n != b.n || a.ids != b.ids {
+		t.Fatalf("the fresh builder has %d attributes (ids %#x), the kept one %d (%#x)", b.n, b.ids, a.n, a.ids)
+	}
+	b.SetUint64(1, 7)
+	if err := f.Ioctl(b); err != nil {
+		t.Fatal(err)
+	}
+	p.Done(b)
+	p.Done(a)
+	if c := p.Take(); c != a {
+		t.Fatal("after Done, Take did not hand out the kept builder")
+	}
+}
+
+// TestPreparedRefusesPtrOut: a kept builder must not hold caller memory.
+func TestPreparedRefusesPtrOut(t *testing.T) {
+	f := openFake(t, &fakeKernel{})
+	var dst [4]byte
+	p := NewPrepared(5, 6, func(b *Ioctl) { b.PtrOut(1, dst[:]) })
+	b := p.Take()
+	defer p.Done(b)
+	if err := f.Ioctl(b); err == nil || !strings.Contains(err.Error(), "PtrOut") {
+		t.Fatalf("Ioctl = %v, want the PtrOut refusal", err)
+	}
+}
