@@ -81,7 +81,10 @@ type File struct {
 	policy   atomic.Uint32 // Policy
 	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
 	anyWrite atomic.Bool   // writeFor holds a method: every command must look it up
-	writeFor sync.Map      // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
+	// invokes: the kept INVOKE_WRITE call of each command (invokeIoctl),
+	// made on first use: legacy command n at n, extended command n at 64+n.
+	invokes  [128]atomic.Pointer[preparedInvoke]
+	writeFor sync.Map // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
 	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)
 	mappings atomic.Uint64 // the mmap and munmap calls among syscalls

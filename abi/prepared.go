@@ -75,15 +75,46 @@ func (p *Prepared) Done(b *Ioctl) {
 	p.busy.Store(false)
 }
 
+// SetBytes sets the bytes of input a (added by PtrIn, Uint64In or
+// Uint32In) for the next call; p must be as long as the input was. Calls
+// with another length, of other kinds of attribute, or after the call,
+// leave b as it is.
+func (b *Ioctl) SetBytes(a Attr, p []byte) {
+	if a < 0 || int(a) >= b.n || b.called || b.outMask&(1<<a) != 0 || int(b.wire.attrs[a].Len) != len(p) {
+		return
+	}
+	if b.arenaMask&(1<<a) != 0 {
+		copy(b.arena[b.offs[a]:], p)
+		return
+	}
+	var v [8]byte
+	copy(v[:], p)
+	b.wire.attrs[a]._union = v
+}
+
+// ptrInZero adds an input of n zero bytes, to be set by SetBytes.
+func (b *Ioctl) ptrInZero(id uint16, n int) Attr {
+	if !b.checkLen(id, n) {
+		return -1
+	}
+	if n <= 8 {
+		return b.add(id, n, 0)
+	}
+	off := b.reserve(n)
+	clear(b.arena[off : off+n])
+	return b.addArena(id, n, off, false)
+}
+
 // SetUint64 sets the value of inline input a (added by Uint64In or
-// Uint32In; a 4-byte input keeps its low 32 bits) for the next call.
-// Calls of other kinds of attribute, or after the call, leave b as it is.
+// Uint32In; a 4-byte input keeps its low 32 bits) or the handle or
+// descriptor of a Handle or FD attribute, for the next call. Calls of
+// other kinds of attribute, or after the call, leave b as it is.
 func (b *Ioctl) SetUint64(a Attr, v uint64) {
 	if a < 0 || int(a) >= b.n || b.called || b.arenaMask&(1<<a) != 0 {
 		return
 	}
 	w := &b.wire.attrs[a]
-	if w.Len < 8 {
+	if w.Len > 0 && w.Len < 8 {
 		v &= 1<<(8*uint(w.Len)) - 1
 	}
 	binary.NativeEndian.PutUint64(w._union[:], v)

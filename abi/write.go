@@ -50,31 +50,95 @@ func (f *File) Invoke(c *Command) (Transport, error) {
 }
 
 // invokeIoctl tunnels c through DEVICE/INVOKE_WRITE. The outputs stay in
-// the pooled builder and are copied out here, so c's buffers never escape
-// and the call allocates nothing.
+// the builder and are copied out here, so c's buffers never escape and the
+// call allocates nothing. A command goes through the file's prepared call
+// for its number (built by the first such command, kept for those of the
+// same shape), or, with another shape, through a pooled builder.
 func (f *File) invokeIoctl(c *Command) error {
-	b := NewIoctl(objectDevice, methodInvokeWrite)
-	defer b.Release()
-	b.quick = c.Quick
-	b.PtrIn(attrWriteCoreIn, c.In)
-	out, driverOut := Attr(-1), Attr(-1)
-	if len(c.Out) > 0 {
-		out = b.PtrOutLen(attrWriteCoreOut, len(c.Out))
+	s := shapeOf(c)
+	var b *Ioctl
+	slot := c.Num // legacy commands in the first half, extended ones in the second
+	if c.Extended() {
+		slot = c.Num&^cmdFlagExtended + uint32(len(f.invokes)/2)
 	}
-	b.Uint64In(attrWriteCmd, uint64(c.Num))
-	if len(c.DriverIn) > 0 {
-		b.PtrIn(attrUHWIn, c.DriverIn)
+	if slot < uint32(len(f.invokes)) {
+		p := f.invokes[slot].Load()
+		if p == nil {
+			f.invokes[slot].CompareAndSwap(nil, &preparedInvoke{shape: s,
+				p: NewPrepared(objectDevice, methodInvokeWrite, func(b *Ioctl) { s.build(b) })})
+			p = f.invokes[slot].Load()
+		}
+		if p.shape == s {
+			b = p.p.Take()
+			defer p.p.Done(b)
+		}
 	}
-	if len(c.DriverOut) > 0 {
-		driverOut = b.PtrOutLen(attrUHWOut, len(c.DriverOut))
+	if b == nil {
+		b = NewIoctl(objectDevice, methodInvokeWrite)
+		defer b.Release()
+		s.build(b)
 	}
+	in, out, din, dout := s.attrs()
+	b.SetBytes(in, c.In)
+	b.SetBytes(din, c.DriverIn)
 	// Invoke has asked ioctlAllowed already.
 	if err := f.ioctl(b); err != nil {
 		return err
 	}
 	copy(c.Out, b.Output(out))
-	copy(c.DriverOut, b.Output(driverOut))
+	copy(c.DriverOut, b.Output(dout))
 	return nil
+}
+
+// invokeShape is what INVOKE_WRITE's attributes depend on: the command
+// and the lengths of its four parts.
+type invokeShape struct {
+	num                uint32
+	in, out, din, dout int
+	quick              bool
+}
+
+func shapeOf(c *Command) invokeShape {
+	return invokeShape{c.Num, len(c.In), len(c.Out), len(c.DriverIn), len(c.DriverOut), c.Quick}
+}
+
+// preparedInvoke is a File's kept INVOKE_WRITE call of one command.
+type preparedInvoke struct {
+	shape invokeShape
+	p     *Prepared
+}
+
+// build adds the attributes, inputs zeroed (the call's are set by SetBytes).
+func (s invokeShape) build(b *Ioctl) {
+	b.quick = s.quick
+	b.ptrInZero(attrWriteCoreIn, s.in)
+	if s.out > 0 {
+		b.PtrOutLen(attrWriteCoreOut, s.out)
+	}
+	b.Uint64In(attrWriteCmd, uint64(s.num))
+	if s.din > 0 {
+		b.ptrInZero(attrUHWIn, s.din)
+	}
+	if s.dout > 0 {
+		b.PtrOutLen(attrUHWOut, s.dout)
+	}
+}
+
+// attrs numbers the attributes build added (-1: not added).
+func (s invokeShape) attrs() (in, out, din, dout Attr) {
+	in, out, din, dout = 0, -1, -1, -1
+	n := Attr(1)
+	if s.out > 0 {
+		out, n = n, n+1
+	}
+	n++ // the command number
+	if s.din > 0 {
+		din, n = n, n+1
+	}
+	if s.dout > 0 {
+		dout = n
+	}
+	return in, out, din, dout
 }
 
 // write frames c for write() (ib_uverbs_write in the kernel's uverbs_main.c).

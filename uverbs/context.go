@@ -101,7 +101,11 @@ type Context struct {
 	netdevMu     sync.Mutex
 	netdevs      netdevNames // interface index → name, for GID entries
 	// Repeated queries, built on first use (Context.prepared).
-	gidQuery atomic.Pointer[abi.Prepared]
+	gidQuery  atomic.Pointer[abi.Prepared]
+	portQuery atomic.Pointer[abi.Prepared]
+	// destroys[object]: the kept destroy call of that UVERBS_OBJECT_*
+	// (destroyObject).
+	destroys [24]atomic.Pointer[preparedDestroy]
 	closed   atomic.Bool
 	teardown atomic.Bool // Close is destroying the objects left open
 	rec      atomic.Pointer[Recorder]

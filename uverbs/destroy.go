@@ -173,15 +173,28 @@ func (l *lifetime) closed() <-chan struct{} {
 // is success, so Close after Context.Close returns nil. write.Quick makes
 // the ioctl form quick too (abi.Ioctl.Quick).
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
-	b := abi.NewIoctl(object, method)
-	defer b.Release()
-	if write.Quick { // the caller's judgement covers both forms
-		b.Quick()
+	s := destroyShape{method, respAttr, len(resp), write.Quick}
+	var b *abi.Ioctl
+	if int(object) < len(c.destroys) {
+		p := c.destroys[object].Load()
+		if p == nil {
+			c.destroys[object].CompareAndSwap(nil, &preparedDestroy{s, abi.NewPrepared(object, method, s.build)})
+			p = c.destroys[object].Load()
+		}
+		if p.shape == s {
+			b = p.p.Take()
+			defer p.p.Done(b)
+		}
 	}
-	b.Handle(0, handle)
+	if b == nil {
+		b = abi.NewIoctl(object, method)
+		defer b.Release()
+		s.build(b)
+	}
+	b.SetUint64(0, uint64(handle))
 	out := abi.Attr(-1)
 	if len(resp) > 0 {
-		out = b.PtrOutLen(respAttr, len(resp))
+		out = 1
 	}
 	if c.teardown.Load() {
 		// Context.Close destroys what is left before it frees the
@@ -207,4 +220,31 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 		return nil
 	}
 	return err
+}
+
+// destroyShape is what a destroy call's attributes depend on (besides
+// its object, which numbers Context.destroys).
+type destroyShape struct {
+	method   uint16
+	respAttr uint16
+	respLen  int
+	quick    bool
+}
+
+// build adds the handle (attribute 0, set per call) and the response
+// (attribute 1, if any).
+func (s destroyShape) build(b *abi.Ioctl) {
+	if s.quick { // the caller's judgement covers both forms
+		b.Quick()
+	}
+	b.Handle(0, 0)
+	if s.respLen > 0 {
+		b.PtrOutLen(s.respAttr, s.respLen)
+	}
+}
+
+// preparedDestroy is a context's kept destroy call of one object type.
+type preparedDestroy struct {
+	shape destroyShape
+	p     *abi.Prepared
 }

@@ -300,15 +300,15 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 	}
 	var ex abi.IbUverbsQueryPortRespEx
 	out := abi.Bytes(&ex)
-	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT)
-	defer b.Release()
+	p := c.prepared(&c.portQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, buildPortQuery)
+	b := p.Take()
+	defer p.Done(b)
 	if c.cpuOnly {
 		// rxe and siw read the netdev's link speed under rtnl_lock, a
 		// mutex held only by other CPU-bound network configuration.
 		b.Quick()
 	}
-	b.Uint64In(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, uint64(port)) // CONST_IN: always 8 bytes inline
-	resp := b.PtrOutLen(abi.UVERBS_ATTR_QUERY_PORT_RESP, len(out))
+	b.SetUint64(portQueryNum, uint64(port))
 	tr, err := c.ioctl("QueryPort", b, func() error {
 		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
 		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp), Quick: c.cpuOnly}
@@ -318,7 +318,7 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 		return PortAttr{}, err
 	}
 	if tr == abi.TransportIoctl {
-		copy(out, b.Output(resp))
+		copy(out, b.Output(portQueryResp))
 	}
 	r := &ex.LegacyResp
 	a := PortAttr{
@@ -337,4 +337,16 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 		a.ActiveSpeedEx = ne.Uint32(ex.Reserved[2:6])
 	}
 	return a, nil
+}
+
+// QUERY_PORT's attributes, in the order buildPortQuery adds them.
+const (
+	portQueryNum abi.Attr = iota
+	portQueryResp
+)
+
+// buildPortQuery adds QUERY_PORT's attributes (the port is set per call).
+func buildPortQuery(b *abi.Ioctl) {
+	b.Uint64In(abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, 0) // CONST_IN: always 8 bytes inline
+	b.PtrOutLen(abi.UVERBS_ATTR_QUERY_PORT_RESP, len(abi.Bytes(&abi.IbUverbsQueryPortRespEx{})))
 }
