@@ -86,6 +86,7 @@ type Ioctl struct {
 	in, out            int    // bytes handed to the kernel and offered for its answers (Sizes)
 	arena              []byte // reused; grown by reserve
 	called             bool   // wire holds the kernel's answer to this call
+	kept               bool   // a Prepared's: never goes to the pool
 	quick              bool   // Quick: a raw syscall
 	err                error
 }
@@ -111,8 +112,12 @@ func NewIoctl(object, method uint16) *Ioctl {
 
 // Release returns b to the pool. Neither b nor any slice Output returned
 // may be used afterwards. Not calling it is safe: the garbage collector
-// then frees the builder.
+// then frees the builder. A Prepared's builder ignores it (Prepared.Done
+// gives that one back).
 func (b *Ioctl) Release() {
+	if b.kept { // Prepared.Done's to give back
+		return
+	}
 	if b.dstMask != 0 {
 		b.dsts = [maxIoctlAttrs][]byte{} // the pool must not keep a caller's memory
 	}

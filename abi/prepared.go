@@ -34,7 +34,7 @@ type Prepared struct {
 // PtrOut's caller memory would outlive the call in a kept builder, so
 // build must not use it (the call then fails with the builder's error).
 func NewPrepared(object, method uint16, build func(*Ioctl)) *Prepared {
-	b := &Ioctl{object: object, method: method, wire: newIoctlWire(), arena: kernelBuf(256)[:0]}
+	b := &Ioctl{object: object, method: method, wire: newIoctlWire(), arena: kernelBuf(256)[:0], kept: true}
 	build(b)
 	if b.dstMask != 0 && b.err == nil {
 		b.err = fmt.Errorf("abi: ioctl %d/%d: a prepared call cannot copy its outputs into caller memory (PtrOut); use PtrOutLen", object, method)

@@ -104,3 +104,48 @@ func TestPreparedRefusesPtrOut(t *testing.T) {
 		t.Fatalf("Ioctl = %v, want the PtrOut refusal", err)
 	}
 }
+
+// TestInvokeKeptAndFresh: INVOKE_WRITE calls of one command go through the
+// file's kept call while they have its shape, and through a fresh builder
+// when they do not; each reaches the kernel with its own bytes and reads
+// its own answer.
+func TestInvokeKeptAndFresh(t *testing.T) {
+	n := 0
+	k := &fakeKernel{respond: func(s *seenIoctl, buf []byte) {
+		n++
+		setOutput(buf, attrWriteCoreOut, []byte{byte(n), 0, 0, 0})
+	}}
+	f := openFake(t, k)
+	big := make([]byte, 24) // in the arena, not inline
+	cmds := []*Command{
+		{Num: 3, In: []byte{1, 1, 1, 1, 1, 1, 1, 1}, Out: make([]byte, 4), DriverIn: big},
+		{Num: 3, In: []byte{2, 2, 2, 2, 2, 2, 2, 2}, Out: make([]byte, 4), DriverIn: []byte{7, 7, 7, 7}}, // another shape
+		{Num: 3, In: []byte{3, 3, 3, 3, 3, 3, 3, 3}, Out: make([]byte, 4), DriverIn: append([]byte{5}, big[1:]...)},
+	}
+	for i, c := range cmds {
+		if _, err := f.Invoke(c); err != nil {
+			t.Fatalf("command %d: %v", i, err)
+		}
+		if c.Out[0] != byte(i+1) {
+			t.Errorf("command %d: response %v, want the kernel's answer %d", i, c.Out, i+1)
+		}
+		var in, din []byte
+		for _, a := range k.ioctls[i].attrs {
+			switch a.id {
+			case attrWriteCoreIn:
+				in = ne.AppendUint64(nil, a.data)
+			case attrUHWIn:
+				din = a.bytes
+				if a.len <= 8 {
+					din = ne.AppendUint64(nil, a.data)[:a.len]
+				}
+			}
+		}
+		if string(in) != string(c.In) || string(din) != string(c.DriverIn) {
+			t.Errorf("command %d reached the kernel with in %v, driver in %v; want %v, %v", i, in, din, c.In, c.DriverIn)
+		}
+	}
+	if p := f.invokes[3].Load(); p == nil || p.shape != shapeOf(cmds[0]) {
+		t.Fatalf("the kept call of command 3 is %+v, want the first command's shape", p)
+	}
+}
