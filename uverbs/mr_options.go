@@ -32,7 +32,7 @@ func (mr *MR) SGE(off, n int) SGE {
 	mr.mu.RLock() // Rereg may change the key, range and IOVA
 	iova, length, lkey := mr.iova, mr.length, mr.lkey
 	mr.mu.RUnlock()
-	if off < 0 || n < 0 || n > length-off || n > 1<<31 {
+	if off < 0 || n < 0 || n > length-off || uint64(n) > 1<<31 {
 		panic(fmt.Sprintf("uverbs: MR.SGE(%d, %d) of a %d-byte MR (lkey %#x): range out of the region", off, n, length, lkey))
 	}
 	return SGE{Addr: iova + uint64(off), Length: uint32(n), LKey: lkey}
