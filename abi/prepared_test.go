@@ -1,9 +1,13 @@
 package abi
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
+
+	"github.com/goverbs/goverbs/internal/kernel"
 )
 
 func buildPreparedTest(b *Ioctl) {
@@ -147,5 +151,61 @@ func TestInvokeKeptAndFresh(t *testing.T) {
 	}
 	if p := f.invokes[3].Load(); p == nil || p.shape != shapeOf(cmds[0]) {
 		t.Fatalf("the kept call of command 3 is %+v, want the first command's shape", p)
+	}
+}
+
+// echoKernel answers every ioctl by copying the first attribute's inline
+// value into output attribute 2 and marking it valid; it keeps no state,
+// so goroutines may share it.
+type echoKernel struct{ fakeKernel }
+
+func (*echoKernel) Ioctl(fd int, req uint, arg []byte) error {
+	v := arg[ioctlHdrSize+8 : ioctlHdrSize+16] // attribute 0: the input (id 1)
+	setOutput(arg, 2, v)
+	return nil
+}
+
+// TestPreparedConcurrent: goroutines sharing one Prepared each read the
+// answer to their own call, whichever builder Take gave them.
+func TestPreparedConcurrent(t *testing.T) {
+	path := "/fake/" + t.Name()
+	t.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 42, &echoKernel{}, nil }))
+	f, err := Open(path, 14)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPrepared(5, 6, func(b *Ioctl) {
+		b.Quick()
+		b.Uint64In(1, 0)
+		b.PtrOutLen(2, 8)
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				v := uint64(g)<<32 | uint64(i)
+				b := p.Take()
+				b.SetUint64(0, v)
+				if err := f.Ioctl(b); err != nil {
+					errs <- err
+					return
+				}
+				out := b.Output(1)
+				if len(out) != 8 || ne.Uint64(out) != v {
+					errs <- fmt.Errorf("goroutine %d call %d: answer %v, want %#x", g, i, out, v)
+					p.Done(b)
+					return
+				}
+				p.Done(b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
