@@ -83,7 +83,7 @@ type File struct {
 	anyWrite atomic.Bool   // writeFor holds a method: every command must look it up
 	// invokes: the kept INVOKE_WRITE call of each command (invokeIoctl),
 	// made on first use: legacy command n at n, extended command n at 64+n.
-	invokes  [128]atomic.Pointer[preparedInvoke]
+	invokes  [128]atomic.Pointer[Kept[invokeShape]]
 	writeFor sync.Map // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
 	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)

@@ -119,3 +119,32 @@ func (b *Ioctl) SetUint64(a Attr, v uint64) {
 	}
 	binary.NativeEndian.PutUint64(w._union[:], v)
 }
+
+// Shape is what a kept call's attributes depend on (a command's number and
+// lengths, a destroy's response): comparable, and able to build the call.
+type Shape interface {
+	comparable
+	Build(*Ioctl)
+}
+
+// Kept is a Prepared made for one shape, as a slot of its owner holds it.
+type Kept[S Shape] struct {
+	shape S
+	p     *Prepared
+}
+
+// Keep returns the Prepared in slot, made on first use for shape (built by
+// shape.Build), or nil if the slot holds one made for another shape: the
+// caller then builds its call afresh. Two first uses at once may both make
+// one; the first stored is kept. A call after the first allocates nothing.
+func Keep[S Shape](slot *atomic.Pointer[Kept[S]], shape S, object, method uint16) *Prepared {
+	k := slot.Load()
+	if k == nil {
+		slot.CompareAndSwap(nil, &Kept[S]{shape, NewPrepared(object, method, shape.Build)})
+		k = slot.Load()
+	}
+	if k.shape != shape {
+		return nil
+	}
+	return k.p
+}

@@ -62,21 +62,15 @@ func (f *File) invokeIoctl(c *Command) error {
 		slot = c.Num&^cmdFlagExtended + uint32(len(f.invokes)/2)
 	}
 	if slot < uint32(len(f.invokes)) {
-		p := f.invokes[slot].Load()
-		if p == nil {
-			f.invokes[slot].CompareAndSwap(nil, &preparedInvoke{shape: s,
-				p: NewPrepared(objectDevice, methodInvokeWrite, func(b *Ioctl) { s.build(b) })})
-			p = f.invokes[slot].Load()
-		}
-		if p.shape == s {
-			b = p.p.Take()
-			defer p.p.Done(b)
+		if p := Keep(&f.invokes[slot], s, objectDevice, methodInvokeWrite); p != nil {
+			b = p.Take()
+			defer p.Done(b)
 		}
 	}
 	if b == nil {
 		b = NewIoctl(objectDevice, methodInvokeWrite)
 		defer b.Release()
-		s.build(b)
+		s.Build(b)
 	}
 	in, out, din, dout := s.attrs()
 	b.SetBytes(in, c.In)
@@ -102,14 +96,8 @@ func shapeOf(c *Command) invokeShape {
 	return invokeShape{c.Num, len(c.In), len(c.Out), len(c.DriverIn), len(c.DriverOut), c.Quick}
 }
 
-// preparedInvoke is a File's kept INVOKE_WRITE call of one command.
-type preparedInvoke struct {
-	shape invokeShape
-	p     *Prepared
-}
-
-// build adds the attributes, inputs zeroed (the call's are set by SetBytes).
-func (s invokeShape) build(b *Ioctl) {
+// Build adds the attributes, inputs zeroed (the call's are set by SetBytes).
+func (s invokeShape) Build(b *Ioctl) {
 	b.quick = s.quick
 	b.ptrInZero(attrWriteCoreIn, s.in)
 	if s.out > 0 {

@@ -105,7 +105,7 @@ type Context struct {
 	portQuery atomic.Pointer[abi.Prepared]
 	// destroys[object]: the kept destroy call of that UVERBS_OBJECT_*
 	// (destroyObject).
-	destroys [24]atomic.Pointer[preparedDestroy]
+	destroys [24]atomic.Pointer[abi.Kept[destroyShape]]
 	closed   atomic.Bool
 	teardown atomic.Bool // Close is destroying the objects left open
 	rec      atomic.Pointer[Recorder]

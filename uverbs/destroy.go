@@ -176,20 +176,15 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 	s := destroyShape{method, respAttr, len(resp), write.Quick}
 	var b *abi.Ioctl
 	if int(object) < len(c.destroys) {
-		p := c.destroys[object].Load()
-		if p == nil {
-			c.destroys[object].CompareAndSwap(nil, &preparedDestroy{s, abi.NewPrepared(object, method, s.build)})
-			p = c.destroys[object].Load()
-		}
-		if p.shape == s {
-			b = p.p.Take()
-			defer p.p.Done(b)
+		if p := abi.Keep(&c.destroys[object], s, object, method); p != nil {
+			b = p.Take()
+			defer p.Done(b)
 		}
 	}
 	if b == nil {
 		b = abi.NewIoctl(object, method)
 		defer b.Release()
-		s.build(b)
+		s.Build(b)
 	}
 	b.SetUint64(0, uint64(handle))
 	out := abi.Attr(-1)
@@ -231,9 +226,9 @@ type destroyShape struct {
 	quick    bool
 }
 
-// build adds the handle (attribute 0, set per call) and the response
+// Build adds the handle (attribute 0, set per call) and the response
 // (attribute 1, if any).
-func (s destroyShape) build(b *abi.Ioctl) {
+func (s destroyShape) Build(b *abi.Ioctl) {
 	if s.quick { // the caller's judgement covers both forms
 		b.Quick()
 	}
@@ -241,10 +236,4 @@ func (s destroyShape) build(b *abi.Ioctl) {
 	if s.respLen > 0 {
 		b.PtrOutLen(s.respAttr, s.respLen)
 	}
-}
-
-// preparedDestroy is a context's kept destroy call of one object type.
-type preparedDestroy struct {
-	shape destroyShape
-	p     *abi.Prepared
 }
