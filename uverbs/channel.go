@@ -44,7 +44,8 @@ import (
 type CompChannel struct {
 	ctx  *Context
 	file *os.File
-	fd   int // the descriptor number, read once through SyscallConn
+	fd   int    // the descriptor number, read once through SyscallConn
+	reg  uint64 // its tag in ctx.channels
 
 	mu      sync.Mutex
 	ready   []*CQ         // CQs with an event not yet returned by Wait
@@ -96,8 +97,7 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 		ch.file.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: err}
 	}
-	c.tracked.Store(true)
-	c.channels.Store(ch, struct{}{})
+	ch.reg = c.channels.add(ch)
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
 		ch.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: ErrClosed}
@@ -328,11 +328,10 @@ func (ch *CompChannel) readEvent(fd uintptr) bool {
 // deliver hands a CQ's event to CQ.Wait, or queues the CQ for
 // CompChannel.Wait.
 func (ch *CompChannel) deliver(handle uint64) {
-	v, ok := ch.ctx.cqs.Load(handle)
-	if !ok {
+	cq := ch.ctx.cqs.load(handle)
+	if cq == nil {
 		return // a CQ destroyed with an event in flight
 	}
-	cq := v.(*CQ)
 	if !cq.acquire() {
 		return // closing: its provider state may be gone
 	}
@@ -398,7 +397,7 @@ func (ch *CompChannel) Close() error {
 		if sp := ch.ctx.begin("DestroyCompChannel"); sp.rec != nil {
 			defer func() { sp.end(err) }()
 		}
-		ch.ctx.channels.Delete(ch)
+		ch.ctx.channels.remove(ch.reg)
 		ch.unwatch()
 		return ch.file.Close()
 	})

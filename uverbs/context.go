@@ -76,19 +76,15 @@ type Context struct {
 	transportsMu  sync.Mutex
 	transports    []verbTransport
 	transportSeen [64]atomic.Uint64
-	nextTag       atomic.Uint64
-	cqs           sync.Map // user_handle → *CQ, for completion and async events
-	qps           sync.Map // user_handle → *QP, for async events
-	srqs          sync.Map // user_handle → *SRQ, for async events
-	mrs           sync.Map // *MR → struct{}: MRs pinning Go memory, unpinned at Close
-	channels      sync.Map // *CompChannel → struct{}, closed with the context
-	// tracked: an object went into cqs, qps, srqs, mrs or channels (set
-	// before the Store), so Close has tables to walk: a Range over a
-	// sync.Map never written allocates its root, ~600 instructions of a
-	// context's Close.
-	tracked atomic.Bool
-	events  asyncEvents
-	dead    chan struct{} // closed by Close: waiters select on it
+	// The live objects, released by Close; a CQ's, QP's or SRQ's tag
+	// here is its user handle, which the kernel's events name it by.
+	cqs      registry[CQ]
+	qps      registry[QP]
+	srqs     registry[SRQ]
+	mrs      registry[MR] // MRs pinning Go memory, unpinned at Close
+	channels registry[CompChannel]
+	events   asyncEvents
+	dead     chan struct{} // closed by Close: waiters select on it
 
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
@@ -336,31 +332,28 @@ func (c *Context) Close() (err error) {
 	// is freed: so destroy what is left, QPs before the SRQs and CQs they
 	// use, then release each one's memory.
 	c.teardown.Store(true)
-	release := func(m *sync.Map) {
-		m.Range(func(k, v any) bool {
-			if o, ok := v.(interface{ releaseProvider() error }); ok {
-				if err := o.releaseProvider(); err != nil && first == nil {
-					first = err
-				}
-			}
-			m.Delete(k)
-			return true
-		})
+	release := func(o interface{ releaseProvider() error }) {
+		if err := o.releaseProvider(); err != nil && first == nil {
+			first = err
+		}
 	}
-	if c.tracked.Load() {
-		release(&c.qps)
-		release(&c.srqs)
-		release(&c.cqs)
-		release(&c.mrs)
+	for _, qp := range c.qps.drain() {
+		release(qp)
+	}
+	for _, srq := range c.srqs.drain() {
+		release(srq)
+	}
+	for _, cq := range c.cqs.drain() {
+		release(cq)
+	}
+	for _, mr := range c.mrs.drain() {
+		release(mr)
 	}
 	c.teardown.Store(false)
-	if c.tracked.Load() {
-		c.channels.Range(func(k, _ any) bool {
-			if err := k.(*CompChannel).Close(); err != nil && first == nil {
-				first = err
-			}
-			return true
-		})
+	for _, ch := range c.channels.list() {
+		if err := ch.Close(); err != nil && first == nil {
+			first = err
+		}
 	}
 	c.asyncMu.Lock()
 	switch {

@@ -109,7 +109,12 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 	if err != nil {
 		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
 	}
-	tag := c.nextTag.Add(1)
+	tag := c.cqs.reserve()
+	defer func() {
+		if err != nil {
+			c.cqs.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	in, out := setup.Udata()
 	channel := -1
 	if o.Channel != nil {
@@ -185,8 +190,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		cq.stamps = tp
 	}
 	cq.passer, _ = prov.(provider.PassPoller)
-	c.tracked.Store(true)
-	c.cqs.Store(tag, cq)
+	c.cqs.set(tag, cq)
 	return cq, nil
 }
 
@@ -487,7 +491,7 @@ func (cq *CQ) Close() error {
 // forget removes the destroyed CQ from the context's event table and from
 // its channel's queue, so that no event or CompChannel.Wait names it again.
 func (cq *CQ) forget() {
-	cq.ctx.cqs.Delete(cq.tag)
+	cq.ctx.cqs.remove(cq.tag)
 	if cq.channel != nil {
 		cq.channel.unqueue(cq)
 	}

@@ -93,10 +93,9 @@ func (c *Context) deviceLost() {
 	c.lostOnce.Do(func() {
 		c.lost.Store(true)
 		close(c.lostCh)
-		c.channels.Range(func(k, _ any) bool {
-			k.(*CompChannel).kick() // its reader is parked in read(2)
-			return true
-		})
+		for _, ch := range c.channels.list() {
+			ch.kick() // its reader is parked in read(2)
+		}
 	})
 }
 

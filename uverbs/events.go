@@ -198,18 +198,12 @@ func (c *Context) decodeEvent(d abi.IbUverbsAsyncEventDesc) AsyncEvent {
 	ev := AsyncEvent{Type: EventType(d.EventType), Element: d.Element}
 	switch ev.Type {
 	case EventCQErr:
-		if v, ok := c.cqs.Load(d.Element); ok {
-			ev.CQ = v.(*CQ)
-		}
+		ev.CQ = c.cqs.load(d.Element)
 	case EventQPFatal, EventQPReqErr, EventQPAccessErr, EventCommEst, EventSQDrained, EventPathMig,
 		EventPathMigErr, EventQPLastWQEReached:
-		if v, ok := c.qps.Load(d.Element); ok {
-			ev.QP = v.(*QP)
-		}
+		ev.QP = c.qps.load(d.Element)
 	case EventSRQErr, EventSRQLimitReached:
-		if v, ok := c.srqs.Load(d.Element); ok {
-			ev.SRQ = v.(*SRQ)
-		}
+		ev.SRQ = c.srqs.load(d.Element)
 	case EventPortActive, EventPortErr, EventLIDChange, EventPKeyChange, EventSMChange,
 		EventClientReregister, EventGIDChange:
 		ev.Port = int(d.Element)

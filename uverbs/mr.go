@@ -67,6 +67,7 @@ func (a Access) validate() bool {
 // and returns nil after the Context closed.
 type MR struct {
 	handle uint32
+	reg    uint64 // its tag in the context's mrs, if RegMR pinned Go memory
 
 	mu     sync.RWMutex // guards the fields Rereg changes
 	pd     *PD
@@ -109,8 +110,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	mr.pin = pin
 	c := pd.ctx
-	c.tracked.Store(true)
-	c.mrs.Store(mr, struct{}{})
+	mr.reg = c.mrs.add(mr)
 	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
 		mr.releaseProvider()
 	}
@@ -295,7 +295,7 @@ func (mr *MR) forget() {
 	mr.mu.Lock()
 	mr.unpin()
 	mr.mu.Unlock()
-	mr.ctx().mrs.Delete(mr)
+	mr.ctx().mrs.remove(mr.reg)
 }
 
 // unpin releases RegMR's pin (mr.mu held).

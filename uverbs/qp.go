@@ -92,7 +92,12 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		return nil, opError("CreateQP", dev, abi.TransportNone, err)
 	}
 	in, out := setup.Udata()
-	tag := c.nextTag.Add(1)
+	tag := c.qps.reserve()
+	defer func() {
+		if err != nil {
+			c.qps.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
 		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
 	var capOut abi.IbUverbsQpCap
@@ -157,8 +162,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		return nil, opError("CreateQP", dev, abi.TransportNone, err)
 	}
 	qp.setProvider(prov)
-	c.tracked.Store(true)
-	c.qps.Store(tag, qp)
+	c.qps.set(tag, qp)
 	return qp, nil
 }
 
@@ -352,7 +356,7 @@ func (qp *QP) Close() error {
 		if err := qp.destroyKernel(); err != nil {
 			return err
 		}
-		qp.pd.ctx.qps.Delete(qp.tag)
+		qp.pd.ctx.qps.remove(qp.tag)
 		return qp.prov.Close()
 	})
 }
@@ -363,7 +367,7 @@ func (qp *QP) Close() error {
 func (qp *QP) releaseProvider() error {
 	return qp.close(func() error {
 		qp.destroyKernel()
-		qp.pd.ctx.qps.Delete(qp.tag)
+		qp.pd.ctx.qps.remove(qp.tag)
 		return qp.prov.Close()
 	})
 }

@@ -52,7 +52,12 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 		return nil, opError("CreateSRQ", dev, abi.TransportNone, err)
 	}
 	in, out := setup.Udata()
-	tag := c.nextTag.Add(1)
+	tag := c.srqs.reserve()
+	defer func() {
+		if err != nil {
+			c.srqs.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	req := abi.IbUverbsCreateSrq{UserHandle: tag, PdHandle: pd.handle, MaxWr: init.MaxWR, MaxSge: init.MaxSGE, SrqLimit: init.Limit}
 	var resp abi.IbUverbsCreateSrqResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: c.cpuOnly}
@@ -67,8 +72,7 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 		return nil, opError("CreateSRQ", dev, abi.TransportNone, err)
 	}
 	srq.prov = prov
-	c.tracked.Store(true)
-	c.srqs.Store(tag, srq)
+	c.srqs.set(tag, srq)
 	return srq, nil
 }
 
@@ -166,7 +170,7 @@ func (srq *SRQ) Close() error {
 		if err := srq.destroyKernel(); err != nil {
 			return err
 		}
-		srq.pd.ctx.srqs.Delete(srq.tag)
+		srq.pd.ctx.srqs.remove(srq.tag)
 		return srq.prov.Close()
 	})
 }
@@ -177,7 +181,7 @@ func (srq *SRQ) Close() error {
 func (srq *SRQ) releaseProvider() error {
 	return srq.close(func() error {
 		srq.destroyKernel()
-		srq.pd.ctx.srqs.Delete(srq.tag)
+		srq.pd.ctx.srqs.remove(srq.tag)
 		return srq.prov.Close()
 	})
 }

@@ -93,7 +93,12 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	in, out := setup.Udata()
-	tag := c.nextTag.Add(1)
+	tag := c.srqs.reserve()
+	defer func() {
+		if err != nil {
+			c.srqs.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	var resp abi.IbUverbsCreateSrqResp
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
 	defer b.Release()
@@ -131,8 +136,7 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	srq.prov = prov
-	c.tracked.Store(true)
-	c.srqs.Store(tag, srq)
+	c.srqs.set(tag, srq)
 	return srq, nil
 }
 
@@ -193,7 +197,12 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	in, out := setup.Udata()
-	tag := c.nextTag.Add(1)
+	tag := c.qps.reserve()
+	defer func() {
+		if err != nil {
+			c.qps.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData}
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	defer b.Release()
@@ -228,8 +237,7 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}
 	qp.setProvider(prov)
-	c.tracked.Store(true)
-	c.qps.Store(tag, qp)
+	c.qps.set(tag, qp)
 	return qp, nil
 }
 
@@ -253,7 +261,12 @@ func (x *XRCD) CreateTargetQP() (_ *QP, err error) {
 		return nil, err
 	}
 	defer x.done()
-	tag := c.nextTag.Add(1)
+	tag := c.qps.reserve()
+	defer func() {
+		if err != nil {
+			c.qps.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	// The kernel creates the QP itself (no driver data: ib_create_qp).
 	// The ioctl method names the domain in its own attribute, and no PD
 	// or CQ; the write command puts the domain where the PD goes.
@@ -324,7 +337,12 @@ func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
 		return nil, err
 	}
 	defer x.done()
-	tag := c.nextTag.Add(1)
+	tag := c.qps.reserve()
+	defer func() {
+		if err != nil {
+			c.qps.remove(tag) // no object was made: the tag's slot is free again
+		}
+	}()
 	req := abi.IbUverbsOpenQp{UserHandle: tag, PdHandle: x.handle, Qpn: qpn, QpType: uint8(QPTypeXRCTgt)}
 	var resp abi.IbUverbsCreateQpResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_OPEN_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
@@ -343,8 +361,7 @@ func (x *XRCD) targetQP(handle, qpn uint32, tag uint64) *QP {
 	}
 	qp := &QP{pd: &PD{ctx: x.ctx}, handle: handle, qpn: qpn, init: QPInit{Type: QPTypeXRCTgt}, tag: tag}
 	qp.setProvider(prov)
-	x.ctx.tracked.Store(true)
-	x.ctx.qps.Store(tag, qp)
+	x.ctx.qps.set(tag, qp)
 	return qp
 }
 

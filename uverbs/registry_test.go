@@ -1,0 +1,98 @@
+package uverbs
+
+import (
+	"sync"
+	"testing"
+)
+
+func TestRegistryTags(t *testing.T) {
+	var r registry[int]
+	a, b := new(int), new(int)
+	ta := r.reserve()
+	if ta == 0 {
+		t.Fatal("a tag of 0")
+	}
+	if v := r.load(ta); v != nil {
+		t.Fatalf("a reserved slot not yet set loads %p", v)
+	}
+	r.set(ta, a)
+	tb := r.add(b)
+	if r.load(ta) != a || r.load(tb) != b {
+		t.Fatalf("load(%#x), load(%#x) = %p, %p; want %p, %p", ta, tb, r.load(ta), r.load(tb), a, b)
+	}
+	r.remove(ta)
+	if v := r.load(ta); v != nil {
+		t.Fatalf("a removed tag loads %p", v)
+	}
+	// The slot is reused, under a new generation: the old tag (an event
+	// in flight for the destroyed object) must not find the new object.
+	c := new(int)
+	tc := r.add(c)
+	if uint32(tc) != uint32(ta) {
+		t.Fatalf("slot %d not reused (got %d)", uint32(ta), uint32(tc))
+	}
+	if tc == ta {
+		t.Fatalf("reused slot kept its tag %#x", ta)
+	}
+	if v := r.load(ta); v != nil {
+		t.Fatalf("a stale tag loads %p", v)
+	}
+	r.remove(ta) // stale: must leave c in place
+	r.set(ta, a) // stale: likewise
+	if r.load(tc) != c {
+		t.Fatal("a stale tag's remove or set changed the slot's new object")
+	}
+	for _, bad := range []uint64{0, 1 << 40, uint64(99), tb + 1<<32} {
+		if v := r.load(bad); v != nil {
+			t.Fatalf("load(%#x) = %p, want nil", bad, v)
+		}
+	}
+	if got := r.list(); len(got) != 2 {
+		t.Fatalf("list = %d objects, want 2", len(got))
+	}
+	r.reserve() // reserved and never set: not listed, but drained
+	got := r.drain()
+	if len(got) != 2 || !(got[0] == c && got[1] == b || got[0] == b && got[1] == c) {
+		t.Fatalf("drain = %v, want b and c", got)
+	}
+	if r.load(tb) != nil || r.load(tc) != nil || len(r.list()) != 0 || len(r.drain()) != 0 {
+		t.Fatal("objects left after drain")
+	}
+	r.remove(tb) // after drain: ignored, and no slot freed twice
+	if n := len(r.free); n != len(r.slots) {
+		t.Fatalf("%d free slots of %d after drain and a late remove", n, len(r.slots))
+	}
+}
+
+// TestRegistryConcurrent adds, loads and removes from several goroutines
+// (run with -race): every object finds itself by its tag until removed.
+func TestRegistryConcurrent(t *testing.T) {
+	var r registry[int]
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 2000; i++ {
+				v := new(int)
+				tag := r.add(v)
+				if r.load(tag) != v {
+					t.Errorf("tag %#x lost its object", tag)
+					return
+				}
+				r.remove(tag)
+				if r.load(tag) != nil {
+					t.Errorf("tag %#x still loads after remove", tag)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(r.list()) != 0 {
+		t.Fatal("objects left")
+	}
+	if len(r.slots) > 8 {
+		t.Fatalf("%d slots for 8 goroutines holding one object each: slots are not reused", len(r.slots))
+	}
+}
