@@ -62,6 +62,23 @@ func BenchmarkICountSlow(b *testing.B) {
 			}
 			return ah.Close()
 		}
+	case "CreateDestroyCQ":
+		run = func() error {
+			c, err := n.ctx.CreateCQ(256, uverbs.CQOptions{})
+			if err != nil {
+				return err
+			}
+			return c.Close()
+		}
+	case "CreateDestroyQP":
+		run = func() error {
+			q, err := n.pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
+				Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			if err != nil {
+				return err
+			}
+			return q.Close()
+		}
 	default:
 		b.Fatalf("ICOUNT_SLOW=%s: no such case", which)
 	}

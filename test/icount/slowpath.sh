@@ -10,14 +10,14 @@
 # real kernel would do) and goverbs' (the rest). Go's syscall entry and exit
 # (entersyscall/exitsyscall around the real ioctl) are not in it: the model
 # answers without a syscall. Pair cases (AllocDeallocPD, RegDeregMR,
-# CreateDestroyAH) are two commands a call.
+# CreateDestroyAH, CreateDestroyCQ, CreateDestroyQP) are two commands a call.
 set -euo pipefail
 dir=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 (cd "$dir" && go test -c -o "$out/mlx5.test" ./provider/mlx5)
 calls=1016 # icSlow's warm-up and counted calls, all inside the toggle
-for c in ${CASES:-QueryDevice QueryPort QueryGID AllocDeallocPD RegDeregMR ModifyQP CreateDestroyAH}; do
+for c in ${CASES:-QueryDevice QueryPort QueryGID AllocDeallocPD RegDeregMR ModifyQP CreateDestroyAH CreateDestroyCQ CreateDestroyQP}; do
   f=$out/cg.$c
   GODEBUG=asyncpreemptoff=1 ICOUNT_SLOW=$c valgrind --tool=callgrind --collect-atstart=no \
     --toggle-collect='*.icSlow' --callgrind-out-file="$f" "$out/mlx5.test" -test.run '^$' \
