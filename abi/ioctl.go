@@ -87,6 +87,7 @@ type Ioctl struct {
 	arena              []byte // reused; grown by reserve
 	called             bool   // wire holds the kernel's answer to this call
 	kept               bool   // a Prepared's: never goes to the pool
+	encoded            bool   // a Prepared's: header and arena addresses written once, at NewPrepared
 	quick              bool   // Quick: a raw syscall
 	err                error
 }
@@ -340,6 +341,12 @@ func (b *Ioctl) Valid(a Attr) bool {
 func (b *Ioctl) encode(driverID uint32) []byte {
 	w := b.wire
 	n := ioctlHdrSize + b.n*ioctlAttrSize
+	if b.encoded {
+		// A kept builder's arena no longer moves, and the kernel writes
+		// no header field: only the file's driver id may be new.
+		w.hdr.DriverId = driverID
+		return Bytes(w)[:n]
+	}
 	w.hdr = IbUverbsIoctlHdr{Length: uint16(n), ObjectId: b.object, MethodId: b.method, NumAttrs: uint16(b.n), DriverId: driverID}
 	for m := b.arenaMask; m != 0; m &= m - 1 {
 		i := bits.TrailingZeros32(m)

@@ -40,6 +40,10 @@ func NewPrepared(object, method uint16, build func(*Ioctl)) *Prepared {
 		b.err = fmt.Errorf("abi: ioctl %d/%d: a prepared call cannot copy its outputs into caller memory (PtrOut); use PtrOutLen", object, method)
 	}
 	p := &Prepared{object: object, method: method, build: build, b: b}
+	// Encoded once: the arena's addresses go into the attributes that
+	// Take restores, so a call re-encodes nothing.
+	b.encode(0)
+	b.encoded = true
 	p.built = b.wire.attrs
 	return p
 }
