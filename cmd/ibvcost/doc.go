@@ -25,7 +25,10 @@
 //	          the p99) on one logarithmic time axis, goverbs and rdma-core side
 //	          by side when -compare is given
 //	-compare  rdma-core's reports (verbs_cost's output; a comma-separated
-//	          list of runs is merged) to print beside goverbs'
+//	          list of runs is merged) to print beside goverbs': a row's time
+//	          is the median of the runs' medians, its ratio that of the two
+//	          sides' figures, "best" the ratio of each side's fastest run
+//	          (under emulation a whole run can turn slow: see Row.FastestRunNS)
 //	-labels   the two sides' names in -compare's table and chart (default
 //	          goverbs,rdma-core; test/cost/compare.sh's BASE uses new,base
 //	          for goverbs beside an older goverbs)

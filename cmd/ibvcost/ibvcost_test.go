@@ -199,6 +199,32 @@ func TestCompareLabels(t *testing.T) {
 	}
 }
 
+// TestCompareBest: a side whose runs were mostly slow has the larger
+// median, and "best" compares the fastest runs instead.
+func TestCompareBest(t *testing.T) {
+	g, err := merge([]*Report{sample("goverbs", 1, 6), sample("goverbs", 4, 6), sample("goverbs", 4, 6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := merge([]*Report{sample("rdma-core", 2, 5), sample("rdma-core", 2, 5), sample("rdma-core", 2, 5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := writeCompare(&b, g, c, defaultSides); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[0] == "open_device" {
+			if f[3] != "~2.00" || f[4] != "0.50" {
+				t.Errorf("open_device: ratio %s, best %s; want ~2.00 (medians, 4 runs' worth against 2) and 0.50:\n%s", f[3], f[4], line)
+			}
+			return
+		}
+	}
+	t.Errorf("no open_device row:\n%s", b.String())
+}
+
 func TestMerge(t *testing.T) {
 	a, b, c := sample("goverbs", 1, 6), sample("goverbs", 3, 6), sample("goverbs", 2, 6)
 	b.row("alloc_pd").Skipped = "gone"
@@ -208,6 +234,9 @@ func TestMerge(t *testing.T) {
 	}
 	if m.Runs != 3 || m.row("open_device").MedianNS != 200000 || m.row("open_device").N != 30 || m.row("open_device").Spread != 3 {
 		t.Errorf("merged open_device = %+v (runs %d)", *m.row("open_device"), m.Runs)
+	}
+	if r := m.row("open_device"); r.FastestRunNS != 100000 {
+		t.Errorf("merged open_device's fastest run %d, want 100000 (the first run's)", r.FastestRunNS)
 	}
 	if r := m.row("alloc_pd"); r.Skipped != "gone" || r.N != 0 {
 		t.Errorf("merged alloc_pd = %+v", *r)

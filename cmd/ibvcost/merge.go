@@ -84,7 +84,8 @@ func merge(reps []*Report) (*Report, error) {
 			row.N, row.MedianNS, row.P99NS, row.MinNS, row.MeanNS, row.PerSecond = 0, 0, 0, 0, 0, 0
 		} else {
 			row.MedianNS, row.P99NS, row.MeanNS = medianI(med), medianI(p99), medianI(mean)
-			if lo := slices.Min(med); lo > 0 {
+			row.FastestRunNS = slices.Min(med)
+			if lo := row.FastestRunNS; lo > 0 {
 				row.Spread = float64(slices.Max(med)) / float64(lo)
 			}
 			if row.PerSecond > 0 && row.MeanNS > 0 {

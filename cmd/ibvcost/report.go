@@ -84,6 +84,13 @@ type Row struct {
 	// runs' medians over the smallest: above 3 the row's median depends on
 	// which run it came from (the table marks it ~).
 	Spread float64 `json:"spread,omitempty"`
+	// FastestRunNS, in a merged report, is the smallest of the runs'
+	// medians: the run least disturbed. Under emulation whole runs turn
+	// slow at once (every row 1.5-2.5x, on either side, for a run or two
+	// in a row: the host, not the program), and a median over five runs
+	// then says which side drew more slow runs; the fastest runs' ratio
+	// says what the code costs.
+	FastestRunNS int64 `json:"fastest_run_ns,omitempty"`
 	// PerSecond is messages per second (msg_rate rows only): 1e9/MeanNS.
 	PerSecond float64 `json:"per_second,omitempty"`
 	// Syscalls is what the kernel counted on the calling thread, per call

@@ -197,8 +197,8 @@ const unstable = 3.0
 func writeCompare(w io.Writer, g, c *Report, s sides) error {
 	fmt.Fprintln(w, header(g))
 	fmt.Fprintln(w, header(c))
-	const f = "%-26s %9s %9s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
-	fmt.Fprintf(w, f, "row", s.a, s.b, "go/rc", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
+	const f = "%-26s %9s %9s %6s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
+	fmt.Fprintf(w, f, "row", s.a, s.b, "go/rc", "best", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
 	var differ []string
 	unsteady := 0
 	path := ""
@@ -206,7 +206,7 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 		gr := &g.Rows[i]
 		if gr.Path != path {
 			path = gr.Path
-			fmt.Fprintf(w, "%s path (median, p99: wall time per call; sys: syscalls per call; tr: their transport)\n", path)
+			fmt.Fprintf(w, "%s path (median, p99: wall time per call; best: the ratio of the fastest runs' medians; sys: syscalls per call; tr: their transport)\n", path)
 		}
 		cr := c.row(gr.Name)
 		if cr == nil {
@@ -238,6 +238,10 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 				unsteady++
 			}
 		}
+		best := "-" // the fastest runs' ratio: see Row.FastestRunNS
+		if gr.Skipped == "" && cr.Skipped == "" && gr.FastestRunNS > 0 && cr.FastestRunNS > 0 {
+			best = sig3(float64(gr.FastestRunNS) / float64(cr.FastestRunNS))
+		}
 		mark := ""
 		if gr.Skipped == "" && cr.Skipped == "" && gr.Syscalls != nil && cr.Syscalls != nil && !sameCounts(gr.Syscalls, cr.Syscalls) {
 			mark = "≠"
@@ -252,7 +256,7 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 		case cr.Skipped != "":
 			note = "  " + s.b + " skipped: " + cr.Skipped
 		}
-		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio,
+		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio, best,
 			cell(gr, gr.P99NS), cell(cr, cr.P99NS), sys(gr), sys(cr), mark, tr(gr), tr(cr), note)
 	}
 	if unsteady > 0 {
