@@ -97,7 +97,8 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 		ch.file.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: err}
 	}
-	ch.reg = c.channels.add(ch)
+	ch.reg = c.channels.reserve() // the channel's before Context.Close can list it
+	c.channels.set(ch.reg, ch)
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
 		ch.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: ErrClosed}

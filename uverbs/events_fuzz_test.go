@@ -17,7 +17,7 @@ func FuzzDecodeEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, element uint64, typ uint32) {
 		c := &Context{}
 		known := &CQ{}
-		known.tag = c.cqs.add(known)
+		known.tag = add(&c.cqs, known)
 		ev := c.decodeEvent(abi.IbUverbsAsyncEventDesc{Element: element, EventType: typ})
 		if ev.Type != EventType(typ) || ev.Element != element {
 			t.Fatalf("decoded %+v from element %d type %d", ev, element, typ)

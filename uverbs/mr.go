@@ -110,7 +110,10 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	}
 	mr.pin = pin
 	c := pd.ctx
-	mr.reg = c.mrs.add(mr)
+	// The tag is the MR's before the table shows it: Context.Close may
+	// drain the table, and forget read it, at once.
+	mr.reg = c.mrs.reserve()
+	c.mrs.set(mr.reg, mr)
 	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
 		mr.releaseProvider()
 	}

@@ -27,8 +27,10 @@ type regSlot[T any] struct {
 }
 
 // reserve takes a slot and returns its tag, before the object exists:
-// the tag goes into the command that creates it. load returns nil for it
-// until set; remove gives it back if the creation fails.
+// the tag goes into the command that creates it, and into the object
+// before set shows it to the other goroutines (Context.Close, the event
+// readers). load returns nil for it until set; remove gives it back if
+// the creation fails.
 func (r *registry[T]) reserve() uint64 {
 	r.mu.Lock()
 	var i uint32
@@ -47,13 +49,6 @@ func (r *registry[T]) reserve() uint64 {
 	s.used, s.v = true, nil
 	tag := uint64(s.gen)<<32 | uint64(i)
 	r.mu.Unlock()
-	return tag
-}
-
-// add stores v in a new slot and returns its tag.
-func (r *registry[T]) add(v *T) uint64 {
-	tag := r.reserve()
-	r.set(tag, v)
 	return tag
 }
 
