@@ -62,9 +62,9 @@ func (f *File) invokeIoctl(c *Command) error {
 		slot = c.Num&^cmdFlagExtended + uint32(len(f.invokes)/2)
 	}
 	if slot < uint32(len(f.invokes)) {
-		if p := Keep(&f.invokes[slot], s, objectDevice, methodInvokeWrite); p != nil {
-			b = p.Take()
-			defer p.Done(b)
+		if k := Keep(&f.invokes[slot], s, objectDevice, methodInvokeWrite); k.Shape == s {
+			b = k.P.Take()
+			defer k.P.Done(b)
 		}
 	}
 	if b == nil {

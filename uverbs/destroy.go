@@ -176,9 +176,9 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 	s := destroyShape{method, respAttr, len(resp), write.Quick}
 	var b *abi.Ioctl
 	if int(object) < len(c.destroys) {
-		if p := abi.Keep(&c.destroys[object], s, object, method); p != nil {
-			b = p.Take()
-			defer p.Done(b)
+		if k := abi.Keep(&c.destroys[object], s, object, method); k.Shape == s {
+			b = k.P.Take()
+			defer k.P.Done(b)
 		}
 	}
 	if b == nil {
