@@ -110,11 +110,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
 	}
 	tag := c.cqs.reserve()
-	defer func() {
-		if err != nil {
-			c.cqs.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.cqs.abandon(tag, &err) // a failed create frees the slot
 	in, out := setup.Udata()
 	channel := -1
 	if o.Channel != nil {

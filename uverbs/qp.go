@@ -93,11 +93,7 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.qps.reserve()
-	defer func() {
-		if err != nil {
-			c.qps.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.qps.abandon(tag, &err) // a failed create frees the slot
 	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
 		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
 	var capOut abi.IbUverbsQpCap

@@ -74,6 +74,14 @@ func (r *registry[T]) set(tag uint64, v *T) {
 	r.mu.Unlock()
 }
 
+// abandon frees tag's slot if *err is set: deferred by a create after
+// reserve, so every failed creation gives its slot back.
+func (r *registry[T]) abandon(tag uint64, err *error) {
+	if *err != nil {
+		r.remove(tag)
+	}
+}
+
 // remove frees tag's slot; a tag already removed (or drained) is ignored.
 func (r *registry[T]) remove(tag uint64) {
 	r.mu.Lock()
@@ -96,7 +104,14 @@ func (r *registry[T]) load(tag uint64) *T {
 }
 
 // drain frees every slot and returns the objects they named.
-func (r *registry[T]) drain() []*T {
+func (r *registry[T]) drain() []*T { return r.collect(true) }
+
+// list returns the objects in use, leaving them in place.
+func (r *registry[T]) list() []*T { return r.collect(false) }
+
+// collect returns the objects in use (set, not only reserved) and, with
+// free, frees every slot in use, reserved ones included.
+func (r *registry[T]) collect(free bool) []*T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var vs []*T
@@ -108,20 +123,9 @@ func (r *registry[T]) drain() []*T {
 		if s.v != nil {
 			vs = append(vs, s.v)
 		}
-		s.used, s.v = false, nil
-		r.free = append(r.free, uint32(i))
-	}
-	return vs
-}
-
-// list returns the objects in use, leaving them in place.
-func (r *registry[T]) list() []*T {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var vs []*T
-	for i := range r.slots {
-		if s := &r.slots[i]; s.used && s.v != nil {
-			vs = append(vs, s.v)
+		if free {
+			s.used, s.v = false, nil
+			r.free = append(r.free, uint32(i))
 		}
 	}
 	return vs

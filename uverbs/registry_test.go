@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"sync"
 	"testing"
 )
@@ -68,6 +69,26 @@ func TestRegistryTags(t *testing.T) {
 	r.remove(tb) // after drain: ignored, and no slot freed twice
 	if n := len(r.free); n != len(r.slots) {
 		t.Fatalf("%d free slots of %d after drain and a late remove", n, len(r.slots))
+	}
+}
+
+// TestRegistryAbandon: a create's deferred abandon keeps the slot when
+// the create succeeded and frees it when it failed.
+func TestRegistryAbandon(t *testing.T) {
+	var r registry[int]
+	var err error
+	kept := r.reserve()
+	r.abandon(kept, &err)
+	err = errors.New("create failed")
+	lost := r.reserve()
+	r.abandon(lost, &err)
+	if len(r.free) != 1 || r.free[0] != uint32(lost) {
+		t.Fatalf("free slots %v after abandoning %#x, want just its slot", r.free, lost)
+	}
+	v := new(int)
+	r.set(kept, v)
+	if r.load(kept) != v || r.load(lost) != nil {
+		t.Fatal("the kept slot lost its object, or the abandoned one still answers")
 	}
 }
 

@@ -53,11 +53,7 @@ func (pd *PD) CreateSRQ(init SRQInit) (_ *SRQ, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.srqs.reserve()
-	defer func() {
-		if err != nil {
-			c.srqs.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.srqs.abandon(tag, &err) // a failed create frees the slot
 	req := abi.IbUverbsCreateSrq{UserHandle: tag, PdHandle: pd.handle, MaxWr: init.MaxWR, MaxSge: init.MaxSGE, SrqLimit: init.Limit}
 	var resp abi.IbUverbsCreateSrqResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_SRQ, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: c.cpuOnly}

@@ -94,11 +94,7 @@ func (pd *PD) CreateSRQEx(init SRQInitEx) (_ *SRQ, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.srqs.reserve()
-	defer func() {
-		if err != nil {
-			c.srqs.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.srqs.abandon(tag, &err) // a failed create frees the slot
 	var resp abi.IbUverbsCreateSrqResp
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_SRQ, abi.UVERBS_METHOD_SRQ_CREATE)
 	defer b.Release()
@@ -198,11 +194,7 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 	}
 	in, out := setup.Udata()
 	tag := c.qps.reserve()
-	defer func() {
-		if err != nil {
-			c.qps.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.qps.abandon(tag, &err) // a failed create frees the slot
 	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxSendSge: init.Cap.MaxSendSGE, MaxInlineData: init.Cap.MaxInlineData}
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	defer b.Release()
@@ -262,11 +254,7 @@ func (x *XRCD) CreateTargetQP() (_ *QP, err error) {
 	}
 	defer x.done()
 	tag := c.qps.reserve()
-	defer func() {
-		if err != nil {
-			c.qps.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.qps.abandon(tag, &err) // a failed create frees the slot
 	// The kernel creates the QP itself (no driver data: ib_create_qp).
 	// The ioctl method names the domain in its own attribute, and no PD
 	// or CQ; the write command puts the domain where the PD goes.
@@ -338,11 +326,7 @@ func (x *XRCD) OpenQP(qpn uint32) (_ *QP, err error) {
 	}
 	defer x.done()
 	tag := c.qps.reserve()
-	defer func() {
-		if err != nil {
-			c.qps.remove(tag) // no object was made: the tag's slot is free again
-		}
-	}()
+	defer c.qps.abandon(tag, &err) // a failed create frees the slot
 	req := abi.IbUverbsOpenQp{UserHandle: tag, PdHandle: x.handle, Qpn: qpn, QpType: uint8(QPTypeXRCTgt)}
 	var resp abi.IbUverbsCreateQpResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_OPEN_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp)}
