@@ -89,7 +89,8 @@ type Row struct {
 	// slow at once (every row 1.5-2.5x, on either side, for a run or two
 	// in a row: the host, not the program), and a median over five runs
 	// then says which side drew more slow runs; the fastest runs' ratio
-	// says what the code costs.
+	// is less swayed by them (though one boot's can still be, see
+	// docs/COST.md's session 21).
 	FastestRunNS int64 `json:"fastest_run_ns,omitempty"`
 	// PerSecond is messages per second (msg_rate rows only): 1e9/MeanNS.
 	PerSecond float64 `json:"per_second,omitempty"`
