@@ -10,7 +10,7 @@
 //
 //	ibvcost [-d dev] [-n calls] [-big-n calls] [-mr-max size] [-g gid-index]
 //	        [-json] [-svg file] [-compare files] [-labels a,b] [-load files]
-//	        [-overhead=false]
+//	        [-overhead=false] [-paths slow,fast,cm]
 //	        [-perf[=false]] [-v]
 //
 //	-d        device (default rxe0)
@@ -28,11 +28,16 @@
 //	          list of runs is merged) to print beside goverbs': a row's time
 //	          is the median of the runs' medians, its ratio that of the two
 //	          sides' figures, "best" the ratio of each side's fastest run
-//	          (under emulation a whole run can turn slow: see Row.FastestRunNS)
+//	          (under emulation a whole run can turn slow: see Row.FastestRunNS),
+//	          "paired" the median of the ratios of the i-th runs of each side
+//	          (runs made next to each other: see Row.RunMediansNS)
 //	-labels   the two sides' names in -compare's table and chart (default
 //	          goverbs,rdma-core; test/cost/compare.sh's BASE uses new,base
 //	          for goverbs beside an older goverbs)
 //	-load     goverbs' reports (-json output) to use instead of measuring
+//	-paths    the rows measured: slow, and any of fast and cm (default all
+//	          three); the rows of a path left out are listed as not measured.
+//	          verbs_cost's -p takes the same list
 //	-perf     count syscalls with the kernel's perf counters (default on; off
 //	          by default under QEMU TCG, where registering the tracepoint from a
 //	          multi-threaded process can crash the guest: see the last section)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,6 +226,60 @@ func TestCompareBest(t *testing.T) {
 	t.Errorf("no open_device row:\n%s", b.String())
 }
 
+// TestComparePaired: runs made next to each other are compared pair by
+// pair. goverbs' runs are 0.91x their rdma-core neighbours' in three pairs
+// of four; the fastest runs (from different moments) say 0.80.
+func TestComparePaired(t *testing.T) {
+	var gs, cs []*Report
+	for i, scale := range []float64{1.5, 4, 4, 1} {
+		gs = append(gs, sample("goverbs", scale, 6))
+		cs = append(cs, sample("rdma-core", []float64{1.65, 4.4, 2, 1.25}[i], 6))
+	}
+	g, err := merge(gs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := merge(cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := writeCompare(&b, g, c, defaultSides); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(line); len(f) > 5 && f[0] == "open_device" {
+			if f[4] != "0.80" || f[5] != "0.91" {
+				t.Errorf("open_device: best %s, paired %s; want 0.80 and 0.91:\n%s", f[4], f[5], line)
+			}
+			if pairedRatio(g.row("open_device").RunMediansNS, c.row("open_device").RunMediansNS[:3]) != 0 {
+				t.Error("pairedRatio paired runs of unequal counts")
+			}
+			return
+		}
+	}
+	t.Errorf("no open_device row:\n%s", b.String())
+}
+
+func TestParsePaths(t *testing.T) {
+	for _, c := range []struct {
+		in       string
+		fast, cm bool
+		ok       bool
+	}{
+		{"slow,fast,cm", true, true, true},
+		{"slow", false, false, true},
+		{"cm, slow", false, true, true},
+		{"fast,cm", false, false, false},
+		{"slow,fats", false, false, false},
+	} {
+		fast, cm, err := parsePaths(c.in)
+		if (err == nil) != c.ok || fast != c.fast || cm != c.cm {
+			t.Errorf("parsePaths(%q) = %v, %v, %v; want %v, %v, ok %v", c.in, fast, cm, err, c.fast, c.cm, c.ok)
+		}
+	}
+}
+
 func TestMerge(t *testing.T) {
 	a, b, c := sample("goverbs", 1, 6), sample("goverbs", 3, 6), sample("goverbs", 2, 6)
 	b.row("alloc_pd").Skipped = "gone"
@@ -235,8 +290,8 @@ func TestMerge(t *testing.T) {
 	if m.Runs != 3 || m.row("open_device").MedianNS != 200000 || m.row("open_device").N != 30 || m.row("open_device").Spread != 3 {
 		t.Errorf("merged open_device = %+v (runs %d)", *m.row("open_device"), m.Runs)
 	}
-	if r := m.row("open_device"); r.FastestRunNS != 100000 {
-		t.Errorf("merged open_device's fastest run %d, want 100000 (the first run's)", r.FastestRunNS)
+	if r := m.row("open_device"); r.FastestRunNS != 100000 || !slices.Equal(r.RunMediansNS, []int64{100000, 300000, 200000}) {
+		t.Errorf("merged open_device's fastest run %d, want 100000 (the first run's); runs %v, want in merge order", r.FastestRunNS, r.RunMediansNS)
 	}
 	if r := m.row("alloc_pd"); r.Skipped != "gone" || r.N != 0 {
 		t.Errorf("merged alloc_pd = %+v", *r)

@@ -38,6 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	load := fs.String("load", "", "read goverbs' report from `files` (-json output; a comma-separated list is merged) instead of measuring")
 	overhead := fs.Bool("overhead", true, "measure the uverbs.Recorder's overhead on the fast path")
 	verbose := fs.Bool("v", false, "print each row's name on stderr as it starts")
+	paths := fs.String("paths", "slow,fast,cm", "the `paths` measured: slow, and any of fast and cm (the slow path opens the device the others use)")
 	perf := fs.Bool("perf", true, "count syscalls with a perf counter on the raw_syscalls:sys_enter tracepoint (off by default under QEMU TCG: see doc)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: ibvcost [flags]\n\nMeasures what goverbs' slow-path verbs and fast-path operations cost; see `go doc ./cmd/ibvcost`.\n\n")
@@ -61,6 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ibvcost: -mr-max: %v\n", err)
 		return 2
 	}
+	p := plan{n: *n, bigN: *bigN, maxMR: maxMR, gid: *gid, overhead: *overhead}
+	if p.fast, p.cm, err = parsePaths(*paths); err != nil {
+		fmt.Fprintf(stderr, "ibvcost: -paths: %v\n", err)
+		return 2
+	}
 
 	status := 0
 	var rep *Report
@@ -74,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if *verbose {
 			progress = stderr
 		}
-		rep, err = measure(*dev, *n, *bigN, maxMR, *gid, *overhead, perfWhy, stderr, progress)
+		rep, err = measure(*dev, p, perfWhy, stderr, progress)
 		if err != nil {
 			fmt.Fprintf(stderr, "ibvcost: %v\n", err)
 			if rep == nil {
@@ -137,8 +143,44 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return status
 }
 
+// notMeasured is the reason of the rows of a path -paths left out (verbs_cost
+// -p gives the same).
+const notMeasured = "not measured (-paths)"
+
+// plan is what a measurement runs: the flags' values.
+type plan struct {
+	n, bigN  int   // timed calls a row, and a row of MRs of 16 MiB and more
+	maxMR    int64 // the largest MR registered
+	gid      int   // the source GID's index, -1 to choose
+	overhead bool  // measure the Recorder's overhead (after the fast path)
+	fast, cm bool  // measure the fast path's rows, the CM's rows
+}
+
+// parsePaths reads -paths: a comma-separated list that names slow and any
+// of fast and cm.
+func parsePaths(s string) (fast, cm bool, err error) {
+	slow := false
+	for _, p := range strings.Split(s, ",") {
+		switch strings.TrimSpace(p) {
+		case "slow":
+			slow = true
+		case "fast":
+			fast = true
+		case "cm":
+			cm = true
+		default:
+			return false, false, fmt.Errorf("unknown path %q (want slow, fast or cm)", p)
+		}
+	}
+	if !slow {
+		return false, false, fmt.Errorf("%q leaves out slow, whose rows open the device the others use", s)
+	}
+	return fast, cm, nil
+}
+
 // measure runs the workload on device name.
-func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, noPerf string, stderr, progress io.Writer) (*Report, error) {
+func measure(name string, p plan, noPerf string, stderr, progress io.Writer) (*Report, error) {
+	n, bigN, maxMR := p.n, p.bigN, p.maxMR
 	rep := &Report{Tool: "goverbs", Device: name, N: n, BigN: bigN, MaxMR: maxMR, Counted: countedCalls,
 		Kernel: kernelRelease(), CPU: cpuModel(), Clocksource: readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource")}
 	b := newBench(rep, specs())
@@ -161,7 +203,9 @@ func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, noPe
 		}
 	}
 	b.countPass = true
-	err = b.pass(dev, n, bigN, maxMR, gid, false, stderr)
+	counting := p
+	counting.overhead = false
+	err = b.pass(dev, counting, stderr)
 	if b.ctr != nil {
 		b.ctr.Close()
 		b.ctr = nil
@@ -171,14 +215,14 @@ func measure(name string, n, bigN int, maxMR int64, gid int, overhead bool, noPe
 		b.finish()
 		return rep, err
 	}
-	err = b.pass(dev, n, bigN, maxMR, gid, overhead, stderr)
+	err = b.pass(dev, p, stderr)
 	b.finish()
 	return rep, err
 }
 
 // pass runs the workload once.
-func (b *bench) pass(dev uverbs.Device, n, bigN int, maxMR int64, gid int, overhead bool, stderr io.Writer) error {
-	w := &workload{b: b, dev: dev, n: n, bigN: bigN, maxMR: maxMR, gidIndex: gid, overheadOn: overhead, stderr: stderr}
+func (b *bench) pass(dev uverbs.Device, p plan, stderr io.Writer) error {
+	w := &workload{b: b, dev: dev, n: p.n, bigN: p.bigN, maxMR: p.maxMR, gidIndex: p.gid, overheadOn: p.overhead, stderr: stderr}
 	defer func() {
 		if w.pd != nil {
 			w.pd.Close()
@@ -191,11 +235,15 @@ func (b *bench) pass(dev uverbs.Device, n, bigN int, maxMR int64, gid int, overh
 		b.skipRest("", "not reached: "+err.Error())
 		return err
 	}
-	if why := w.fastPath(); why != "" {
+	if !p.fast {
+		b.skipRest("fast", notMeasured)
+	} else if why := w.fastPath(); why != "" {
 		b.rep.FastPath = why
 		b.skipRest("fast", "no fast path (see fast_path)")
 	}
-	if err := w.cmRows(); err != nil {
+	if !p.cm {
+		b.skipRest("cm", notMeasured)
+	} else if err := w.cmRows(); err != nil {
 		b.skipRest("cm", "not reached: "+err.Error())
 	}
 	return nil

@@ -85,6 +85,7 @@ func merge(reps []*Report) (*Report, error) {
 		} else {
 			row.MedianNS, row.P99NS, row.MeanNS = medianI(med), medianI(p99), medianI(mean)
 			row.FastestRunNS = slices.Min(med)
+			row.RunMediansNS = med
 			if lo := row.FastestRunNS; lo > 0 {
 				row.Spread = float64(slices.Max(med)) / float64(lo)
 			}

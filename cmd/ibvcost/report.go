@@ -92,6 +92,12 @@ type Row struct {
 	// is less swayed by them (though one boot's can still be, see
 	// docs/COST.md's session 21).
 	FastestRunNS int64 `json:"fastest_run_ns,omitempty"`
+	// RunMediansNS, in a merged report, is each run's median in the order
+	// the runs were merged. compare.sh runs the two tools alternately, so
+	// the i-th run of one side ran next to the i-th of the other: the
+	// table's paired ratio (the median of the i-th runs' ratios) compares
+	// runs that shared the host's state of the moment.
+	RunMediansNS []int64 `json:"run_medians_ns,omitempty"`
 	// PerSecond is messages per second (msg_rate rows only): 1e9/MeanNS.
 	PerSecond float64 `json:"per_second,omitempty"`
 	// Syscalls is what the kernel counted on the calling thread, per call

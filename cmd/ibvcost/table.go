@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -197,8 +198,8 @@ const unstable = 3.0
 func writeCompare(w io.Writer, g, c *Report, s sides) error {
 	fmt.Fprintln(w, header(g))
 	fmt.Fprintln(w, header(c))
-	const f = "%-26s %9s %9s %6s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
-	fmt.Fprintf(w, f, "row", s.a, s.b, "go/rc", "best", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
+	const f = "%-26s %9s %9s %6s %6s %6s %9s %9s %6s %6s%1s  %-11s %-11s%s\n"
+	fmt.Fprintf(w, f, "row", s.a, s.b, "go/rc", "best", "paired", "p99 go", "p99 rc", "sys go", "sys rc", "", "tr go", "tr rc", "")
 	var differ []string
 	unsteady := 0
 	path := ""
@@ -206,7 +207,7 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 		gr := &g.Rows[i]
 		if gr.Path != path {
 			path = gr.Path
-			fmt.Fprintf(w, "%s path (median, p99: wall time per call; best: the ratio of the fastest runs' medians; sys: syscalls per call; tr: their transport)\n", path)
+			fmt.Fprintf(w, "%s path (median, p99: wall time per call; best: the ratio of the fastest runs' medians; paired: the median of the i-th runs' ratios; sys: syscalls per call; tr: their transport)\n", path)
 		}
 		cr := c.row(gr.Name)
 		if cr == nil {
@@ -242,6 +243,12 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 		if gr.Skipped == "" && cr.Skipped == "" && gr.FastestRunNS > 0 && cr.FastestRunNS > 0 {
 			best = sig3(float64(gr.FastestRunNS) / float64(cr.FastestRunNS))
 		}
+		paired := "-"
+		if gr.Skipped == "" && cr.Skipped == "" {
+			if p := pairedRatio(gr.RunMediansNS, cr.RunMediansNS); p > 0 {
+				paired = sig3(p)
+			}
+		}
 		mark := ""
 		if gr.Skipped == "" && cr.Skipped == "" && gr.Syscalls != nil && cr.Syscalls != nil && !sameCounts(gr.Syscalls, cr.Syscalls) {
 			mark = "≠"
@@ -256,7 +263,7 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 		case cr.Skipped != "":
 			note = "  " + s.b + " skipped: " + cr.Skipped
 		}
-		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio, best,
+		fmt.Fprintf(w, f, gr.Name, cell(gr, gr.MedianNS), cell(cr, cr.MedianNS), ratio, best, paired,
 			cell(gr, gr.P99NS), cell(cr, cr.P99NS), sys(gr), sys(cr), mark, tr(gr), tr(cr), note)
 	}
 	if unsteady > 0 {
@@ -279,6 +286,27 @@ func writeCompare(w io.Writer, g, c *Report, s sides) error {
 	writeRatios(w, g, c, s)
 	writeOverhead(w, g)
 	return nil
+}
+
+// pairedRatio is the median over i of a[i]/b[i], the ratios of runs made
+// next to each other (see Row.RunMediansNS); 0 unless both sides have the
+// same number of runs, at least two, all measured.
+func pairedRatio(a, b []int64) float64 {
+	if len(a) < 2 || len(a) != len(b) {
+		return 0
+	}
+	r := make([]float64, len(a))
+	for i := range a {
+		if a[i] <= 0 || b[i] <= 0 {
+			return 0
+		}
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	slices.Sort(r)
+	if n := len(r); n%2 == 0 {
+		return (r[n/2-1] + r[n/2]) / 2
+	}
+	return r[len(r)/2]
 }
 
 // sameCounts compares what two calls did, up to rounding.

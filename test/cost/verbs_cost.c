@@ -5,6 +5,7 @@
  * against Debian's libibverbs-dev.
  *
  *   verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]
+ *              [-p slow,fast,cm]   the paths measured (ibvcost's -paths)
  *   verbs_cost -H     hold the syscall tracepoint registered until killed
  *
  * The workload runs twice. The counting pass makes COUNTED calls of every
@@ -1287,14 +1288,24 @@ static void cm_rows(void)
 	cms_listen = NULL, cms_ch = NULL;
 }
 
+/* The paths measured (-p: slow and any of fast and cm). */
+static int do_fast = 1, do_cm = 1;
+static const char not_measured[] = "not measured (-paths)"; /* ibvcost's words */
+
 static void run_pass(void)
 {
 	fast_path[0] = 0;
 	slow_path();
-	fast();
+	if (do_fast)
+		fast();
+	else
+		skip_rest("fast", not_measured);
 	if (fast_path[0])
 		skip_rest("fast", "no fast path (see fast_path)");
-	cm_rows();
+	if (do_cm)
+		cm_rows();
+	else
+		skip_rest("cm", not_measured);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	pd = NULL;
@@ -1409,8 +1420,28 @@ int main(int argc, char **argv)
 {
 	const char *name = "rxe0";
 	int o, hold = 0;
-	while ((o = getopt(argc, argv, "d:n:b:m:g:H")) != -1) {
+	while ((o = getopt(argc, argv, "d:n:b:m:g:p:H")) != -1) {
 		switch (o) {
+		case 'p': {
+			/* ibvcost's -paths: slow must be there. */
+			char *list = strdup(optarg), *save = NULL;
+			int slow = 0;
+			do_fast = do_cm = 0;
+			for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+				if (!strcmp(t, "slow"))
+					slow = 1;
+				else if (!strcmp(t, "fast"))
+					do_fast = 1;
+				else if (!strcmp(t, "cm"))
+					do_cm = 1;
+				else
+					die("-p: unknown path %s (want slow, fast or cm)", t);
+			}
+			if (!slow)
+				die("-p: %s leaves out slow, whose rows open the device the others use", optarg);
+			free(list);
+			break;
+		}
 		case 'H': hold = 1; break;
 		case 'd': name = optarg; break;
 		case 'n': n_calls = atoi(optarg); break;
@@ -1418,7 +1449,7 @@ int main(int argc, char **argv)
 		case 'm': max_mr = atoll(optarg); break;
 		case 'g': gid_index = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]\n"
+			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index] [-p slow,fast,cm]\n"
 					"       verbs_cost -H\n");
 			return 2;
 		}
