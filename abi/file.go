@@ -74,7 +74,7 @@ type File struct {
 	fd       int
 	state    atomic.Uint64 // fdClosed | syscalls made through a reference | references held
 	k        kernel.Kernel
-	quick    quickIoctler // the real kernel's raw ioctl, for Ioctl.Quick calls; nil on a fake
+	quick    bool // the real kernel: Ioctl.Quick calls are raw syscalls (realKernel.IoctlQuick); false on a fake
 	path     string
 	driverID uint32
 
@@ -141,13 +141,8 @@ func Open(path string, driverID uint32) (*File, error) {
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	f.fd, f.k, f.quick = fd, realKernel{}, realKernel{}
+	f.fd, f.k, f.quick = fd, realKernel{}, true
 	return f, nil
-}
-
-// quickIoctler is the raw form of Kernel.Ioctl (realKernel.IoctlQuick).
-type quickIoctler interface {
-	IoctlQuick(fd int, req uint, arg []byte) error
 }
 
 // Path is the character device the file was opened from.

@@ -171,11 +171,18 @@ type verbTransport struct {
 }
 
 func (c *Context) noteTransport(verb string, tr abi.Transport) {
-	key := uint64(stringAddr(verb))<<2 | uint64(tr&3)
-	slot := &c.transportSeen[(stringAddr(verb)>>3)%uintptr(len(c.transportSeen))]
-	if slot.Load() == key {
-		return
+	a := stringAddr(verb)
+	if c.transportSeen[(a>>3)%uintptr(len(c.transportSeen))].Load() != uint64(a)<<2|uint64(tr&3) {
+		c.noteTransportSlow(verb, tr)
 	}
+}
+
+// noteTransportSlow is noteTransport's record of a verb's first call or a
+// change: out of line, so that the check above inlines into every call.
+func (c *Context) noteTransportSlow(verb string, tr abi.Transport) {
+	a := stringAddr(verb)
+	key := uint64(a)<<2 | uint64(tr&3)
+	slot := &c.transportSeen[(a>>3)%uintptr(len(c.transportSeen))]
 	// Slots are written only here, under the lock, once the list says
 	// what they say: a hit never hides a change.
 	c.transportsMu.Lock()
@@ -226,14 +233,19 @@ func (c *Context) ioctlOr(verb string, b *abi.Ioctl, via abi.Transport, fallback
 		return abi.TransportNone, &OpError{Verb: verb, Device: c.dev.Name, Err: ErrClosed}
 	}
 	err := c.file.Ioctl(b)
-	if abi.IsNoIoctl(err) && fallback != nil {
+	if err != nil && abi.IsNoIoctl(err) && fallback != nil {
 		c.noteTransport(verb, via)
 		return via, opError(verb, c.dev.Name, via, fallback())
 	}
 	c.noteTransport(verb, abi.TransportIoctl)
-	in, out := b.Sizes()
-	c.noteCommand(verb, abi.TransportIoctl, in, out)
-	return abi.TransportIoctl, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+	if c.rec.Load() != nil {
+		in, out := b.Sizes()
+		c.noteCommand(verb, abi.TransportIoctl, in, out)
+	}
+	if err != nil {
+		return abi.TransportIoctl, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+	}
+	return abi.TransportIoctl, nil
 }
 
 // getContext runs GET_CONTEXT: by ioctl (then the async fd is allocated
@@ -417,9 +429,16 @@ func (k kernelOps) QueryGID(port, index int) ([16]byte, error) {
 // query a program repeats skips the builder's set-up (abi.Prepared). Two
 // first uses at once may both build one; the first stored is kept.
 func (c *Context) prepared(slot *atomic.Pointer[abi.Prepared], object, method uint16, build func(*abi.Ioctl)) *abi.Prepared {
-	if p := slot.Load(); p != nil {
-		return p
+	p := slot.Load()
+	if p == nil {
+		p = preparedFirst(slot, object, method, build)
 	}
+	return p
+}
+
+// preparedFirst is prepared's first use, out of line so that the load
+// above inlines into the verbs.
+func preparedFirst(slot *atomic.Pointer[abi.Prepared], object, method uint16, build func(*abi.Ioctl)) *abi.Prepared {
 	slot.CompareAndSwap(nil, abi.NewPrepared(object, method, build))
 	return slot.Load()
 }

@@ -174,11 +174,16 @@ type span struct {
 // span's end only when it records (`if sp := c.begin(v); sp.rec != nil
 // { defer ... }`): unconditionally, the deferred closure cost a command
 // ~100 instructions with the Recorder off.
-func (c *Context) begin(verb string) span {
-	rec := c.rec.Load()
-	if rec == nil {
-		return span{}
+func (c *Context) begin(verb string) (s span) {
+	if rec := c.rec.Load(); rec != nil {
+		s = c.beginRecorded(rec, verb)
 	}
+	return s
+}
+
+// beginRecorded is begin with a Recorder attached: out of line, so that
+// begin inlines into every verb.
+func (c *Context) beginRecorded(rec *Recorder, verb string) span {
 	return span{rec: rec, file: c.file, verb: verb, t0: nanotime(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
 }
 

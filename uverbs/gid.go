@@ -101,7 +101,9 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	}
 	es = make([]GIDEntry, 0, n)
 	for i := 0; i < int(n); i++ {
-		es = append(es, decodeGIDEntry(buf[i*gidEntrySize:(i+1)*gidEntrySize], c.netdevName))
+		e := decodeGIDEntry(buf[i*gidEntrySize : (i+1)*gidEntrySize])
+		e.Netdev = c.netdevName(e.NetdevIndex)
+		es = append(es, e)
 	}
 	sort.SliceStable(es, func(i, j int) bool {
 		if es[i].Port != es[j].Port {
@@ -132,7 +134,6 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	}
 	p := c.prepared(&c.gidQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, buildGIDQuery)
 	b := p.Take()
-	defer p.Done(b)
 	b.SetUint64(gidQueryPort, uint64(port))
 	b.SetUint64(gidQueryIndex, uint64(index))
 	var e GIDEntry
@@ -140,14 +141,24 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 		e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
 		return err
 	})
-	if err != nil || tr != abi.TransportIoctl {
+	if err == nil && tr == abi.TransportIoctl {
+		if entry := b.Output(gidQueryEntry); len(entry) == gidEntrySize {
+			e = decodeGIDEntry(entry)
+		} else {
+			err = opError(verb, c.dev.Name, abi.TransportIoctl, errors.New("kernel did not write the GID entry"))
+		}
+	}
+	// Given back here rather than deferred: this is the cheapest command,
+	// where a deferred call is a visible part of the cost; nothing above
+	// panics short of a runtime fault.
+	p.Done(b)
+	if err != nil {
 		return e, err
 	}
-	entry := b.Output(gidQueryEntry)
-	if len(entry) != gidEntrySize {
-		return GIDEntry{}, opError(verb, c.dev.Name, abi.TransportIoctl, errors.New("kernel did not write the GID entry"))
+	if tr == abi.TransportIoctl {
+		e.Netdev = c.netdevName(e.NetdevIndex)
 	}
-	return decodeGIDEntry(entry, c.netdevName), nil
+	return e, nil
 }
 
 // QUERY_GID_ENTRY's attributes, in the order buildGIDQuery adds them.
@@ -205,15 +216,15 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	return p, opError(verb, c.dev.Name, abi.TransportNone, err)
 }
 
-// decodeGIDEntry decodes one struct ib_uverbs_gid_entry.
-func decodeGIDEntry(b []byte, netdevName func(int) string) GIDEntry {
+// decodeGIDEntry decodes one struct ib_uverbs_gid_entry; the caller names
+// the netdev (Context.netdevName).
+func decodeGIDEntry(b []byte) GIDEntry {
 	var e GIDEntry
 	copy(e.GID[:], b[0:16])
 	e.Index = int(ne.Uint32(b[16:]))
 	e.Port = int(ne.Uint32(b[20:]))
 	e.Type = GIDType(ne.Uint32(b[24:]))
 	e.NetdevIndex = int(ne.Uint32(b[28:]))
-	e.Netdev = netdevName(e.NetdevIndex)
 	return e
 }
 
