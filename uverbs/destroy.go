@@ -176,7 +176,7 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 	s := destroyShape{method, respAttr, len(resp), write.Quick}
 	var b *abi.Ioctl
 	if int(object) < len(c.destroys) {
-		if k := abi.Keep(&c.destroys[object], s, object, method); k.Shape == s {
+		if k := abi.Keep(&c.destroys[object], s, object, method); k.Shape.same(s) {
 			b = k.P.Take()
 			defer k.P.Done(b)
 		}
@@ -224,6 +224,12 @@ type destroyShape struct {
 	respAttr uint16
 	respLen  int
 	quick    bool
+}
+
+// same is s == o, field by field (the compiler's == of a struct with
+// padding is a call: see abi's invokeShape.same).
+func (s destroyShape) same(o destroyShape) bool {
+	return s.method == o.method && s.respAttr == o.respAttr && s.respLen == o.respLen && s.quick == o.quick
 }
 
 // Build adds the handle (attribute 0, set per call) and the response
