@@ -130,6 +130,57 @@ func TestPollRacesClose(t *testing.T) {
 	}
 }
 
+// TestReleaseWaitsForPoll: Close and Resize unmap the old queue only once
+// the Polls counted on the old state have left, and a Poll that loads a
+// state already replaced leaves without counting itself for long.
+func TestReleaseWaitsForPoll(t *testing.T) {
+	fk, c := testContext(t)
+	for _, resize := range []bool{false, true} {
+		cq, _ := testCQ(t, fk, c, 8, 7)
+		s := cq.st.Load()
+		q := s.q
+		s.readers.Add(1) // a Poll between its state check and its last read
+		done := make(chan error, 1)
+		go func() {
+			if !resize {
+				done <- cq.Close()
+				return
+			}
+			st, err := cq.Resize(15)
+			if err != nil {
+				done <- err
+				return
+			}
+			_, out := st.Udata()
+			putMI(out, fk.addQueue(16, 7))
+			_, err = st.Complete(15)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("resize %v: returned (%v) while a Poll was reading", resize, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if cq.st.Load() == s {
+			t.Fatalf("resize %v: the state was not replaced before the wait", resize)
+		}
+		if q.mem == nil {
+			t.Fatalf("resize %v: the queue was unmapped under a reader", resize)
+		}
+		var wc [1]provider.WorkCompletion
+		if _, err := cq.Poll(wc[:]); resize != (err == nil) {
+			t.Errorf("resize %v: a Poll during the wait: %v", resize, err)
+		}
+		s.readers.Add(-1)
+		if err := <-done; err != nil {
+			t.Fatalf("resize %v: %v", resize, err)
+		}
+		if q.mem != nil || s.readers.Load() != 0 {
+			t.Errorf("resize %v: after the wait, queue mapped %v, readers %d", resize, q.mem != nil, s.readers.Load())
+		}
+	}
+}
+
 // TestCQResizeRemapFails: the kernel switched the CQ to a new queue that
 // cannot be mapped. Poll must then say so (not ErrClosed, not a nil
 // dereference, not silence), and a later successful resize recovers.

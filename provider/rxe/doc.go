@@ -55,11 +55,11 @@
 // concurrent use: each queue has a mutex, held while the list is checked
 // and copied into the queue (not across the doorbell write). One goroutine
 // polls a CQ at a time; Poll takes no lock and may run concurrently with the
-// CQ's Resize and Close: they replace the CQ's state atomically and retire
-// the old queue by moving a private copy of it over its mapping (mremap),
-// so a Poll in flight reads real entries, never unmapped memory, and
-// publishes nothing if its state was replaced; the copy is unmapped once no
-// Poll can hold it (runtime.AddCleanup). Every fast-path method of a closed
+// CQ's Resize and Close: they replace the CQ's state atomically, wait for
+// the Polls that counted themselves on the old state (two atomic adds a
+// Poll) and then unmap the old queue, so a Poll in flight reads real
+// entries, never unmapped memory, and publishes nothing if its state was
+// replaced. Every fast-path method of a closed
 // object returns an error wrapping provider.ErrClosed. A resize whose new
 // queue cannot be mapped leaves Poll returning that error until another
 // resize succeeds.

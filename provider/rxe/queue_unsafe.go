@@ -6,7 +6,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -143,21 +142,6 @@ func (q *queue) close() error {
 	}
 	if err := q.f.Munmap(mem); err != nil {
 		return fmt.Errorf("rxe: unmapping a queue of %d bytes: %w", len(mem), err)
-	}
-	return nil
-}
-
-// retire releases a mapped queue that a lock-free reader (CQ.Poll) may
-// still be reading (package retire: replaced by zeroed memory now, unmapped
-// once q is unreachable). Such a reader sees its CQ state replaced before
-// it publishes anything (CQ.Poll), so what it read is discarded; it keeps q
-// alive (runtime.KeepAlive) for as long as it reads.
-func (q *queue) retire() error {
-	if q == nil || q.mem == nil || q.f == nil {
-		return nil
-	}
-	if err := retire.Mapping(q, q.f, q.mem); err != nil {
-		return fmt.Errorf("rxe: %w", err)
 	}
 	return nil
 }
