@@ -2,7 +2,8 @@
  * slowloop.c: test/perf/slowloop (main.go) through rdma-core's libibverbs: one
  * slow-path verb N times on a device, for test/perf/slowloop.sh.
  *   slowloop DEVICE VERB N [ADDR]
- * (VERB: query_device, query_port, query_gid, pd, open; cm_id, cm_resolve
+ * (VERB: query_device, query_port, query_gid, pd, cq, mr (reg and dereg of 4 KiB),
+ * modify (RESET -> INIT -> RESET of an RC QP), open; cm_id, cm_resolve
  * through librdmacm on one event channel, as main.go says.)
  * It prints the loop's mean wall time per call (set-up excluded).
  */
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 static long long now_ns(void)
@@ -23,7 +25,15 @@ static long long now_ns(void)
 
 static void report(const char *verb, int n, long long t0)
 {
-	printf("slowloop rdma-core %s %d calls: %lld ns/call\n", verb, n, (now_ns() - t0) / (n > 0 ? n : 1));
+	long long d = now_ns() - t0;
+	struct rusage ru;
+
+	/* The process's page faults and context switches so far (set-up
+	 * included): two runs' difference is the loop's. */
+	getrusage(RUSAGE_SELF, &ru);
+	printf("slowloop rdma-core %s %d calls: %lld ns/call; minflt %ld, nvcsw %ld, nivcsw %ld, utime %ld us, stime %ld us\n",
+	       verb, n, d / (n > 0 ? n : 1), ru.ru_minflt, ru.ru_nvcsw, ru.ru_nivcsw,
+	       ru.ru_utime.tv_sec * 1000000L + ru.ru_utime.tv_usec, ru.ru_stime.tv_sec * 1000000L + ru.ru_stime.tv_usec);
 }
 
 /* wait_event takes the channel's next event, which must be want. */
@@ -112,6 +122,15 @@ int main(int argc, char **argv)
 	ctx = ibv_open_device(dev);
 	if (!ctx)
 		return 1;
+	/* mr and modify's objects, made before the loop (as main.go does). */
+	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
+	struct ibv_cq *cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	static char buf[4096] __attribute__((aligned(4096)));
+	struct ibv_qp_init_attr qa = { .send_cq = cq0, .recv_cq = cq0, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *qp0 = pd0 && cq0 ? ibv_create_qp(pd0, &qa) : NULL;
+	if (!qp0)
+		return 1;
 	long long t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		int err = 0;
@@ -130,6 +149,16 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[2], "cq")) {
 			struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
 			err = !cq || ibv_destroy_cq(cq);
+		} else if (!strcmp(argv[2], "mr")) {
+			struct ibv_mr *mr = ibv_reg_mr(pd0, buf, sizeof buf,
+						       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+			err = !mr || ibv_dereg_mr(mr);
+		} else if (!strcmp(argv[2], "modify")) {
+			struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+						 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };
+			err = ibv_modify_qp(qp0, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+			struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
+			err = err || ibv_modify_qp(qp0, &r, IBV_QP_STATE);
 		} else {
 			fprintf(stderr, "slowloop: no verb %s\n", argv[2]);
 			return 2;
