@@ -37,9 +37,9 @@ func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 // hands the entry back to the kernel.
 //
 // Poll has a single caller at a time (one poller per CQ), takes no lock
-// and may run concurrently with Close from any goroutine: Close retires
-// the mapping (replaced by zeroed memory, unmapped once no Poll can hold
-// it). Arm may run from any goroutine.
+// and may run concurrently with Close from any goroutine: Close replaces
+// the state, waits for the Polls and Arms counted on the old one and only
+// then unmaps the ring. Arm may run from any goroutine.
 type CQ struct {
 	c      *Context
 	handle uint32
@@ -55,6 +55,30 @@ type cqState struct {
 	r   *ring
 	get uint32 // owned by the poller
 	err error
+	// readers counts the Polls and Arms using r: Close waits for them
+	// before it unmaps r (release; rxe's CQ does the same, and says why).
+	readers atomic.Int32
+}
+
+// enter counts a reader on s, the state cq.st held a moment ago, and
+// reports whether s is still current; if not, the reader is uncounted
+// again and must not touch s.r (Close may have unmapped it already).
+func (cq *CQ) enter(s *cqState) bool {
+	s.readers.Add(1)
+	if cq.st.Load() != s {
+		s.readers.Add(-1)
+		return false
+	}
+	return true
+}
+
+// release unmaps s's ring once no Poll or Arm uses it; s has been
+// replaced (Close, cq.mu held), so new readers leave at enter.
+func (s *cqState) release() error {
+	for s.readers.Load() != 0 {
+		runtime.Gosched()
+	}
+	return s.r.close()
 }
 
 var _ provider.CQ = (*CQ)(nil)
@@ -72,6 +96,12 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	if cq.c.lost.Load() {
 		return 0, errDeviceLost
 	}
+	if !cq.enter(s) {
+		if cur := cq.st.Load(); cur.r == nil {
+			return 0, cur.err
+		}
+		return 0, nil
+	}
 	get := s.get
 	n := 0
 	for ; n < len(wc); n++ {
@@ -81,7 +111,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 			break
 		}
 		if cq.st.Load() != s {
-			break // closed meanwhile: r is a zeroed copy from now on
+			break // closed meanwhile: the kernel CQ is gone
 		}
 		// The completion, written field by field (toWC, by hand: it is
 		// too big to inline, and a composite literal is built on the
@@ -106,7 +136,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		w.Store(0) // release: the kernel may reuse the entry
 		get++
 	}
-	runtime.KeepAlive(r)
+	s.readers.Add(-1)
 	if n == 0 {
 		if cur := cq.st.Load(); cur.r == nil {
 			return 0, cur.err
@@ -171,8 +201,11 @@ func (cq *CQ) Arm(solicitedOnly bool) error {
 	if solicitedOnly {
 		v = abi.SIW_NOTIFY_SOLICITED
 	}
+	if !cq.enter(s) {
+		return cq.st.Load().err // closed meanwhile (siw has no resize)
+	}
 	s.r.ctrl().Store(v)
-	runtime.KeepAlive(s.r)
+	s.readers.Add(-1)
 	return nil
 }
 
@@ -184,8 +217,9 @@ func (cq *CQ) Resize(int) (provider.Setup[uint32, struct{}], error) {
 	return nil, fmt.Errorf("siw: resize CQ: %w", provider.ErrNotSupported)
 }
 
-// Close retires the ring; uverbs calls it after the kernel CQ is
-// destroyed. Every later Poll and Arm returns ErrClosed.
+// Close unmaps the ring once the Polls and Arms using it have left;
+// uverbs calls it after the kernel CQ is destroyed. Every later Poll and
+// Arm returns ErrClosed.
 func (cq *CQ) Close() error {
 	cq.mu.Lock()
 	defer cq.mu.Unlock()
@@ -195,7 +229,7 @@ func (cq *CQ) Close() error {
 	}
 	cq.st.Store(&cqState{err: errCQClosed})
 	if old.r != nil {
-		return old.r.retire()
+		return old.release()
 	}
 	return nil
 }

@@ -118,11 +118,11 @@
 // PostSend's doorbell as libsiw holds its lock; a spin lock for a receive
 // queue, whose critical section is a few dozen instructions, as libsiw's
 // is). One goroutine polls a CQ at a time; Poll takes no
-// lock and may run concurrently with Close, which retires the ring by
-// replacing its mapping with private zeroed memory (abi.File.Unshare) and
-// unmaps that once no Poll can hold it (runtime.AddCleanup). Every
-// fast-path method of a closed object returns an error wrapping
-// provider.ErrClosed. siw CQs cannot be resized.
+// lock and may run concurrently with Close, which replaces the CQ's state,
+// waits for the Polls and Arms that counted themselves on the old one (two
+// atomic adds each) and then unmaps the ring, so no reader touches
+// unmapped memory. Every fast-path method of a closed object returns an
+// error wrapping provider.ErrClosed. siw CQs cannot be resized.
 //
 // It owns siw's driver data, its kernel-mapped rings and its write()
 // doorbell, and imports provider and abi; never uverbs.

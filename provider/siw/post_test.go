@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
@@ -429,6 +430,46 @@ func TestPollArm(t *testing.T) {
 	}
 	if _, err := cq.Resize(8); !errors.Is(err, provider.ErrNotSupported) {
 		t.Errorf("Resize: %v", err)
+	}
+}
+
+// TestCloseWaitsForReaders: Close unmaps the ring only once the Polls and
+// Arms counted on the old state have left; meanwhile new ones see the
+// CQ closed and do not touch the ring.
+func TestCloseWaitsForReaders(t *testing.T) {
+	fk, c := testContext(t)
+	cq, _ := testCQ(t, fk, c, 4)
+	s := cq.st.Load()
+	r := s.r
+	if !cq.enter(s) { // a Poll or Arm between its check and its last access
+		t.Fatal("enter refused the current state")
+	}
+	done := make(chan error, 1)
+	go func() { done <- cq.Close() }()
+	select {
+	case err := <-done:
+		t.Fatalf("Close returned (%v) while a reader was counted", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if r.mem == nil {
+		t.Fatal("the ring was unmapped under a reader")
+	}
+	wc := make([]provider.WorkCompletion, 1)
+	if _, err := cq.Poll(wc); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Poll during Close's wait: %v", err)
+	}
+	if err := cq.Arm(false); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("Arm during Close's wait: %v", err)
+	}
+	if cq.enter(s) {
+		t.Error("enter accepted a replaced state")
+	}
+	s.readers.Add(-1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.mem != nil || s.readers.Load() != 0 {
+		t.Errorf("after the wait: ring mapped %v, readers %d", r.mem != nil, s.readers.Load())
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
-	"github.com/goverbs/goverbs/provider/internal/retire"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -143,19 +142,6 @@ func (r *ring) close() error {
 	}
 	if err := r.f.Munmap(mem); err != nil {
 		return fmt.Errorf("siw: unmapping a ring of %d bytes: %w", len(mem), err)
-	}
-	return nil
-}
-
-// retire releases a mapped ring that a lock-free reader (CQ.Poll) may still
-// be reading (package retire: replaced by zeroed memory now, so a reader in
-// flight finds no valid flag; unmapped once r is unreachable).
-func (r *ring) retire() error {
-	if r == nil || r.mem == nil || r.f == nil {
-		return nil
-	}
-	if err := retire.Mapping(r, r.f, r.mem); err != nil {
-		return fmt.Errorf("siw: %w", err)
 	}
 	return nil
 }
