@@ -88,7 +88,6 @@ type File struct {
 
 	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)
 	mappings atomic.Uint64 // the mmap and munmap calls among syscalls
-	cleanups atomic.Uint64 // munmaps run by the garbage collector's cleanups (not in syscalls)
 }
 
 // File.state: bit 63 is the closed bit, bits 20-62 count the syscalls
@@ -264,30 +263,6 @@ func (f *File) Munmap(b []byte) error {
 	f.mappings.Add(1)
 	return f.k.Munmap(b)
 }
-
-// Unshare replaces a mapping made by Mmap, in place and atomically, by
-// private zeroed memory of the same size (one mmap with MAP_FIXED): the
-// kernel's pages and its reference on the file are released now, while a
-// lock-free reader still holding the addresses reads zeros instead of
-// faulting. The memory stays until Munmap. Like Munmap it names no
-// descriptor and works after Close.
-func (f *File) Unshare(b []byte) error {
-	f.syscalls.Add(1)
-	f.mappings.Add(1)
-	return f.k.Unshare(b)
-}
-
-// MunmapCleanup is Munmap for a runtime cleanup (runtime.AddCleanup): it
-// runs when the garbage collector says so, not when a verb does, so it is
-// counted in Cleanups and not in Syscalls, which stays the exact cost of
-// the verbs called.
-func (f *File) MunmapCleanup(b []byte) error {
-	f.cleanups.Add(1)
-	return f.k.Munmap(b)
-}
-
-// Cleanups counts the munmap syscalls made by MunmapCleanup.
-func (f *File) Cleanups() uint64 { return f.cleanups.Load() }
 
 // Close closes the command file. Calls that have not started fail with
 // ErrClosed from now on; Close waits for the syscalls in flight to return,

@@ -15,7 +15,6 @@ func (nopKernel) Write(_ int, p []byte) (int, error)    { return len(p), nil }
 func (nopKernel) Doorbell(_ int, p []byte) (int, error) { return len(p), nil }
 func (nopKernel) Mmap(int, int64, int) ([]byte, error)  { return nil, nil }
 func (nopKernel) Munmap([]byte) error                   { return nil }
-func (nopKernel) Unshare([]byte) error                  { return nil }
 func (nopKernel) Close(int) error                       { return nil }
 
 func BenchmarkDoorbell(b *testing.B) {

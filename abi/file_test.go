@@ -110,8 +110,7 @@ func (k *closeKernel) Mmap(int, int64, int) ([]byte, error) {
 	return make([]byte, 8), nil
 }
 
-func (k *closeKernel) Munmap([]byte) error  { return nil }
-func (k *closeKernel) Unshare([]byte) error { return nil }
+func (k *closeKernel) Munmap([]byte) error { return nil }
 
 func (k *closeKernel) Close(int) error {
 	if n := k.inFlight.Load(); n != 0 {

@@ -64,7 +64,7 @@ func (realKernel) Doorbell(fd int, p []byte) (int, error) {
 	return int(n), nil
 }
 
-// Mmap, Munmap and Unshare are raw syscalls (no entersyscall/exitsyscall),
+// Mmap and Munmap are raw syscalls (no entersyscall/exitsyscall),
 // by Ioctl.Quick's rule: mapping a queue or a doorbell page is page-table
 // work the kernel does on the CPU, and a page fault can block as long.
 // As ordinary syscalls they were the last ones left in creating and
@@ -87,15 +87,6 @@ func (realKernel) Munmap(b []byte) error {
 		return unix.EINVAL
 	}
 	return rawMunmap(unsafe.Pointer(unsafe.SliceData(b)), uintptr(cap(b)))
-}
-
-func (realKernel) Unshare(b []byte) error {
-	if len(b) == 0 {
-		return nil
-	}
-	_, err := rawMmap(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)), unix.PROT_READ|unix.PROT_WRITE,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED, -1, 0)
-	return err
 }
 
 func (realKernel) Close(fd int) error { return unix.Close(fd) }

@@ -76,7 +76,6 @@ func (k *fakeKernel) Write(fd int, p []byte) (int, error) {
 }
 func (k *fakeKernel) Mmap(int, int64, int) ([]byte, error) { return nil, unix.ENODEV }
 func (k *fakeKernel) Munmap([]byte) error                  { return nil }
-func (k *fakeKernel) Unshare([]byte) error                 { return nil }
 func (k *fakeKernel) Close(int) error                      { return nil }
 
 func openFake(t *testing.T, k *fakeKernel) *File {

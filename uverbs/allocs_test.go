@@ -50,7 +50,6 @@ func (k *ioctlKernel) Write(int, []byte) (int, error)       { return 0, unix.ENO
 func (k *ioctlKernel) Doorbell(int, []byte) (int, error)    { return 0, unix.ENOSYS }
 func (k *ioctlKernel) Mmap(int, int64, int) ([]byte, error) { return nil, unix.ENODEV }
 func (k *ioctlKernel) Munmap([]byte) error                  { return nil }
-func (k *ioctlKernel) Unshare([]byte) error                 { return nil }
 func (k *ioctlKernel) Close(int) error                      { return nil }
 
 // TestAllocsSlowPathVerbs: a slow-path verb allocates only what its answer

@@ -143,7 +143,6 @@ func (k *legacyKernel) Write(fd int, p []byte) (int, error) {
 
 func (k *legacyKernel) Mmap(int, int64, int) ([]byte, error) { return nil, unix.ENODEV }
 func (k *legacyKernel) Munmap([]byte) error                  { return nil }
-func (k *legacyKernel) Unshare([]byte) error                 { return nil }
 func (k *legacyKernel) Close(int) error                      { return nil }
 
 // TestQueryLegacyKernel: on a kernel without ioctl and without the

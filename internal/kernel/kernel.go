@@ -32,11 +32,6 @@ type Kernel interface {
 	Mmap(fd int, offset int64, length int) ([]byte, error)
 	// Munmap releases a mapping returned by Mmap.
 	Munmap(b []byte) error
-	// Unshare replaces a mapping returned by Mmap, in place and at once
-	// (mmap MAP_FIXED), by private zeroed memory: the file's pages are
-	// released now, and a reader still holding the addresses reads zeros
-	// instead of faulting. The memory is released later with Munmap.
-	Unshare(b []byte) error
 	// Close closes fd.
 	Close(fd int) error
 }

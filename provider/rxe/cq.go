@@ -68,10 +68,10 @@ type cqState struct {
 	err  error
 	// readers counts the Polls reading q. Close and Resize swap the state
 	// and then wait for the old one's readers to leave before they unmap
-	// q (release): two atomic adds a Poll, against the mmap of private
-	// memory over the queue and the deferred munmap that made the release
-	// safe before (package retire), which cost a CQ's destroy 35-45 µs of
-	// its 120 under TCG (docs/COST.md, session 22).
+	// q (release): two atomic adds a Poll, against what made the release
+	// safe before (until session 22), an mmap of private memory over the
+	// queue and a munmap at GC, which cost a CQ's destroy 35-45 µs of its
+	// 120 under TCG (docs/COST.md, session 22).
 	readers atomic.Int32
 }
 

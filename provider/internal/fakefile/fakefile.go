@@ -47,8 +47,8 @@ func Open(t testing.TB, driver uint32, k kernel.Kernel) *abi.File {
 
 // Regions is the memory a fake command file hands out: anonymous mappings,
 // each at its own page-aligned offset (the "key" of siw, the mmap info of
-// rxe). It implements the memory half of kernel.Kernel: Mmap, Munmap,
-// Unshare and Close.
+// rxe). It implements the memory half of kernel.Kernel: Mmap, Munmap and
+// Close.
 type Regions struct {
 	// MapOnce refuses a second Mmap of a region, as rxe does.
 	MapOnce bool
@@ -112,10 +112,6 @@ func (r *Regions) Mmap(fd int, offset int64, length int) ([]byte, error) {
 
 // Munmap does nothing: the regions live until the test ends.
 func (r *Regions) Munmap(b []byte) error { return nil }
-
-// Unshare zeroes b, as the real replacement by private zeroed memory
-// looks to a reader.
-func (r *Regions) Unshare(b []byte) error { clear(b); return nil }
 
 // Close closes nothing.
 func (r *Regions) Close(fd int) error { return nil }

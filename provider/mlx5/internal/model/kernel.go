@@ -332,10 +332,6 @@ func (k fakeKernel) Mmap(fd int, offset int64, length int) ([]byte, error) {
 	return p.mem.Bytes(), nil
 }
 
-// Unshare is never asked of the model: mlx5 unmaps its UAR pages only
-// after every user of them is closed.
-func (k fakeKernel) Unshare(b []byte) error { return unix.EOPNOTSUPP }
-
 func (k fakeKernel) Munmap(b []byte) error {
 	d := k.d
 	d.f.mu.Lock()
