@@ -52,5 +52,5 @@ func (pd *PD) RegImplicitODP(access Access) (_ *MR, err error) {
 	if err := pd.ctx.invoke(verb, &cmd); err != nil {
 		return nil, err
 	}
-	return &MR{pd: pd, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, length: math.MaxInt, access: access}, nil
+	return &MR{pd: pd, c: pd.ctx, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, length: math.MaxInt, access: access}, nil
 }

@@ -67,7 +67,8 @@ func (a Access) validate() bool {
 // and returns nil after the Context closed.
 type MR struct {
 	handle uint32
-	reg    uint64 // its tag in the context's mrs, if RegMR pinned Go memory
+	reg    uint64   // its tag in the context's mrs, if RegMR pinned Go memory
+	c      *Context // its PD's context: a Rereg may change the PD, never the context
 
 	mu     sync.RWMutex // guards the fields Rereg changes
 	pd     *PD
@@ -149,7 +150,7 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	if err := pd.ctx.invoke("RegMR", &cmd); err != nil {
 		return nil, err
 	}
-	return &MR{pd: pd, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr, length: length, iova: iova, access: access}, nil
+	return &MR{pd: pd, c: pd.ctx, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr, length: length, iova: iova, access: access}, nil
 }
 
 // LKey is the key local work requests name the region by.
@@ -267,8 +268,8 @@ func (mr *MR) rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 }
 
 // ctx is the context the MR belongs to (a Rereg may change its PD, never
-// its context).
-func (mr *MR) ctx() *Context { return mr.PD().ctx }
+// its context): a field set once, read without mu.
+func (mr *MR) ctx() *Context { return mr.c }
 
 // Close deregisters the region (DEREG_MR). Idempotent.
 func (mr *MR) Close() error {
