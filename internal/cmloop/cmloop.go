@@ -12,6 +12,7 @@ import (
 
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // Connect listens on addr (port 0: any) with listen, dials it with dial,
@@ -19,7 +20,41 @@ import (
 // must be in RESET; dial.QP is the client's then), or with a QP rdma_cm
 // creates from listen. The listener is closed before Connect returns. On
 // an error neither connection is left open.
+//
+// A dial the kernel refuses (ECONNREFUSED) is tried again, with a new
+// listener and the QPs back in RESET, up to refusedTries times in all.
+// On siw the loopback connect was refused, rarely, by a listener Listen had
+// just made (once in ~100 runs of provider/siw's TestStressRig, 7.3.4,
+// the accept side seeing no request): rdma_cm hands out ports from its own
+// port space, not TCP's, so a port it freed may still name a TCP socket of
+// an earlier connection that the new connection's SYN then meets. That is
+// the kernel's loopback, not what the tests test; a refusal on every try
+// is still an error.
 func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, server *uverbs.QP) (client, accepted *rdmacm.Conn, err error) {
+	for try := 1; ; try++ {
+		client, accepted, err = connectOnce(ctx, addr, listen, dial, server)
+		if err == nil || try == refusedTries || !errors.Is(err, unix.ECONNREFUSED) || ctx.Err() != nil {
+			return client, accepted, err
+		}
+		qps := []*uverbs.QP{server}
+		if dial != nil {
+			qps = append(qps, dial.QP)
+		}
+		for _, qp := range qps {
+			if qp != nil {
+				if rerr := qp.Modify(&uverbs.QPAttr{State: uverbs.QPStateReset}, uverbs.QPAttrState); rerr != nil {
+					return nil, nil, errors.Join(err, rerr)
+				}
+			}
+		}
+	}
+}
+
+// refusedTries is how many times Connect dials while the kernel refuses.
+const refusedTries = 3
+
+// connectOnce is one try of Connect.
+func connectOnce(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, server *uverbs.QP) (client, accepted *rdmacm.Conn, err error) {
 	l, err := rdmacm.Listen(netip.AddrPortFrom(addr, 0), listen)
 	if err != nil {
 		return nil, nil, fmt.Errorf("rdmacm.Listen: %w", err)

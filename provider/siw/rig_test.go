@@ -372,3 +372,29 @@ func TestRigDeviceGone(t *testing.T) {
 		t.Fatal("rdma link delete still waiting 30 s after the context closed")
 	}
 }
+
+// TestRigDialRefused: a loopback dial on siw0 to a port nobody listens on
+// fails with an error for which errors.Is(err, unix.ECONNREFUSED) holds,
+// the condition on which internal/cmloop dials again (see its Connect).
+func TestRigDialRefused(t *testing.T) {
+	rigtest.Require(t)
+	rigtest.Device(t, "siw0")
+	l, err := rdmacm.Listen(netip.AddrPortFrom(addrSIW0, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().Port()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, port), nil)
+	if err == nil {
+		c.Close()
+		t.Fatalf("Dial to closed port %d succeeded", port)
+	}
+	if !errors.Is(err, unix.ECONNREFUSED) {
+		t.Fatalf("Dial to closed port %d: %v; want ECONNREFUSED", port, err)
+	}
+}
