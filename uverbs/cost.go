@@ -181,8 +181,9 @@ func (c *Context) begin(verb string) (s span) {
 	return s
 }
 
-// beginRecorded is begin with a Recorder attached: out of line, so that
-// begin inlines into every verb.
+// beginRecorded is begin with a Recorder attached, out of line: without
+// one, begin is a load, a compare and a zero span (it stays above the
+// inliner's budget by a little, 83 against 80).
 func (c *Context) beginRecorded(rec *Recorder, verb string) span {
 	return span{rec: rec, file: c.file, verb: verb, t0: nanotime(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
 }
