@@ -203,12 +203,23 @@ func TestCompareLabels(t *testing.T) {
 // TestCompareBest: a side whose runs were mostly slow has the larger
 // median, and "best" compares the fastest runs instead.
 func TestCompareBest(t *testing.T) {
-	g, err := merge([]*Report{sample("goverbs", 1, 6), sample("goverbs", 4, 6), sample("goverbs", 4, 6)})
+	_, _, f := compareRow(t, "open_device",
+		[]*Report{sample("goverbs", 1, 6), sample("goverbs", 4, 6), sample("goverbs", 4, 6)},
+		[]*Report{sample("rdma-core", 2, 5), sample("rdma-core", 2, 5), sample("rdma-core", 2, 5)})
+	if f[3] != "~2.00" || f[4] != "0.50" {
+		t.Errorf("open_device: ratio %s, best %s; want ~2.00 (medians, 4 runs' worth against 2) and 0.50:\n%s", f[3], f[4], strings.Join(f, " "))
+	}
+}
+
+// compareRow merges each side's runs, prints the comparison and returns
+// the merged reports and the fields of row name's line (fatal if none).
+func compareRow(t *testing.T, name string, gs, cs []*Report) (g, c *Report, fields []string) {
+	t.Helper()
+	g, err := merge(gs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := merge([]*Report{sample("rdma-core", 2, 5), sample("rdma-core", 2, 5), sample("rdma-core", 2, 5)})
-	if err != nil {
+	if c, err = merge(cs); err != nil {
 		t.Fatal(err)
 	}
 	var b strings.Builder
@@ -216,14 +227,12 @@ func TestCompareBest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(b.String(), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && f[0] == "open_device" {
-			if f[3] != "~2.00" || f[4] != "0.50" {
-				t.Errorf("open_device: ratio %s, best %s; want ~2.00 (medians, 4 runs' worth against 2) and 0.50:\n%s", f[3], f[4], line)
-			}
-			return
+		if f := strings.Fields(line); len(f) > 5 && f[0] == name {
+			return g, c, f
 		}
 	}
-	t.Errorf("no open_device row:\n%s", b.String())
+	t.Fatalf("no %s row:\n%s", name, b.String())
+	return nil, nil, nil
 }
 
 // TestComparePaired: runs made next to each other are compared pair by
@@ -235,30 +244,13 @@ func TestComparePaired(t *testing.T) {
 		gs = append(gs, sample("goverbs", scale, 6))
 		cs = append(cs, sample("rdma-core", []float64{1.65, 4.4, 2, 1.25}[i], 6))
 	}
-	g, err := merge(gs)
-	if err != nil {
-		t.Fatal(err)
+	g, c, f := compareRow(t, "open_device", gs, cs)
+	if f[4] != "0.80" || f[5] != "0.91" {
+		t.Errorf("open_device: best %s, paired %s; want 0.80 and 0.91:\n%s", f[4], f[5], strings.Join(f, " "))
 	}
-	c, err := merge(cs)
-	if err != nil {
-		t.Fatal(err)
+	if pairedRatio(g.row("open_device").RunMediansNS, c.row("open_device").RunMediansNS[:3]) != 0 {
+		t.Error("pairedRatio paired runs of unequal counts")
 	}
-	var b strings.Builder
-	if err := writeCompare(&b, g, c, defaultSides); err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(b.String(), "\n") {
-		if f := strings.Fields(line); len(f) > 5 && f[0] == "open_device" {
-			if f[4] != "0.80" || f[5] != "0.91" {
-				t.Errorf("open_device: best %s, paired %s; want 0.80 and 0.91:\n%s", f[4], f[5], line)
-			}
-			if pairedRatio(g.row("open_device").RunMediansNS, c.row("open_device").RunMediansNS[:3]) != 0 {
-				t.Error("pairedRatio paired runs of unequal counts")
-			}
-			return
-		}
-	}
-	t.Errorf("no open_device row:\n%s", b.String())
 }
 
 func TestParsePaths(t *testing.T) {
