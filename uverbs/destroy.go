@@ -26,22 +26,32 @@ import (
 // References do not block: a verb may take references on several objects,
 // or twice on one, and Close never waits on a goroutine parked in a Wait
 // (waiters hold no reference while parked; they select on closed()).
+//
+// A reference is one atomic add on word (and one to drop it): verbs on a
+// live object take no lock. The mutex guards only what Close and waiters
+// share (the channels).
 type lifetime struct {
 	closeMu sync.Mutex // one Close at a time
 
-	mu      sync.Mutex
-	state   uint8 // lifeOpen, lifeClosing, lifeClosed
-	refs    int
-	drained chan struct{} // Close waits on it while refs > 0
-	dead    chan struct{} // closed once the object is closed for good
-	gone    atomic.Bool   // state == lifeClosed, for the fast path's check
+	// word counts the references in flight (the low bits) and has
+	// lifeClosing set from the moment Close begins: until the object is
+	// destroyed, or until a failed destroy reopens it.
+	word atomic.Uint64
+	gone atomic.Bool // closed for good, for the fast path's check
 	// fast counts fast-path calls in flight that reach the kernel with the
 	// object's handle (rxe's PostSend doorbell is a POST_SEND command
 	// naming the QP); fastClosing is set while Close runs.
 	fast atomic.Uint64
+
+	mu      sync.Mutex
+	drained chan struct{} // made by a Close that waits for references
+	dead    chan struct{} // closed once the object is closed for good
 }
 
-const fastClosing = 1 << 63
+const (
+	lifeClosing = 1 << 63
+	fastClosing = 1 << 63
+)
 
 // fastAcquire takes a fast-path reference: false once Close has begun.
 func (l *lifetime) fastAcquire() bool {
@@ -54,12 +64,6 @@ func (l *lifetime) fastAcquire() bool {
 
 // fastRelease drops a fast-path reference.
 func (l *lifetime) fastRelease() { l.fast.Add(^uint64(0)) }
-
-const (
-	lifeOpen uint8 = iota
-	lifeClosing
-	lifeClosed
-)
 
 // use takes a reference for one verb, or returns ErrClosed (as an *OpError
 // naming verb) if the object is closed or closing. A nil error must be
@@ -74,24 +78,34 @@ func (l *lifetime) use(verb, dev string) error {
 // acquire is use without the error: false if the object is closed or
 // closing. A true result must be paired with done.
 func (l *lifetime) acquire() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.state != lifeOpen {
+	if l.word.Add(1)&lifeClosing != 0 {
+		l.done() // the count went up; a Close may be waiting on it
 		return false
 	}
-	l.refs++
 	return true
 }
 
 // done drops a reference taken by use.
 func (l *lifetime) done() {
-	l.mu.Lock()
-	l.refs--
-	if l.refs == 0 && l.drained != nil {
-		close(l.drained)
-		l.drained = nil
+	if l.word.Add(^uint64(0)) == lifeClosing {
+		l.drain()
 	}
+}
+
+// drain tells a Close waiting for references that the count reached
+// zero. It may run more than once for one Close (a refused acquire
+// counts up and down again): the channel holds one token, and Close
+// reads the count again after each.
+func (l *lifetime) drain() {
+	l.mu.Lock()
+	ch := l.drained
 	l.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // close runs destroy once successfully, after the verbs in flight have
@@ -99,20 +113,22 @@ func (l *lifetime) done() {
 func (l *lifetime) close(destroy func() error) error {
 	l.closeMu.Lock()
 	defer l.closeMu.Unlock()
-	l.mu.Lock()
-	if l.state == lifeClosed {
-		l.mu.Unlock()
+	if l.gone.Load() {
 		return nil
 	}
-	l.state = lifeClosing
-	var wait chan struct{}
-	if l.refs > 0 {
-		wait = make(chan struct{})
-		l.drained = wait
-	}
-	l.mu.Unlock()
-	if wait != nil {
-		<-wait
+	if l.word.Or(lifeClosing)&^lifeClosing != 0 {
+		// Verbs in flight: wait for the last to leave. The channel is made
+		// after the flag is set, so a done that finds none ran before this
+		// reads the count again below.
+		l.mu.Lock()
+		if l.drained == nil {
+			l.drained = make(chan struct{}, 1)
+		}
+		ch := l.drained
+		l.mu.Unlock()
+		for l.word.Load()&^lifeClosing != 0 {
+			<-ch
+		}
 	}
 	// New fast-path calls are refused from here on, and the destroy waits
 	// for those in flight: the kernel refuses to destroy an object a
@@ -122,22 +138,20 @@ func (l *lifetime) close(destroy func() error) error {
 	for l.fast.Load()&^fastClosing != 0 {
 		time.Sleep(10 * time.Microsecond)
 	}
-	err := destroy()
-	l.mu.Lock()
-	if err != nil {
-		l.state = lifeOpen
+	if err := destroy(); err != nil {
 		l.fast.And(^uint64(fastClosing))
-	} else {
-		l.state = lifeClosed
-		l.gone.Store(true)
-		// Only a waiter's closed() made the channel; without one, closed()
-		// makes it already closed later: most objects never need one.
-		if l.dead != nil {
-			close(l.dead)
-		}
+		l.word.And(^uint64(lifeClosing))
+		return err
+	}
+	l.mu.Lock() // closed() reads gone under it to decide who closes dead
+	l.gone.Store(true)
+	// Only a waiter's closed() made the channel; without one, closed()
+	// makes it already closed later: most objects never need one.
+	if l.dead != nil {
+		close(l.dead)
 	}
 	l.mu.Unlock()
-	return err
+	return nil
 }
 
 // isClosed reports whether the object is closed for good (a Close under
@@ -145,11 +159,7 @@ func (l *lifetime) close(destroy func() error) error {
 func (l *lifetime) isClosed() bool { return l.gone.Load() }
 
 // closing reports whether a Close is under way or done.
-func (l *lifetime) closing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.state != lifeOpen
-}
+func (l *lifetime) closing() bool { return l.word.Load()&lifeClosing != 0 }
 
 // closed returns a channel that is closed once the object is closed for
 // good: waiters select on it.
@@ -158,7 +168,7 @@ func (l *lifetime) closed() <-chan struct{} {
 	defer l.mu.Unlock()
 	if l.dead == nil {
 		l.dead = make(chan struct{})
-		if l.state == lifeClosed {
+		if l.gone.Load() {
 			close(l.dead)
 		}
 	}

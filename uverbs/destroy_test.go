@@ -2,6 +2,8 @@ package uverbs
 
 import (
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,5 +65,64 @@ func TestLifetime(t *testing.T) {
 	case <-m.closed():
 		t.Fatal("closed() fired after a failed Close")
 	default:
+	}
+}
+
+// TestLifetimeRace: goroutines taking and dropping references while Close
+// runs (a failed destroy first, then one that succeeds). The destroy never
+// runs with a reference held, Close returns only after it, and once it has
+// every acquire is refused.
+func TestLifetimeRace(t *testing.T) {
+	for round := 0; round < 200; round++ {
+		var l lifetime
+		var held atomic.Int32
+		var destroyed atomic.Bool
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if !l.acquire() {
+						continue
+					}
+					held.Add(1)
+					if destroyed.Load() {
+						t.Error("a reference was taken after the destroy")
+					}
+					held.Add(-1)
+					l.done()
+				}
+			}()
+		}
+		destroy := func(err error) func() error {
+			return func() error {
+				if n := held.Load(); n != 0 {
+					t.Errorf("destroy ran with %d references held", n)
+				}
+				if err == nil {
+					destroyed.Store(true)
+				}
+				return err
+			}
+		}
+		if err := l.close(destroy(unix.EBUSY)); !errors.Is(err, unix.EBUSY) {
+			t.Fatalf("Close = %v", err)
+		}
+		if err := l.close(destroy(nil)); err != nil || !destroyed.Load() || !l.isClosed() {
+			t.Fatalf("Close = %v, destroyed %v", err, destroyed.Load())
+		}
+		if l.acquire() {
+			t.Fatal("acquire after Close succeeded")
+		}
+		close(stop)
+		wg.Wait()
+		<-l.closed()
 	}
 }
