@@ -122,7 +122,7 @@ int main(int argc, char **argv)
 	ctx = ibv_open_device(dev);
 	if (!ctx)
 		return 1;
-	/* mr and modify's objects, made before the loop (as main.go does). */
+	/* mr and modify's objects, made before every loop (main.go makes the same). */
 	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	static char buf[4096] __attribute__((aligned(4096)));

@@ -82,6 +82,28 @@ func run(name, verb string, n int) error {
 		return err
 	}
 	defer ctx.Close()
+	// The objects mr and modify use, made before every verb's loop, as
+	// slowloop.c makes them: the kernel's object tables then hold the
+	// same entries on both sides. Without them a loop's PD is the only
+	// one, and each alloc and dealloc grows and shrinks the kernel's
+	// tables (rxe's pool index xarray: a node made and freed through RCU
+	// each time), work the C loop never does.
+	pd0, err := ctx.AllocPD()
+	if err != nil {
+		return err
+	}
+	defer pd0.Close()
+	cq0, err := ctx.CreateCQ(16, uverbs.CQOptions{})
+	if err != nil {
+		return err
+	}
+	defer cq0.Close()
+	qp0, err := pd0.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, SendCQ: cq0, RecvCQ: cq0,
+		Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
+	if err != nil {
+		return err
+	}
+	defer qp0.Close()
 	var f func() error
 	switch verb {
 	case "query_device":
@@ -99,47 +121,26 @@ func run(name, verb string, n int) error {
 			return pd.Close()
 		}
 	case "mr":
-		pd, err := ctx.AllocPD()
-		if err != nil {
-			return err
-		}
-		defer pd.Close()
 		buf, err := mmap.Anonymous(4096)
 		if err != nil {
 			return err
 		}
 		defer buf.Close()
 		f = func() error {
-			mr, err := pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
+			mr, err := pd0.RegMR(buf.Bytes(), uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite|uverbs.AccessRemoteRead)
 			if err != nil {
 				return err
 			}
 			return mr.Close()
 		}
 	case "modify":
-		pd, err := ctx.AllocPD()
-		if err != nil {
-			return err
-		}
-		defer pd.Close()
-		cq, err := ctx.CreateCQ(16, uverbs.CQOptions{})
-		if err != nil {
-			return err
-		}
-		defer cq.Close()
-		qp, err := pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq,
-			Cap: uverbs.QPCap{MaxSendWR: 16, MaxRecvWR: 16, MaxSendSGE: 1, MaxRecvSGE: 1}})
-		if err != nil {
-			return err
-		}
-		defer qp.Close()
 		init := uverbs.QPAttr{State: uverbs.QPStateInit, PortNum: 1, AccessFlags: uverbs.AccessRemoteWrite | uverbs.AccessRemoteRead}
 		reset := uverbs.QPAttr{State: uverbs.QPStateReset}
 		f = func() error {
-			if err := qp.Modify(&init, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
+			if err := qp0.Modify(&init, uverbs.QPAttrState|uverbs.QPAttrPKeyIndex|uverbs.QPAttrPort|uverbs.QPAttrAccessFlags); err != nil {
 				return err
 			}
-			return qp.Modify(&reset, uverbs.QPAttrState)
+			return qp0.Modify(&reset, uverbs.QPAttrState)
 		}
 	case "cq":
 		f = func() error {
