@@ -32,7 +32,7 @@ import (
 // is still an error.
 func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, server *uverbs.QP) (client, accepted *rdmacm.Conn, err error) {
 	for try := 1; ; try++ {
-		client, accepted, err = connectOnce(ctx, addr, listen, dial, server)
+		client, accepted, err = connectTry(ctx, addr, listen, dial, server)
 		if err == nil || try == refusedTries || !errors.Is(err, unix.ECONNREFUSED) || ctx.Err() != nil {
 			return client, accepted, err
 		}
@@ -52,6 +52,10 @@ func Connect(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, 
 
 // refusedTries is how many times Connect dials while the kernel refuses.
 const refusedTries = 3
+
+// connectTry is one try of Connect: connectOnce, or a test's stand-in
+// (cmloop_test.go refuses tries to check the retry).
+var connectTry = connectOnce
 
 // connectOnce is one try of Connect.
 func connectOnce(ctx context.Context, addr netip.Addr, listen, dial *rdmacm.Config, server *uverbs.QP) (client, accepted *rdmacm.Conn, err error) {
