@@ -51,11 +51,17 @@ func (e *OpError) Error() string {
 
 func (e *OpError) Unwrap() error { return e.Err }
 
-// opError wraps err for verb, adding advice for causes we recognise.
+// opError wraps err for verb, adding advice for causes we recognise. It
+// inlines: a command that succeeded pays a compare, not a call.
 func opError(verb, dev string, tr abi.Transport, err error) error {
 	if err == nil {
 		return nil
 	}
+	return newOpError(verb, dev, tr, err)
+}
+
+// newOpError is opError for an error.
+func newOpError(verb, dev string, tr abi.Transport, err error) error {
 	e := &OpError{Verb: verb, Device: dev, Transport: CommandTransport(tr), Err: err}
 	switch {
 	case verb == "Open" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) || errors.Is(err, unix.ENODEV)):
