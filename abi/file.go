@@ -78,9 +78,12 @@ type File struct {
 	path     string
 	driverID uint32
 
-	policy   atomic.Uint32 // Policy
-	noIoctl  atomic.Bool   // ENOTTY seen: the kernel has no RDMA_VERBS_IOCTL
-	anyWrite atomic.Bool   // writeFor holds a method: every command must look it up
+	// rule is the transport rule in one word, so that the common case
+	// (PolicyAuto, ioctl working, no method fallen back) is one load and a
+	// compare with 0: the Policy in ruleQuery, ruleNoIoctl once ENOTTY was
+	// seen (the kernel has no RDMA_VERBS_IOCTL), ruleAnyWrite once
+	// writeFor holds a method (every command must look it up).
+	rule atomic.Uint32
 	// invokes: the kept INVOKE_WRITE call of each command (invokeIoctl),
 	// made on first use: legacy command n at n, extended command n at 64+n.
 	invokes  [128]atomic.Pointer[Kept[invokeShape]]
@@ -163,25 +166,45 @@ func (f *File) Syscalls() uint64 {
 // doorbell-page mappings); the rest are commands and doorbell writes.
 func (f *File) Mappings() uint64 { return f.mappings.Load() }
 
+// File.rule's parts.
+const (
+	rulePolicy   = 3 // the Policy's bits
+	ruleNoIoctl  = 4
+	ruleAnyWrite = 8
+)
+
 // SetPolicy sets the transport policy (tests force each path with it).
-func (f *File) SetPolicy(p Policy) { f.policy.Store(uint32(p)) }
+func (f *File) SetPolicy(p Policy) {
+	for {
+		r := f.rule.Load()
+		if f.rule.CompareAndSwap(r, r&^rulePolicy|uint32(p)&rulePolicy) {
+			return
+		}
+	}
+}
 
 // Policy is the current transport policy.
-func (f *File) Policy() Policy { return Policy(f.policy.Load()) }
+func (f *File) Policy() Policy { return Policy(f.rule.Load() & rulePolicy) }
 
 // ioctlAllowed reports whether a command with this ioctl method should be
-// tried by ioctl first.
+// tried by ioctl first. The common case inlines: one load.
 func (f *File) ioctlAllowed(object, method uint16) bool {
-	switch f.Policy() {
+	r := f.rule.Load()
+	return r == 0 || f.ioctlAllowedRule(r, object, method)
+}
+
+// ioctlAllowedRule is ioctlAllowed when the rule is not the plain one.
+func (f *File) ioctlAllowedRule(r uint32, object, method uint16) bool {
+	switch Policy(r & rulePolicy) {
 	case PolicyWrite:
 		return false
 	case PolicyIoctl:
 		return true
 	}
-	if f.noIoctl.Load() {
+	if r&ruleNoIoctl != 0 {
 		return false
 	}
-	if !f.anyWrite.Load() {
+	if r&ruleAnyWrite == 0 {
 		// No method has fallen back: skip the map, whose lookup (an
 		// interface hash) cost as many instructions as encoding the call.
 		return true
@@ -198,11 +221,11 @@ func (f *File) noteIoctlError(object, method uint16, err error) bool {
 	}
 	switch {
 	case errors.Is(err, unix.ENOTTY):
-		f.noIoctl.Store(true)
+		f.rule.Or(ruleNoIoctl)
 		return true
 	case errors.Is(err, unix.EPROTONOSUPPORT):
 		f.writeFor.Store(keyOf(object, method), struct{}{})
-		f.anyWrite.Store(true) // after the Store: a reader that sees the flag finds the method
+		f.rule.Or(ruleAnyWrite) // after the Store: a reader that sees the flag finds the method
 		return true
 	}
 	return false

@@ -209,7 +209,9 @@ func (c *Context) invoke(verb string, cmd *abi.Command) error {
 	}
 	tr, err := c.file.Invoke(cmd)
 	c.noteTransport(verb, tr)
-	c.noteCommand(verb, tr, len(cmd.In)+len(cmd.DriverIn), len(cmd.Out)+len(cmd.DriverOut))
+	if c.rec.Load() != nil { // noteCommand is a call, even to find none
+		c.noteCommand(verb, tr, len(cmd.In)+len(cmd.DriverIn), len(cmd.Out)+len(cmd.DriverOut))
+	}
 	return opError(verb, c.dev.Name, tr, err)
 }
 
