@@ -425,7 +425,8 @@ func (k kernelOps) CopyOnFork() bool { return copyOnFork() }
 
 // QueryGID makes kernelOps a provider.GIDQuerier.
 func (k kernelOps) QueryGID(port, index int) ([16]byte, error) {
-	e, err := k.c.queryGID(port, index)
+	var e GIDEntry
+	err := k.c.queryGID(&e, port, index)
 	return e.GID, err
 }
 

@@ -101,7 +101,8 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 	}
 	es = make([]GIDEntry, 0, n)
 	for i := 0; i < int(n); i++ {
-		e := decodeGIDEntry(buf[i*gidEntrySize : (i+1)*gidEntrySize])
+		var e GIDEntry
+		decodeGIDEntry(&e, buf[i*gidEntrySize:(i+1)*gidEntrySize])
 		e.Netdev = c.netdevName(e.NetdevIndex)
 		es = append(es, e)
 	}
@@ -118,32 +119,33 @@ func (c *Context) QueryGIDTable() (_ []GIDEntry, err error) {
 // (DEVICE/QUERY_GID_ENTRY), or sysfs on kernels without it. An unused
 // entry fails with ENODATA (errors.Is(err, unix.ENODATA)); an index past
 // the table, or a bad port, with EINVAL.
-func (c *Context) QueryGID(port, index int) (_ GIDEntry, err error) {
+func (c *Context) QueryGID(port, index int) (e GIDEntry, err error) {
 	if sp := c.begin("QueryGID"); sp.rec != nil {
 		defer func() { sp.end(err) }()
 	}
-	return c.queryGID(port, index)
+	err = c.queryGID(&e, port, index)
+	return
 }
 
-// queryGID is QueryGID without its cost span: a provider's query inside
-// another verb (rxe's CreateAH) counts as that verb's.
-func (c *Context) queryGID(port, index int) (GIDEntry, error) {
+// queryGID is QueryGID without its cost span, into *e (the entry is not
+// copied on its way out): a provider's query inside another verb (rxe's
+// CreateAH) counts as that verb's.
+func (c *Context) queryGID(e *GIDEntry, port, index int) error {
 	const verb = "QueryGID"
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
-		return GIDEntry{}, argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
+		return argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
 	p := c.prepared(&c.gidQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, buildGIDQuery)
 	b := p.Take()
 	b.SetUint64(gidQueryPort, uint64(port))
 	b.SetUint64(gidQueryIndex, uint64(index))
-	var e GIDEntry
 	tr, err := c.ioctlOr(verb, b, abi.TransportNone, func() (err error) {
-		e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
+		*e, err = gidEntrySysfs(defaultDiscovery.sys, c.dev.Name, c.dev.Transport, port, index)
 		return err
 	})
 	if err == nil && tr == abi.TransportIoctl {
 		if entry := b.Output(gidQueryEntry); len(entry) == gidEntrySize {
-			e = decodeGIDEntry(entry)
+			decodeGIDEntry(e, entry)
 		} else {
 			err = opError(verb, c.dev.Name, abi.TransportIoctl, errors.New("kernel did not write the GID entry"))
 		}
@@ -153,12 +155,12 @@ func (c *Context) queryGID(port, index int) (GIDEntry, error) {
 	// panics short of a runtime fault.
 	p.Done(b)
 	if err != nil {
-		return e, err
+		return err
 	}
 	if tr == abi.TransportIoctl {
 		e.Netdev = c.netdevName(e.NetdevIndex)
 	}
-	return e, nil
+	return nil
 }
 
 // QUERY_GID_ENTRY's attributes, in the order buildGIDQuery adds them.
@@ -216,16 +218,14 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	return p, opError(verb, c.dev.Name, abi.TransportNone, err)
 }
 
-// decodeGIDEntry decodes one struct ib_uverbs_gid_entry; the caller names
+// decodeGIDEntry decodes one struct ib_uverbs_gid_entry into *e (Netdev
+// left empty); the caller names
 // the netdev (Context.netdevName).
-func decodeGIDEntry(b []byte) GIDEntry {
-	var e GIDEntry
+func decodeGIDEntry(e *GIDEntry, b []byte) {
+	_ = b[31]
+	*e = GIDEntry{Index: int(ne.Uint32(b[16:])), Port: int(ne.Uint32(b[20:])), Type: GIDType(ne.Uint32(b[24:])),
+		NetdevIndex: int(ne.Uint32(b[28:]))}
 	copy(e.GID[:], b[0:16])
-	e.Index = int(ne.Uint32(b[16:]))
-	e.Port = int(ne.Uint32(b[20:]))
-	e.Type = GIDType(ne.Uint32(b[24:]))
-	e.NetdevIndex = int(ne.Uint32(b[28:]))
-	return e
 }
 
 // netdevNames resolves interface indexes to names, once each, as glibc's
