@@ -218,9 +218,8 @@ func (c *Context) QueryPKey(port, index int) (uint16, error) {
 	return p, opError(verb, c.dev.Name, abi.TransportNone, err)
 }
 
-// decodeGIDEntry decodes one struct ib_uverbs_gid_entry into *e (Netdev
-// left empty); the caller names
-// the netdev (Context.netdevName).
+// decodeGIDEntry decodes one struct ib_uverbs_gid_entry into *e, Netdev
+// left empty: the caller names the netdev (Context.netdevName).
 func decodeGIDEntry(e *GIDEntry, b []byte) {
 	_ = b[31]
 	*e = GIDEntry{Index: int(ne.Uint32(b[16:])), Port: int(ne.Uint32(b[20:])), Type: GIDType(ne.Uint32(b[24:])),
