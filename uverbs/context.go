@@ -416,7 +416,8 @@ func (k kernelOps) ReqNotifyCQ(cq uint32, solicited bool) error {
 
 func (k kernelOps) ModifyQPState(qp uint32, state provider.QPState) error {
 	a := QPAttr{State: state}
-	req := a.toModify(qp, QPAttrState)
+	var req abi.IbUverbsModifyQp
+	a.toModify(&req, qp, QPAttrState)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), Quick: k.c.cpuOnly} // a state alone resolves no address
 	return k.c.invoke("ModifyQP", &cmd)
 }

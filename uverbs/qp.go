@@ -216,12 +216,14 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	}
 	var cmd abi.Command
 	if mask&QPAttrRateLimit != 0 || withECE {
-		req := abi.IbUverbsExModifyQp{Base: attr.toModify(qp.handle, mask), RateLimit: attr.RateLimit}
+		req := abi.IbUverbsExModifyQp{RateLimit: attr.RateLimit}
+		attr.toModify(&req.Base, qp.handle, mask)
 		req.Base.AttrMask = uint32(mask)
 		var resp abi.IbUverbsExModifyQpResp
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_FLAG_EXTENDED | abi.IB_USER_VERBS_EX_CMD_MODIFY_QP, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
 	} else {
-		req := attr.toModify(qp.handle, mask)
+		var req abi.IbUverbsModifyQp
+		attr.toModify(&req, qp.handle, mask)
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
 	}
 	// An address vector makes the kernel resolve the destination's MAC on

@@ -120,9 +120,10 @@ func (a *AHAttr) fromDest(d *abi.IbUverbsQpDest) {
 	}
 }
 
-// toModify encodes a for MODIFY_QP.
-func (a *QPAttr) toModify(handle uint32, mask QPAttrMask) abi.IbUverbsModifyQp {
-	m := abi.IbUverbsModifyQp{
+// toModify encodes a for MODIFY_QP into *m (in place: the 112-byte
+// command is not copied out of a return).
+func (a *QPAttr) toModify(m *abi.IbUverbsModifyQp, handle uint32, mask QPAttrMask) {
+	*m = abi.IbUverbsModifyQp{
 		QpHandle: handle, AttrMask: uint32(mask & qpAttrLegacy),
 		Qkey: a.QKey, RqPsn: a.RQPSN, SqPsn: a.SQPSN, DestQpNum: a.DestQPN, QpAccessFlags: uint32(a.AccessFlags),
 		PkeyIndex: a.PKeyIndex, AltPkeyIndex: a.AltPKeyIndex, QpState: uint8(a.State), CurQpState: uint8(a.CurState),
@@ -133,7 +134,6 @@ func (a *QPAttr) toModify(handle uint32, mask QPAttrMask) abi.IbUverbsModifyQp {
 	}
 	a.AH.toDest(&m.Dest)
 	a.AltAH.toDest(&m.AltDest)
-	return m
 }
 
 func (a *QPAttr) fromQuery(r *abi.IbUverbsQueryQpResp) {
