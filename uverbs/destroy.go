@@ -185,15 +185,15 @@ func (l *lifetime) closed() <-chan struct{} {
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
 	s := destroyShape{method, respAttr, len(resp), write.Quick}
 	var b *abi.Ioctl
+	var p *abi.Prepared
 	if int(object) < len(c.destroys) {
 		if k := abi.Keep(&c.destroys[object], s, object, method); k.Shape.same(s) {
-			b = k.P.Take()
-			defer k.P.Done(b)
+			p = k.P
+			b = p.Take()
 		}
 	}
 	if b == nil {
 		b = abi.NewIoctl(object, method)
-		defer b.Release()
 		s.Build(b)
 	}
 	b.SetUint64(0, uint64(handle))
@@ -201,6 +201,19 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 	if len(resp) > 0 {
 		out = 1
 	}
+	err := c.destroyWith(verb, b, out, resp, write)
+	// Given back without a defer, as abi's invokeIoctl does.
+	if p != nil {
+		p.Done(b)
+	} else {
+		b.Release()
+	}
+	return err
+}
+
+// destroyWith runs destroyObject's call b (its response, if any, in
+// attribute out), or write where the kernel has no ioctl method.
+func (c *Context) destroyWith(verb string, b *abi.Ioctl, out abi.Attr, resp []byte, write *abi.Command) error {
 	if c.teardown.Load() {
 		// Context.Close destroys what is left before it frees the
 		// objects' memory: straight to the file, which is still open.
