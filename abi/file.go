@@ -80,9 +80,9 @@ type File struct {
 
 	// rule is the transport rule in one word, so that the common case
 	// (PolicyAuto, ioctl working, no method fallen back) is one load and a
-	// compare with 0: the Policy in ruleQuery, ruleNoIoctl once ENOTTY was
-	// seen (the kernel has no RDMA_VERBS_IOCTL), ruleAnyWrite once
-	// writeFor holds a method (every command must look it up).
+	// compare with 0: the Policy in rulePolicy's bits, ruleNoIoctl once
+	// ENOTTY was seen (the kernel has no RDMA_VERBS_IOCTL), ruleAnyWrite
+	// once writeFor holds a method (every command must look it up).
 	rule atomic.Uint32
 	// invokes: the kept INVOKE_WRITE call of each command (invokeIoctl),
 	// made on first use: legacy command n at n, extended command n at 64+n.

@@ -70,9 +70,11 @@ func (p *Prepared) Take() *Ioctl {
 }
 
 // Done gives back a builder Take returned. Neither it nor any slice its
-// Output returned may be used afterwards.
+// Output returned may be used afterwards. p may be nil: b is then a
+// builder of NewIoctl's, released (the caller that found no kept call of
+// its shape gives back either kind the same way).
 func (p *Prepared) Done(b *Ioctl) {
-	if b != p.b {
+	if p == nil || b != p.b {
 		b.Release()
 		return
 	}

@@ -83,12 +83,9 @@ func (f *File) invokeIoctl(c *Command) error {
 	}
 	// Given back without a defer (a visible part of every command's cost);
 	// nothing above panics short of a runtime fault, and a kept builder
-	// left taken would only send later commands the pooled way.
-	if p != nil {
-		p.Done(b)
-	} else {
-		b.Release()
-	}
+	// left taken would only send later commands the pooled way. p is nil
+	// for a pooled builder: Done releases it.
+	p.Done(b)
 	return err
 }
 

@@ -202,12 +202,7 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 		out = 1
 	}
 	err := c.destroyWith(verb, b, out, resp, write)
-	// Given back without a defer, as abi's invokeIoctl does.
-	if p != nil {
-		p.Done(b)
-	} else {
-		b.Release()
-	}
+	p.Done(b) // without a defer, as abi's invokeIoctl; a nil p releases b
 	return err
 }
 
