@@ -83,11 +83,10 @@ func run(name, verb string, n int) error {
 	}
 	defer ctx.Close()
 	// The objects mr and modify use, made before every verb's loop, as
-	// slowloop.c makes them: the kernel's object tables then hold the
-	// same entries on both sides. Without them a loop's PD is the only
-	// one, and each alloc and dealloc grows and shrinks the kernel's
-	// tables (rxe's pool index xarray: a node made and freed through RCU
-	// each time), work the C loop never does.
+	// slowloop.c makes them: the kernel's object tables then hold the same
+	// entries on both sides. (The pd loop's PD still sits alone in its
+	// leaf of rxe's cyclic pool index, so each alloc and dealloc makes and
+	// frees an xarray node on both sides alike: test/perf/pgtrace.sh.)
 	pd0, err := ctx.AllocPD()
 	if err != nil {
 		return err
