@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -73,56 +74,68 @@ func TestLifetime(t *testing.T) {
 // runs with a reference held, Close returns only after it, and once it has
 // every acquire is refused.
 func TestLifetimeRace(t *testing.T) {
-	for round := 0; round < 200; round++ {
-		var l lifetime
-		var held atomic.Int32
-		var destroyed atomic.Bool
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		for g := 0; g < 4; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					if !l.acquire() {
-						continue
-					}
-					held.Add(1)
-					if destroyed.Load() {
-						t.Error("a reference was taken after the destroy")
-					}
-					held.Add(-1)
-					l.done()
-				}
-			}()
-		}
-		destroy := func(err error) func() error {
-			return func() error {
-				if n := held.Load(); n != 0 {
-					t.Errorf("destroy ran with %d references held", n)
-				}
-				if err == nil {
-					destroyed.Store(true)
-				}
-				return err
-			}
-		}
-		if err := l.close(destroy(unix.EBUSY)); !errors.Is(err, unix.EBUSY) {
-			t.Fatalf("Close = %v", err)
-		}
-		if err := l.close(destroy(nil)); err != nil || !destroyed.Load() || !l.isClosed() {
-			t.Fatalf("Close = %v, destroyed %v", err, destroyed.Load())
-		}
-		if l.acquire() {
-			t.Fatal("acquire after Close succeeded")
-		}
-		close(stop)
-		wg.Wait()
-		<-l.closed()
+	for round := 0; round < 100; round++ {
+		lifetimeRaceRound(t)
 	}
+}
+
+// lifetimeRaceRound is one round of TestLifetimeRace; its goroutines are
+// stopped before it returns, a failed check included.
+func lifetimeRaceRound(t *testing.T) {
+	var l lifetime
+	var held atomic.Int32
+	var destroyed atomic.Bool
+	var taken atomic.Int64 // references taken so far
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	for g := 0; g < 2; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if !l.acquire() {
+					continue
+				}
+				held.Add(1)
+				taken.Add(1)
+				if destroyed.Load() {
+					t.Error("a reference was taken after the destroy")
+				}
+				held.Add(-1)
+				l.done()
+			}
+		}()
+	}
+	destroy := func(err error) func() error {
+		return func() error {
+			if n := held.Load(); n != 0 {
+				t.Errorf("destroy ran with %d references held", n)
+			}
+			if err == nil {
+				destroyed.Store(true)
+			}
+			return err
+		}
+	}
+	// Close once the goroutines are taking references, so that it meets
+	// them (without the race detector's slowdown they may not have begun).
+	for taken.Load() < 20 {
+		runtime.Gosched()
+	}
+	if err := l.close(destroy(unix.EBUSY)); !errors.Is(err, unix.EBUSY) {
+		t.Fatalf("Close = %v", err)
+	}
+	if err := l.close(destroy(nil)); err != nil || !destroyed.Load() || !l.isClosed() {
+		t.Fatalf("Close = %v, destroyed %v", err, destroyed.Load())
+	}
+	if l.acquire() {
+		t.Fatal("acquire after Close succeeded")
+	}
+	<-l.closed()
 }
