@@ -25,11 +25,11 @@
 // PostSend makes exactly one syscall per call, whatever the list's length:
 // the doorbell, a 32-byte write() of an empty POST_SEND command, on which
 // the kernel runs the QP's requester (synchronously on 6.1, from a work
-// queue on 6.12). A list that sends at most 16 KiB rings it as a raw
-// syscall (no P hand-off: small-message latency); a larger one as a
-// regular syscall, so that the GC's stop-the-world and other goroutines do
-// not wait for the kernel to send it all (provider/internal/writedoorbell,
-// shared with siw: RawMax). PostRecv, SRQ PostRecv and Poll make none. None
+// queue on 6.12). A list that sends at most 64 KiB rings it as a raw
+// syscall (no P hand-off: small-message latency, and rsocket's and
+// perftest's 64 KiB messages); a larger one as a regular syscall, so that
+// the GC's stop-the-world and other goroutines do not wait for the kernel
+// to send it all (provider/internal/writedoorbell). PostRecv, SRQ PostRecv and Poll make none. None
 // of them allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
 //
 // # Checks

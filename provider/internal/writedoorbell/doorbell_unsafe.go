@@ -42,22 +42,22 @@ func New(qpHandle uint32) *Doorbell {
 	return d
 }
 
-// RawMax is the most bytes a PostSend list may make the kernel send for its
-// doorbell to be a raw write (abi.File.Doorbell, RawSyscall). Both drivers
-// may send inside the doorbell's write(): rxe on Linux 6.1 runs the QP's
-// requester there, one packet after another until the send queue is empty
-// (up to 1024 packets a run; 6.12 runs it from a work queue, so the write
-// is short there either way), and siw runs its send queue there on 6.1 and
-// 6.12 alike (in_syscall) until the queue is empty or the socket is full.
-// A raw syscall keeps its P all that time: the GC's stop-the-world waits
-// for it. Below this size the run is a few packets (microseconds natively,
-// tens under TCG) and the raw write saves the P hand-off that sysmon forces
-// on a regular syscall over 20 µs, which made every small rxe send twice as
-// slow under TCG. Above it the doorbell is a regular write (abi.File.Write,
-// Syscall): the P is handed off, and the GC and other goroutines run while
-// the kernel sends. (The choice stays at the call site: a method making it
-// would be past the inliner's budget, a call on PostSend's path.)
-const RawMax = 16 << 10
+// Raw or regular: a provider rings the doorbell as a raw syscall
+// (abi.File.Doorbell, RawSyscall) when the list sends at most its own
+// bound of bytes, and as a regular one (abi.File.Write, Syscall) above
+// it. Both drivers may send inside the doorbell's write(): rxe on Linux
+// 6.1 runs the QP's requester there, one packet after another until the
+// send queue is empty (up to 1024 packets a run; 6.12 runs it from a work
+// queue, so the write is short there either way), and siw runs its send
+// queue there on 6.1 and 6.12 alike (in_syscall) until the queue is
+// empty or the socket is full. A raw syscall keeps its P all that time:
+// the GC's stop-the-world waits for it. A regular syscall that outlasts
+// sysmon's 20 µs gives its P up (sysmon hands it to another thread and
+// wakes every 20 µs while that goes on), which made every small rxe send
+// twice as slow under TCG. The bound is each provider's, measured on its
+// driver (provider/rxe, provider/siw: rawDoorbellMax). (The choice stays
+// at the call site: a method making it would be past the inliner's
+// budget, a call on PostSend's path.)
 
 // Parse reports whether p is such a command, and for which QP handle: what
 // the tests' fake command files check every doorbell write against.
