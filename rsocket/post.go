@@ -2,21 +2,26 @@ package rsocket
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-// The target SGL: entries the peer RDMA-writes in our host order; read
-// them atomically.
-func (c *Conn) targetLen(i int) uint32  { return c.mem.Uint32(c.tgtOff + i*sgeSize + 12).Load() }
-func (c *Conn) targetAddr(i int) uint64 { return c.mem.Uint64(c.tgtOff + i*sgeSize).Load() }
-func (c *Conn) targetKey(i int) uint32  { return c.mem.Uint32(c.tgtOff + i*sgeSize + 8).Load() }
+// targetView is one entry of the target SGL: the peer RDMA-writes it in
+// our host order (a credit update), so it is read and written atomically.
+type targetView struct {
+	addr        *atomic.Uint64
+	key, length *atomic.Uint32
+}
+
+func (c *Conn) targetLen(i int) uint32 { return c.tgt[i].length.Load() }
 
 func (c *Conn) storeTarget(i int, s sge) {
-	c.mem.Uint64(c.tgtOff + i*sgeSize).Store(s.Addr)
-	c.mem.Uint32(c.tgtOff + i*sgeSize + 8).Store(s.Key)
-	c.mem.Uint32(c.tgtOff + i*sgeSize + 12).Store(s.Length)
+	t := &c.tgt[i]
+	t.addr.Store(s.Addr)
+	t.key.Store(s.Key)
+	t.length.Store(s.Length)
 }
 
 // peerOrder is the byte order of SGEs and iWARP words for the peer.
@@ -32,7 +37,7 @@ func (c *Conn) postRecv() error {
 	*w = uverbs.RecvWR{ID: wrRecv}
 	if c.msgSend {
 		w.ID = wrRecv | uint64(c.msgIndex)
-		c.rsge[0] = uverbs.SGE{Addr: c.rmr.Addr() + uint64(c.msgInOff-c.tgtOff+c.msgIndex*msgSize), Length: msgSize, LKey: c.rmr.LKey()}
+		c.rsge[0] = uverbs.SGE{Addr: c.rAddr + uint64(c.msgInOff-c.tgtOff+c.msgIndex*msgSize), Length: msgSize, LKey: c.rKey}
 		w.SGL = c.rsge[:1]
 		if c.msgIndex++; c.msgIndex == c.rqSize {
 			c.msgIndex = 0
@@ -82,7 +87,7 @@ func (c *Conn) postMsg(msg uint32) error {
 // msgWR is the inline SEND of an iWARP message word.
 func (c *Conn) msgWR(id uint64, msg uint32) uverbs.SendWR {
 	c.peerOrder().PutUint32(c.mem.Bytes()[c.msgOutOff:], msg)
-	c.ssge[1] = uverbs.SGE{Addr: c.smr.Addr() + uint64(c.msgOutOff), Length: msgSize, LKey: c.smr.LKey()}
+	c.ssge[1] = uverbs.SGE{Addr: c.sAddr + uint64(c.msgOutOff), Length: msgSize, LKey: c.sKey}
 	return uverbs.SendWR{ID: id, Opcode: uverbs.WRSend, Flags: uverbs.SendInline, SGL: c.ssge[1:2]}
 }
 
@@ -115,14 +120,14 @@ func (c *Conn) sendCredits() {
 		slot := c.ctrlOff + int(c.ctrlSeq&(qpCtrlSize-1))*sgeSize
 		b := c.mem.Bytes()[slot : slot+sgeSize]
 		o := c.peerOrder()
-		o.PutUint64(b, c.rmr.Addr()+uint64(c.rbufOff-c.tgtOff+c.rbufFree))
-		o.PutUint32(b[8:], c.rmr.RKey())
+		o.PutUint64(b, c.rAddr+uint64(c.rbufOff-c.tgtOff+c.rbufFree))
+		o.PutUint32(b[8:], c.rRKey)
 		o.PutUint32(b[12:], uint32(c.rbufSize/2))
 		var flags uverbs.SendFlags
 		if c.inline >= sgeSize {
 			flags = uverbs.SendInline
 		}
-		c.ssge[0] = uverbs.SGE{Addr: c.smr.Addr() + uint64(slot), Length: sgeSize, LKey: c.smr.LKey()}
+		c.ssge[0] = uverbs.SGE{Addr: c.sAddr + uint64(slot), Length: sgeSize, LKey: c.sKey}
 		err = c.postWriteMsg(c.ssge[:1], msgSet(opSGL, credits), flags,
 			c.remoteSGL.Addr+uint64(c.remoteSGE*sgeSize), c.remoteSGL.Key)
 		c.rbufAvail -= c.rbufSize / 2

@@ -212,7 +212,7 @@ func (c *Conn) checkCM() {
 // Done is closed).
 func (c *Conn) cmDown() bool {
 	select {
-	case <-c.rc.Done():
+	case <-c.cmEnd:
 		return true
 	default:
 		return false
@@ -263,7 +263,7 @@ func (c *Conn) wait(dl *deadline, cond func(*Conn) bool) error {
 		select {
 		case <-prog:
 		case <-dl.done():
-		case <-c.rc.Done():
+		case <-c.cmEnd:
 		}
 		c.mu.Lock()
 		c.progWait--
