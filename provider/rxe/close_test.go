@@ -9,6 +9,7 @@ import (
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
 
@@ -263,7 +264,7 @@ func TestPostRecvRefusesBadLists(t *testing.T) {
 }
 
 // TestDoorbellRawOnlyForSmallLists: a list that sends at most
-// rawDoorbellMax bytes rings the raw doorbell; a larger one (whose
+// writedoorbell.RawMax bytes rings the raw doorbell; a larger one (whose
 // requester run on Linux 6.1 happens inside the write) rings a regular
 // write, which lets the GC stop the world meanwhile. One doorbell each.
 func TestDoorbellRawOnlyForSmallLists(t *testing.T) {
@@ -276,8 +277,8 @@ func TestDoorbellRawOnlyForSmallLists(t *testing.T) {
 		raw bool
 	}{
 		{provider.SendWR{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 64, LKey: 1}}}, true},
-		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax, LKey: 1}}}, true},
-		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: rawDoorbellMax + 1, LKey: 1}}}, false},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: writedoorbell.RawMax, LKey: 1}}}, true},
+		{provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: writedoorbell.RawMax + 1, LKey: 1}}}, false},
 		{provider.SendWR{Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: 1 << 20, LKey: 1}}}, true},
 	} {
 		db, raw := fk.doorbells.Load(), fk.raw.Load()

@@ -29,8 +29,9 @@
 // syscall (no P hand-off: small-message latency, and rsocket's and
 // perftest's 64 KiB messages); a larger one as a regular syscall, so that
 // the GC's stop-the-world and other goroutines do not wait for the kernel
-// to send it all (provider/internal/writedoorbell). PostRecv, SRQ PostRecv and Poll make none. None
-// of them allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
+// to send it all (provider/internal/writedoorbell, shared with siw:
+// RawMax). PostRecv, SRQ PostRecv and Poll make none. None of them
+// allocates, unless it fails. Arm (REQ_NOTIFY_CQ) is one syscall.
 //
 // # Checks
 //

@@ -116,20 +116,6 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 	return qp.sq.caps.MaxSGE, qp.sq.caps.MaxInline, maxRecvSGE
 }
 
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw syscall (see provider/internal/writedoorbell). At
-// 64 KiB it covers rsocket's largest transfer and perftest's 64 KiB
-// messages. Measured on Linux 6.1 under TCG, where the requester runs
-// inside the write (one boot each, medians): at 16 KiB, rsocket's 64 KiB
-// round trip took 3929 µs and 1 MiB 49949, at 64 KiB 2656 and 44371
-// (rdma-core's rstream 2425 and 37476), its 64 KiB stream 2752 µs a
-// transfer against 2208; perftest's write_bw 64 KiB, send_bw 64 KiB and
-// write_bw 4 KiB x 16 moved by 2% or less, send_bw 4 KiB x 16 went from
-// 19.2 to 29.4 MB/s. A 64 KiB requester run is 64 packets at rxe's
-// 1024-byte MTU: the GC's stop-the-world may wait that long, and no
-// longer (a larger list's doorbell is a regular syscall).
-const rawDoorbellMax = 64 << 10
-
 // PostSend checks every request, then copies them all into the send queue,
 // publishes the producer index once and rings the doorbell once. On a
 // refused request nothing is posted and the error (a *WRError) names it.
@@ -183,7 +169,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	sq.mu.Unlock()
 
 	var err error
-	if out <= rawDoorbellMax {
+	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
 		err = qp.c.f.Write(qp.db.Cmd[:])

@@ -101,14 +101,6 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 	return qp.sq.caps.MaxSGE, qp.sq.caps.MaxInline, maxRecvSGE
 }
 
-// rawDoorbellMax is the most bytes a PostSend list may send for its
-// doorbell to be a raw syscall (see provider/internal/writedoorbell): siw
-// sends inside the write until the queue is empty or the socket is full.
-// A raw doorbell for 64 KiB posts was slower on Linux 6.1 under TCG (two
-// QPs of one process connected by cmloop, 64 KiB SEND 835-918 µs against
-// 548-880 regular), so siw stays at 16 KiB.
-const rawDoorbellMax = 16 << 10
-
 // PostSend checks every request, then writes them all into the send ring,
 // each made valid by one atomic store of its flags word, and rings the
 // doorbell if the kernel may be idle (the doorbell rule in the package
@@ -270,7 +262,7 @@ func (qp *QP) postSend(wrs []provider.SendWR) (int, error) {
 func (qp *QP) ring(r *ring, put uint32, wrs []provider.SendWR, out uint64) (int, error) {
 	sq := &qp.sq
 	var err error
-	if out <= rawDoorbellMax {
+	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
 	} else {
 		err = qp.c.f.Write(qp.db.Cmd[:])

@@ -42,22 +42,31 @@ func New(qpHandle uint32) *Doorbell {
 	return d
 }
 
-// Raw or regular: a provider rings the doorbell as a raw syscall
-// (abi.File.Doorbell, RawSyscall) when the list sends at most its own
-// bound of bytes, and as a regular one (abi.File.Write, Syscall) above
-// it. Both drivers may send inside the doorbell's write(): rxe on Linux
-// 6.1 runs the QP's requester there, one packet after another until the
-// send queue is empty (up to 1024 packets a run; 6.12 runs it from a work
-// queue, so the write is short there either way), and siw runs its send
-// queue there on 6.1 and 6.12 alike (in_syscall) until the queue is
-// empty or the socket is full. A raw syscall keeps its P all that time:
-// the GC's stop-the-world waits for it. A regular syscall that outlasts
-// sysmon's 20 µs gives its P up (sysmon hands it to another thread and
-// wakes every 20 µs while that goes on), which made every small rxe send
-// twice as slow under TCG. The bound is each provider's, measured on its
-// driver (provider/rxe, provider/siw: rawDoorbellMax). (The choice stays
-// at the call site: a method making it would be past the inliner's
+// RawMax is the most bytes a PostSend list may make the kernel send for its
+// doorbell to be a raw write (abi.File.Doorbell, RawSyscall); a larger
+// list rings a regular write (abi.File.Write, Syscall). Both drivers may
+// send inside the doorbell's write(): rxe on Linux 6.1 runs the QP's
+// requester there (on loopback the responder too), one packet after
+// another until the send queue is empty (up to 1024 packets a run; 6.12
+// runs it from a work queue, so the write is short there either way), and
+// siw runs its send queue there on 6.1 and 6.12 alike (in_syscall) until
+// the queue is empty or the socket is full. A raw syscall keeps its P all
+// that time: the GC's stop-the-world waits for it. A regular one that
+// outlasts sysmon's 20 µs costs the runtime's hand-off: other threads
+// woken through futexes, sysmon's short sleeps and clock reads, which made
+// every small rxe send twice as slow under TCG and, at 16 KiB, made
+// rsocket's 64 KiB transfers slow: on Linux 6.1 under TCG (docs/COST.md,
+// session 24) raising it from 16 to 64 KiB took rsocket's 64 KiB round
+// trip from 3929 to 2656 µs on rxe and from 3976 to 1890 on siw (rdma-core's
+// rstream: 2425 and 1769), its 1 MiB round trip from 49949 to 44372 and
+// from 31173 to 26749, and left perftest's 64 KiB and 4 KiB x 16 rates
+// equal or better (rxe send_bw 4 KiB x 16 19.2 -> 29.4 MB/s; siw send_bw
+// 64 KiB 45.6 -> 54.4, write_bw 4 KiB x 16 22.6 -> 27.3). 64 KiB covers
+// rsocket's largest transfer (RS_MAX_TRANSFER) and is 64 packets at
+// rxe's 1024-byte MTU: the longest a stop-the-world waits. (The choice
+// stays at the call site: a method making it would be past the inliner's
 // budget, a call on PostSend's path.)
+const RawMax = 64 << 10
 
 // Parse reports whether p is such a command, and for which QP handle: what
 // the tests' fake command files check every doorbell write against.
