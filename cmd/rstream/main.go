@@ -20,12 +20,14 @@
 //
 // figures.sh, beside this file, runs it against rdma-core's rstream (its
 // spinning default and -T b) and TCP (-T s) in one rig boot. On Linux 6.1
-// under TCG on a loaded host (docs/COST.md, "rsocket beside rstream and
-// TCP"): on rxe it is within 7% of the spinning rstream from 4 KiB up
-// (ahead at 64 KiB), 1.25-1.63x -T b's round trip above 64 B and far
-// behind the spinner's 64 B round trip; on siw it leads both on the 64 B
-// round trip and trails above it. Its user code runs 3-5x rdma-core's
-// instructions per transfer; the kernel runs most of them, for both.
+// under TCG on a quiet host (docs/COST.md, session 24), against the
+// spinning rstream on rxe: round trips 1.4x at 64 B and 4 KiB, 1.06x at
+// 64 KiB, 0.92x at 1 MiB; streams 0.70-0.90x but 1.22x at 64 KiB. Against
+// -T b (both park when nothing is there) it is ahead in every row but the
+// 1 MiB stream (0.91). On siw it leads both on round trips up to 4 KiB.
+// The 64 B round trip's gap is a tail: timed one by one (a probe, in
+// COST.md), the median round trip is rstream's mean or below and 8% of
+// them take over 100 µs.
 package main
 
 import (
