@@ -54,7 +54,14 @@ for p in ${gos[@]+"${gos[@]}"}; do
 done
 extra=(${qargs[@]+"${qargs[@]}"})
 [ -n "$share" ] && extra+=(-virtfs "local,path=$share,mount_tag=host0,security_model=none,id=host0")
+# The console log is run-SERIES.log, unless another run of the same kernel
+# holds it (a comparison script beside an A/B): then a log of its own, or
+# each would read the other's guest output and exit status.
 logf=$RIG_OUT/run-$series.log
+exec 9>>"$logf.lock"
+if command -v flock >/dev/null && ! flock -n 9; then
+  logf=$(mktemp "$RIG_OUT/run-$series.XXXXXX.log")
+fi
 rc=0
 rig_boot "$envf" "$ov" "$logf" "$tmo" ${extra[@]+"${extra[@]}"} || rc=$?
 if [ -n "$RIG_BOOT_WHY" ]; then
