@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# rtt.sh: the distribution of rsocket round trips, goverbs (test/perf/rtt/gortt)
+# beside librdmacm's rsocket (test/perf/rtt/crtt.c), in one boot of the rig:
+# ROUNDS rounds (default 4), each a crtt pair then a gortt pair of N round
+# trips (default 5000) of SIZE bytes (default 64) on ADDR (default 10.0.2.15,
+# rxe0's netdev; 10.0.3.15 is siw0's). Both sides of both programs spin, and
+# every round trip is timed (two CLOCK_MONOTONIC reads), so the lines show
+# what rstream's mean hides: min, p10, p50, p90, p99, max (µs) and how many
+# round trips took over 100 µs.
+#   test/perf/rtt.sh
+#   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
+# Builds crtt with gcc against Debian's librdmacm-dev (installed if missing).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+export PATH=$PATH:/usr/local/go/bin
+[ -f /usr/include/rdma/rsocket.h ] || apt-get install -y -q librdmacm-dev >/dev/null
+command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+gcc -O2 -Wall -o "$work/crtt" "$top/test/perf/rtt/crtt.c" -lrdmacm
+( cd "$top" && CGO_ENABLED=0 go build -o "$work/gortt" ./test/perf/rtt/gortt )
+addr=${ADDR:-10.0.2.15} n=${N:-5000} size=${SIZE:-64}
+cat > "$work/guest.sh" <<GUEST
+p=7700
+for r in \$(seq ${ROUNDS:-4}); do
+  p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
+  /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait
+  p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
+  /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
+done
+GUEST
+"$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' 2>&1 |
+  grep -E '^(rdma-core|goverbs|crtt|gortt|rig:)'

@@ -1,0 +1,113 @@
+// crtt: librdmacm's rsocket ping-pong with every round trip timed, the
+// twin of gortt (test/perf/rtt/gortt). Both sides spin as rstream's default
+// mode does (nonblocking rsend/rrecv in a loop); each round trip is timed
+// by two CLOCK_MONOTONIC reads. Prints the distribution, not only the mean:
+// under emulation a few slow round trips can carry the mean.
+//   crtt ADDR PORT server     # serve
+//   crtt ADDR PORT [N [SIZE]] # client: N round trips (5000) of SIZE bytes (64)
+#include <rdma/rsocket.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long long mono(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return x < y ? -1 : x > y;
+}
+
+// xfer moves n bytes, spinning on EAGAIN; the peer's close ends the program.
+static void xfer(int s, char *b, int n, int send)
+{
+	int off = 0;
+	while (off < n) {
+		ssize_t r = send ? rsend(s, b + off, n - off, MSG_DONTWAIT) : rrecv(s, b + off, n - off, MSG_DONTWAIT);
+		if (r > 0)
+			off += r;
+		else if (r == 0)
+			exit(0);
+		else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+			perror(send ? "rsend" : "rrecv");
+			exit(1);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: crtt ADDR PORT server | crtt ADDR PORT [N [SIZE]]\n");
+		return 2;
+	}
+	int server = argc > 3 && strcmp(argv[3], "server") == 0;
+	int n = !server && argc > 3 ? atoi(argv[3]) : 5000;
+	int size = !server && argc > 4 ? atoi(argv[4]) : 64;
+	if (n < 1 || size < 1)
+		return 2;
+	char *buf = calloc(1, size);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(atoi(argv[2]))};
+	if (inet_pton(AF_INET, argv[1], &a.sin_addr) != 1) {
+		fprintf(stderr, "crtt: bad address %s\n", argv[1]);
+		return 2;
+	}
+	int s = rsocket(AF_INET, SOCK_STREAM, 0), one = 1;
+	if (server) {
+		rsetsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (rbind(s, (struct sockaddr *)&a, sizeof a) || rlisten(s, 1)) {
+			perror("crtt: listen");
+			return 1;
+		}
+		int c = raccept(s, NULL, NULL);
+		if (c < 0) {
+			perror("crtt: raccept");
+			return 1;
+		}
+		rfcntl(c, F_SETFL, O_NONBLOCK);
+		for (;;) {
+			xfer(c, buf, size, 0);
+			xfer(c, buf, size, 1);
+		}
+	}
+	// The server may not listen yet: retry for 10 s.
+	for (int i = 0; rconnect(s, (struct sockaddr *)&a, sizeof a); i++) {
+		if (i == 50) {
+			perror("crtt: rconnect");
+			return 1;
+		}
+		rclose(s);
+		usleep(200000);
+		s = rsocket(AF_INET, SOCK_STREAM, 0);
+	}
+	rfcntl(s, F_SETFL, O_NONBLOCK);
+	long long *ts = malloc(n * sizeof *ts), sum = 0, t0 = mono();
+	for (int i = 0; i < n; i++) {
+		long long st = mono();
+		xfer(s, buf, size, 1);
+		xfer(s, buf, size, 0);
+		ts[i] = mono() - st;
+		sum += ts[i];
+	}
+	long long wall = mono() - t0;
+	rclose(s);
+	qsort(ts, n, sizeof *ts, cmp);
+	int over = 0;
+	for (int i = 0; i < n; i++)
+		over += ts[i] > 100000;
+	printf("rdma-core n %d mean %.1f us (wall %.1f) min %.1f p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f over100us %d\n",
+	       n, sum / 1e3 / n, wall / 1e3 / n, ts[0] / 1e3, ts[n / 10] / 1e3, ts[n / 2] / 1e3,
+	       ts[n * 9 / 10] / 1e3, ts[n * 99 / 100] / 1e3, ts[n - 1] / 1e3, over);
+	return 0;
+}

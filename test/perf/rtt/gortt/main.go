@@ -1,0 +1,126 @@
+// Command gortt is an rsocket ping-pong with every round trip timed, the
+// twin of crtt.c beside it (librdmacm's rsocket): the same exchange, the
+// same clock (two CLOCK_MONOTONIC reads a round trip, a syscall each on
+// a guest whose clocksource is hpet), the same output line, so that
+// test/perf/rtt.sh can print the two distributions side by side. A
+// blocked Read or Write spins in CQ.Wait up to its cap (1 ms by default)
+// before it parks; crtt spins without end, as rstream's default mode does.
+//
+//	gortt ADDR:PORT server     # serve
+//	gortt ADDR:PORT [N [SIZE]] # client: N round trips (5000) of SIZE bytes (64)
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/goverbs/goverbs/rsocket"
+	"golang.org/x/sys/unix"
+)
+
+func mono() int64 {
+	var t unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &t); err != nil {
+		panic(err)
+	}
+	return t.Nano()
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: gortt ADDR:PORT server | gortt ADDR:PORT [N [SIZE]]")
+		os.Exit(2)
+	}
+	addr := os.Args[1]
+	server := len(os.Args) > 2 && os.Args[2] == "server"
+	n, size := 5000, 64
+	if !server && len(os.Args) > 2 {
+		n, _ = strconv.Atoi(os.Args[2])
+	}
+	if !server && len(os.Args) > 3 {
+		size, _ = strconv.Atoi(os.Args[3])
+	}
+	if n < 1 || size < 1 {
+		os.Exit(2)
+	}
+	// rstream's buffers (-B 512 KiB, doubled) and inline size.
+	cfg := rsocket.Config{SendBuffer: 1 << 20, RecvBuffer: 1 << 20, Inline: 64}
+	buf := make([]byte, size)
+	if server {
+		serve(addr, cfg, buf)
+		return
+	}
+	d := rsocket.Dialer{Config: cfg}
+	var c net.Conn
+	var err error
+	for i := 0; ; i++ { // the server may not listen yet: retry for 10 s
+		if c, err = d.DialContext(context.Background(), "tcp", addr); err == nil || i == 50 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gortt:", err)
+		os.Exit(1)
+	}
+	ts := make([]int64, n)
+	var sum int64
+	t0 := mono()
+	for i := range ts {
+		st := mono()
+		if _, err := c.Write(buf); err != nil {
+			fmt.Fprintln(os.Stderr, "gortt:", err)
+			os.Exit(1)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			fmt.Fprintln(os.Stderr, "gortt:", err)
+			os.Exit(1)
+		}
+		ts[i] = mono() - st
+		sum += ts[i]
+	}
+	wall := mono() - t0
+	c.Close()
+	slices.Sort(ts)
+	over := 0
+	for _, t := range ts {
+		if t > 100_000 {
+			over++
+		}
+	}
+	us := func(v int64) float64 { return float64(v) / 1e3 }
+	fmt.Printf("goverbs   n %d mean %.1f us (wall %.1f) min %.1f p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f over100us %d\n",
+		n, us(sum)/float64(n), us(wall)/float64(n), us(ts[0]), us(ts[n/10]), us(ts[n/2]),
+		us(ts[n*9/10]), us(ts[n*99/100]), us(ts[n-1]), over)
+}
+
+// serve answers one connection's messages until the client closes it.
+func serve(addr string, cfg rsocket.Config, buf []byte) {
+	lc := rsocket.ListenConfig{Config: cfg, ReuseAddr: true}
+	l, err := lc.Listen(context.Background(), "tcp", addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gortt:", err)
+		os.Exit(1)
+	}
+	defer l.Close()
+	c, err := l.Accept()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gortt:", err)
+		os.Exit(1)
+	}
+	defer c.Close()
+	for {
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return
+		}
+		if _, err := c.Write(buf); err != nil {
+			return
+		}
+	}
+}
