@@ -25,9 +25,9 @@
 // 64 KiB, 0.92x at 1 MiB; streams 0.70-0.90x but 1.22x at 64 KiB. Against
 // -T b (both park when nothing is there) it is ahead in every row but the
 // 1 MiB stream (0.91). On siw it leads both on round trips up to 4 KiB.
-// The 64 B round trip's gap is a tail: timed one by one (a probe, in
-// COST.md), the median round trip is rstream's mean or below and 8% of
-// them take over 100 µs.
+// The 64 B round trip's gap is mostly a tail: timed one by one
+// (test/perf/rtt.sh), the median round trip is librdmacm's, and 1.5-4x as
+// many take over 100 µs.
 package main
 
 import (
