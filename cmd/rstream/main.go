@@ -26,8 +26,8 @@
 // -T b (both park when nothing is there) it is ahead in every row but the
 // 1 MiB stream (0.91). On siw it leads both on round trips up to 4 KiB.
 // The 64 B round trip's gap is mostly a tail: timed one by one
-// (test/perf/rtt.sh), the median round trip is librdmacm's, and 1.5-4x as
-// many take over 100 µs.
+// (test/perf/rtt.sh), the median round trip is in librdmacm's range, and
+// 1.2-4.7x as many take over 100 µs.
 package main
 
 import (
