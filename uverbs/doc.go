@@ -28,11 +28,13 @@
 // default), and only then arms the CQ and parks on the completion channel
 // through the runtime poller, holding no OS thread; the waiters read the
 // channel themselves, one at a time, so no goverbs goroutine sits between
-// the event and the waiter. A completion found
-// while spinning costs no syscall and no scheduler hand-off (rdma-core's
-// way, a blocked read() of the channel, costs a syscall and a thread
-// wake-up per event, and on rxe the re-arm is a second syscall); the price
-// is CPU, a thread kept busy while the goroutine spins. A CQ whose waits
+// the event and the waiter. A completion found while spinning costs no
+// scheduler hand-off (rdma-core's way, a blocked read() of the channel,
+// costs a syscall and a thread wake-up per event, and on rxe the re-arm
+// is a second syscall) and no syscall but a raw getppid per 512 polls: a
+// kernel with lazy preemption runs a thread woken on the spinning CPU
+// only once the spin enters it. The price is CPU, a thread kept busy
+// while the goroutine spins. A CQ whose waits
 // keep outlasting the cap stops spinning (it probes with a spin now and
 // then); CQOptions.WaitSpinMax lets the cap grow to cover the waits seen
 // (rsocket.Config passes it); CQOptions.WaitSpin < 0 turns spinning
