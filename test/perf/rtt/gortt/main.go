@@ -1,7 +1,7 @@
 // Command gortt is an rsocket ping-pong with every round trip timed, the
 // twin of crtt.c beside it (librdmacm's rsocket): the same exchange, the
-// same clock (two CLOCK_MONOTONIC reads a round trip, a syscall each on
-// a guest whose clocksource is hpet), the same output line, so that
+// same clock (two CLOCK_MONOTONIC reads a round trip, through the vDSO, a
+// syscall on a guest whose clocksource is hpet), the same output line, so that
 // test/perf/rtt.sh can print the two distributions side by side. A
 // blocked Read or Write spins in CQ.Wait up to its cap (1 ms by default)
 // before it parks; crtt spins without end, as rstream's default mode does.
@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -21,16 +20,20 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/rsocket"
-	"golang.org/x/sys/unix"
 )
 
-func mono() int64 {
-	var t unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &t); err != nil {
-		panic(err)
-	}
-	return t.Nano()
-}
+// epoch is mono's zero.
+var epoch = time.Now()
+
+// mono reads CLOCK_MONOTONIC once, through the vDSO as crtt.c's libc call
+// does (time.Since of a time with a monotonic reading reads only that
+// clock; under an hpet clocksource the vDSO makes the syscall itself).
+// unix.ClockGettime would be a Syscall, which marks the goroutine's P as in
+// a syscall: one that outlasts sysmon's 20 µs tick (a clock read under TCG
+// can) lets sysmon hand the P off to another thread and resets sysmon to
+// its shortest sleep, a cost of the probe that crtt does not pay; and on a
+// guest with a vDSO clock it would be a kernel entry that crtt's is not.
+func mono() int64 { return int64(time.Since(epoch)) }
 
 func main() {
 	if len(os.Args) < 2 {
@@ -78,7 +81,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "gortt:", err)
 			os.Exit(1)
 		}
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if err := readFull(c, buf); err != nil {
 			fmt.Fprintln(os.Stderr, "gortt:", err)
 			os.Exit(1)
 		}
@@ -116,11 +119,25 @@ func serve(addr string, cfg rsocket.Config, buf []byte) {
 	}
 	defer c.Close()
 	for {
-		if _, err := io.ReadFull(c, buf); err != nil {
+		if err := readFull(c, buf); err != nil {
 			return
 		}
 		if _, err := c.Write(buf); err != nil {
 			return
 		}
 	}
+}
+
+// readFull reads len(b) bytes, as rrecv's loop in crtt.c does (io.ReadFull
+// would convert the net.Conn to an io.Reader: a run-time itab lookup a
+// call).
+func readFull(c net.Conn, b []byte) error {
+	for n := 0; n < len(b); {
+		k, err := c.Read(b[n:])
+		if err != nil {
+			return err
+		}
+		n += k
+	}
+	return nil
 }
