@@ -46,7 +46,8 @@ var defaultWaitSpinMax, defaultWaitSpinMaxSet = func() (time.Duration, bool) {
 	return d, err == nil
 }()
 
-// spinChunk is how many polls Wait's spin makes between two looks at ctx.
+// spinChunk is how many polls Wait's spin makes between two looks at its
+// budget (a timed spin's clock, an untimed one's count).
 const spinChunk = 64
 
 // spinTimedChunks: a timed spin reads the clock once in this many chunks
@@ -54,8 +55,8 @@ const spinChunk = 64
 // the cost of a poll).
 const spinTimedChunks = 8
 
-// spinKernelChunks: a spin enters the kernel once in this many chunks
-// (enterKernel).
+// spinKernelChunks: a spin enters the kernel (enterKernel) and looks at
+// ctx once in this many chunks.
 const spinKernelChunks = 8
 
 // enterKernel makes the cheapest syscall there is, so that the kernel may
@@ -259,12 +260,14 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 		}
 		if chunks%spinKernelChunks == 0 {
 			enterKernel()
-		}
-		if done != nil {
-			select {
-			case <-done:
-				return 0, true, polls, ctx.Err()
-			default:
+			// ctx as seldom: a look at a channel costs ~60
+			// instructions, as much as two polls.
+			if done != nil {
+				select {
+				case <-done:
+					return 0, true, polls, ctx.Err()
+				default:
+				}
 			}
 		}
 		if timed {
