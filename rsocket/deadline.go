@@ -114,10 +114,11 @@ func (d *deadline) done() chan struct{} {
 }
 
 // expired reports whether the deadline has passed (not: closed).
-func (d *deadline) expired() bool {
-	if !d.armed.Load() {
-		return false
-	}
+func (d *deadline) expired() bool { return d.armed.Load() && d.passed() }
+
+// passed is expired's look at an armed deadline (apart, so that expired
+// inlines: every Read and Write asks).
+func (d *deadline) passed() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return !d.shut && !d.when.IsZero() && !time.Now().Before(d.when)

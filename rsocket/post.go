@@ -95,8 +95,10 @@ func (c *Conn) msgWR(id uint64, msg uint32) uverbs.SendWR {
 // (rs_post_write_msg); on iWARP an RDMA WRITE then the message SEND.
 func (c *Conn) postWriteMsg(sgl []uverbs.SGE, msg uint32, flags uverbs.SendFlags, addr uint64, rkey uint32) error {
 	if !c.msgSend {
-		c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWriteWithImm, Flags: flags, SGL: sgl, Imm: msg, RemoteAddr: addr, RKey: rkey}
-		_, err := c.qp.PostSend(c.swr[:1])
+		w := &c.dwr[0]
+		w.ID, w.Opcode, w.Flags, w.SGL = uint64(msg), uverbs.WRRDMAWriteWithImm, flags, sgl
+		w.Imm, w.RemoteAddr, w.RKey = msg, addr, rkey
+		_, err := c.qp.PostSend(c.dwr[:])
 		return c.postErr(err)
 	}
 	c.swr[0] = uverbs.SendWR{ID: uint64(msg), Opcode: uverbs.WRRDMAWrite, Flags: flags, SGL: sgl, RemoteAddr: addr, RKey: rkey}

@@ -208,16 +208,11 @@ func (c *Conn) checkCM() {
 	c.brokenLocked(syscall.ECONNRESET)
 }
 
-// cmDown reports whether the CM has seen the connection end (rdmacm's
-// Done is closed).
-func (c *Conn) cmDown() bool {
-	select {
-	case <-c.cmEnd:
-		return true
-	default:
-		return false
-	}
-}
+// cmDown reports whether the CM has seen the connection end: rdmacm's
+// Done is closed, and interrupt, run by AfterDone then, has marked it. A
+// look between the two finds the connection up; the waiters interrupt
+// wakes look again.
+func (c *Conn) cmDown() bool { return c.cmGone.Load() }
 
 func (c *Conn) brokenLocked(err error) {
 	if c.state&stConnected != 0 {
