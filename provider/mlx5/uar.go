@@ -22,7 +22,12 @@ type uarPage struct {
 // two halves alternate, so that a BlueFlame copy never lands on the one
 // the device may still be reading.
 type bfreg struct {
+	// mu serializes the register's writers where QPs share it (static
+	// bfregs: the kernel hands one to several QPs). A dynamic bfreg is one
+	// QP's alone (takeBfreg), whose sends PostSend already serializes:
+	// ringSend takes no lock for it, as rdma-core's need_lock.
 	mu     sync.Mutex
+	shared bool
 	page   *uarPage
 	reg    int    // offset of the register in page.mem
 	bfSize int    // BlueFlame bytes per half (bf_reg_size/2); 0: 8-byte doorbells only
@@ -167,6 +172,7 @@ func (c *context) mapStaticUARs() error {
 	c.static = make([]*bfreg, int(c.resp.TotBfregs))
 	for n := range c.static {
 		b := c.newBfreg(pages[n/bfRegsPerUAR], n%bfRegsPerUAR, uint32(n))
+		b.shared = true
 		if n == 0 {
 			b.bfSize = 0 // bfreg 0 is shared by every QP beyond the others: doorbells only
 		}
@@ -223,17 +229,20 @@ func (c *context) staticBfreg(index uint32) (*bfreg, error) {
 // ring indexes first, first+1 …) when the register has BlueFlame and the
 // WQE fits, else one 8-byte store of the last WQE's first control bytes.
 func (b *bfreg) ringSend(sq *sendQueue, first, nbb uint32, single bool, ctrl uint64) {
-	b.mu.Lock()
-	reg := b.page.ptr(b.reg + b.offset)
+	if b.shared {
+		b.mu.Lock()
+	}
 	doorbell.FlushWC()
 	if single && b.bfSize > 0 && int(nbb)*wqeBB <= b.bfSize {
 		for i := uint32(0); i < nbb; i++ {
 			doorbell.Copy64(b.page.ptr(b.reg+b.offset+int(i)*wqeBB), sq.bbPtr(first+i))
 		}
 	} else {
-		doorbell.Store64BE(reg, ctrl)
+		doorbell.Store64BE(b.page.ptr(b.reg+b.offset), ctrl)
 	}
 	doorbell.FlushWC()
 	b.offset ^= b.bfSize
-	b.mu.Unlock()
+	if b.shared {
+		b.mu.Unlock()
+	}
 }
