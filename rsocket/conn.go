@@ -251,6 +251,14 @@ func (c *Conn) start(peer []byte, accepted bool) error {
 	// A waiter parked in CQ.Wait wakes when the CM reports the connection
 	// down, even if nothing is left to complete.
 	c.rc.AfterDone(c.interrupt)
+	// For a connection already down AfterDone runs interrupt in a goroutine
+	// that may not have run yet: mark it here, so that Accept's look right
+	// after start sees it (an abandoned connection is not handed out).
+	select {
+	case <-c.cmEnd:
+		c.cmGone.Store(true)
+	default:
+	}
 	c.mu.Lock()
 	c.updateCredits()
 	c.mu.Unlock()
