@@ -61,15 +61,15 @@ const spinKernelChunks = 8
 
 // enterKernel makes the cheapest syscall there is, so that the kernel may
 // switch the spinning thread out on its way back to user space. A kernel
-// with lazy preemption (Linux 6.13 on, the default of newer ones) lets a
-// task woken on a CPU whose current task runs in user space wait until
-// that task enters the kernel or the next tick (4 ms at HZ 250): a spin
-// with no syscall in it holds off the work it waits for wherever that
-// work is a kernel thread (rxe on Linux 7.x sends from a work queue),
-// and only the end of the spin lets it run. Measured with rxe0 under TCG
+// with lazy preemption (Linux 6.13 on; Debian's 7.3.4 runs it by default)
+// lets a task woken on a CPU whose current task runs in user space wait
+// until that task enters the kernel or the next tick (4 ms at HZ 250): a
+// spin with no syscall in it holds off the work it waits for wherever
+// that work is a kernel thread (rxe on Linux 7.x sends from a work
+// queue), and only the end of the spin lets it run. Measured with rxe0 under TCG
 // (test/perf/rtt.sh's 64 B rsocket round trips, five rounds in one boot,
 // medians; one entry per 512 polls, ~40 µs of spinning, against none):
-// Linux 7.3.4 (lazy) mean 219 µs against 306, p90 335 against 905; 6.1
+// Linux 7.3.4 (lazy) mean 219 µs against 306, p90 353 against 905; 6.1
 // (voluntary preemption, so some other hold-off of the same kind) mean
 // 46.7 against 52.4; faster in every round on both. A raw getppid: no
 // runtime bookkeeping (Syscall's entersyscall and exitsyscall).
