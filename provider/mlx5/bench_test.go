@@ -162,34 +162,30 @@ func BenchmarkPostSendPoll(b *testing.B) {
 	wrs := []uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: n.addr(65536), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 64)}}}
 	wc := make([]uverbs.WorkCompletion, 1)
-	complete := func(k int) { // the device completes the k WRITEs posted last
-		before := p.d.Stats().CQEs
-		p.d.Resume()
-		for p.d.Stats().CQEs-before < k {
+	cqes := func() int { return p.d.Stats().CQEs }
+	await := func(before, k int) { // the device completes k more WRITEs
+		for cqes()-before < k {
 		}
-		p.d.Pause()
 	}
 	b.ReportAllocs()
 	b.StopTimer()
 	b.ResetTimer()
-	p.d.Pause()
+	before := cqes()
 	for range benchRound {
 		if _, err := p.a.PostSend(wrs); err != nil {
 			b.Fatal(err)
 		}
 	}
-	complete(benchRound)
-	p.sys0 = p.n.ctx.Syscalls()
-	b.StartTimer()
+	await(before, benchRound)
+	p.start(b)
 	ready := benchRound
 	for i := 0; i < b.N; i++ {
 		if ready == 0 {
-			b.StopTimer()
-			p.sys += p.n.ctx.Syscalls() - p.sys0
-			complete(benchRound)
+			before := cqes() // paused: nothing completes until stop
+			p.stop(b)
+			await(before, benchRound)
 			ready = benchRound
-			p.sys0 = p.n.ctx.Syscalls()
-			b.StartTimer()
+			p.start(b)
 		}
 		if _, err := p.a.PostSend(wrs); err != nil {
 			b.Fatal(err)
@@ -199,10 +195,10 @@ func BenchmarkPostSendPoll(b *testing.B) {
 		}
 		ready--
 	}
-	b.StopTimer()
-	p.sys += p.n.ctx.Syscalls() - p.sys0
+	before = cqes()
+	p.stop(b)
 	posted := benchRound - ready // posted in this round, not completed yet
-	complete(posted)
+	await(before, posted)
 	p.drain(b, p.cqA, ready+posted)
 	p.report(b)
 }
