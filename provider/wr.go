@@ -37,9 +37,9 @@ func Invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", unix.EINVAL, fmt.Sprintf(format, args...))
 }
 
-// maxMessage is the largest message a work request may describe (2^31
+// MaxMessage is the largest message a work request may describe (2^31
 // bytes, the InfiniBand limit).
-const maxMessage = 1 << 31
+const MaxMessage = 1 << 31
 
 // SendQueueCaps is what checking a send request needs to know of its QP.
 type SendQueueCaps struct {
@@ -105,8 +105,18 @@ func SendOK(c *SendQueueCaps, wr *SendWR) bool {
 	// The opcodes allowed by QP type and INLINE flag (1<<op is 0 for an op
 	// past 31: no bit, refused).
 	return plainOps[c.Type&7|QPType(wr.Flags&SendInline)]&(1<<wr.Opcode) != 0 &&
-		wr.Flags&^sendFlags == 0 && uint32(len(wr.SGL)) <= c.MaxSGE && total <= maxMessage &&
+		wr.Flags&^sendFlags == 0 && uint32(len(wr.SGL)) <= c.MaxSGE && total <= MaxMessage &&
 		(wr.Flags&SendInline == 0 || total <= uint64(c.MaxInline))
+}
+
+// PlainOps is the set of opcodes (bit 1<<op) that SendOK accepts without
+// INLINE on a QP of type t: what a provider may post on a fast path of its
+// own once the WR's flags, SGL and length pass the rest of SendOK's rules.
+func PlainOps(t QPType) uint32 {
+	if t != QPTypeRC && t != QPTypeUC {
+		return 0
+	}
+	return plainOps[t]
 }
 
 // The opcodes SendOK accepts, by QP type and INLINE flag: on RC and UC,
@@ -161,7 +171,7 @@ func checkSend(c *SendQueueCaps, wr *SendWR) error {
 	for i := range wr.SGL {
 		total += uint64(wr.SGL[i].Length)
 	}
-	if total > maxMessage {
+	if total > MaxMessage {
 		return Invalid("the SGL describes %d bytes, more than the 2^31 a message may carry", total)
 	}
 	if wr.Flags&SendInline != 0 {
@@ -216,13 +226,13 @@ func checkSend(c *SendQueueCaps, wr *SendWR) error {
 func RecvOK(maxSGE uint32, wr *RecvWR) bool {
 	sgl := wr.SGL
 	if len(sgl) == 1 { // the common receive: no loop to sum the lengths
-		return maxSGE != 0 && sgl[0].Length <= maxMessage
+		return maxSGE != 0 && sgl[0].Length <= MaxMessage
 	}
 	var total uint64
 	for _, s := range sgl {
 		total += uint64(s.Length)
 	}
-	return uint32(len(sgl)) <= maxSGE && total <= maxMessage
+	return uint32(len(sgl)) <= maxSGE && total <= MaxMessage
 }
 
 // CheckRecv is the provider-independent check of one receive request for a
@@ -239,7 +249,7 @@ func CheckRecv(maxSGE uint32, wr *RecvWR) error {
 	for i := range wr.SGL {
 		total += uint64(wr.SGL[i].Length)
 	}
-	if total > maxMessage {
+	if total > MaxMessage {
 		return Invalid("the SGL describes %d bytes, more than the 2^31 a message may carry", total)
 	}
 	return nil

@@ -93,14 +93,17 @@ type qp struct {
 	typ   provider.QPType
 	mem   *mmap.Region
 	dbrec int
-	qpn   uint32
-	uidx  uint32
-	key   uint32 // the resource table key: uidx, or qpn with CQE version 0
-	bf    *bfreg
-	srq   *srq
-	scq   *cq // the CQs whose CQEs name this QP: cleaned on RESET and Close
-	rcq   *cq
-	state atomic.Uint32 // provider.QPState
+	// sendRec is the send counter's word of the doorbell record, in mem
+	// (kept so that a post need not index mem for it).
+	sendRec *uint32
+	qpn     uint32
+	uidx    uint32
+	key     uint32 // the resource table key: uidx, or qpn with CQE version 0
+	bf      *bfreg
+	srq     *srq
+	scq     *cq // the CQs whose CQEs name this QP: cleaned on RESET and Close
+	rcq     *cq
+	state   atomic.Uint32 // provider.QPState
 
 	sqMu     sync.Mutex
 	sq       sendQueue
@@ -233,12 +236,13 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", err)
 	}
 	q.mem, q.dbrec = mem, dbrec
+	q.sendRec = word(mem, dbrec+4*qpDBSend)
 	b := mem.Bytes()
 	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
 		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
 		shape: sqShape{caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: capc.MaxSendSGE, MaxInline: capc.MaxInlineData},
-			typ: a.Type, maxBBs: bbs, mws: &c.mws},
+			typ: a.Type, maxBBs: bbs, mws: &c.mws, plain: plainOps(a.Type, capc.MaxSendSGE, bbs)},
 		sigAll: a.SignalAll}
 
 	s := &qpSetup{q: q}
@@ -379,34 +383,38 @@ func (q *qp) Modified(st provider.QPState) {
 // the doorbell record, and rings the doorbell once: a BlueFlame copy of a
 // lone small WQE, else an 8-byte store. It allocates nothing and makes no
 // syscall; on a validation error nothing is written.
+//
+// One WR, the common case, is posted in one pass and without a deferred
+// unlock; a plain one (send_plain.go) with fixed offsets and rung by
+// ringOne. A WR it would refuse goes to postList, which says why.
 func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
-	if len(wrs) == 1 {
-		return q.postOne(wrs)
+	if len(wrs) != 1 {
+		return q.postMany(wrs)
 	}
-	if len(wrs) == 0 {
-		return 0, nil
-	}
-	q.sqMu.Lock()
-	defer q.sqMu.Unlock()
-	return q.postList(wrs)
-}
-
-// postOne is PostSend of one WR, the common case, in one pass and without
-// a deferred unlock (with ringSend's unlocked dedicated bfreg, ~50
-// instructions of ~740 a post on the device model). A WR it would refuse
-// goes to postList, which says why.
-func (q *qp) postOne(wrs []provider.SendWR) (int, error) {
 	wr := &wrs[0]
 	q.sqMu.Lock()
 	sq := &q.sq
-	p := &sq.plans[0]
-	if q.closed.Load() || q.ctx.lost.Load() || !sendable(provider.QPState(q.state.Load())) ||
-		!provider.SendOK(&sq.shape.caps, wr) || planSend(&sq.shape, wr, p) != nil ||
-		p.bbs > sq.cnt-(sq.head-sq.tail.Load()) {
+	if q.closed.Load() || q.ctx.lost.Load() || !sendable(provider.QPState(q.state.Load())) {
 		defer q.sqMu.Unlock()
 		return q.postList(wrs)
 	}
 	head := sq.head
+	if isPlain(&sq.shape, wr) && head-sq.tail.Load() < sq.cnt {
+		bb := sq.writePlain(head, q.qpn, wr)
+		sq.head = head + 1
+		sq.pub.Store(head + 1)
+		doorbell.ToDevice()
+		*q.sendRec = bits.ReverseBytes32((head + 1) & 0xffff)
+		q.bf.ringOne(bb)
+		q.sqMu.Unlock()
+		return 1, nil
+	}
+	p := &sq.plans[0]
+	if !provider.SendOK(&sq.shape.caps, wr) || planSend(&sq.shape, wr, p) != nil ||
+		p.bbs > sq.cnt-(head-sq.tail.Load()) {
+		defer q.sqMu.Unlock()
+		return q.postList(wrs)
+	}
 	sq.write(head, q.qpn, wr, p)
 	sq.head = head + p.bbs
 	sq.pub.Store(sq.head)
@@ -415,12 +423,22 @@ func (q *qp) postOne(wrs []provider.SendWR) (int, error) {
 	return 1, nil
 }
 
-// sendable reports whether a QP in state st takes sends: not before RTS.
-func sendable(st provider.QPState) bool {
-	return st != provider.QPStateReset && st != provider.QPStateInit && st != provider.QPStateRTR
+// postMany is PostSend of a list other than one WR.
+func (q *qp) postMany(wrs []provider.SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	q.sqMu.Lock()
+	defer q.sqMu.Unlock()
+	return q.postList(wrs)
 }
 
-// postList is PostSend of a list (or of a WR postOne refused), with
+// sendable reports whether a QP in state st takes sends: not before RTS.
+func sendable(st provider.QPState) bool {
+	return st > provider.QPStateRTR // RTS, SQD, SQE, ERR (ERR flushes)
+}
+
+// postList is PostSend of a list (or of a WR PostSend took alone and refused), with
 // q.sqMu held.
 func (q *qp) postList(wrs []provider.SendWR) (int, error) {
 	if q.closed.Load() {

@@ -1,6 +1,10 @@
 package mlx5
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/goverbs/goverbs/mmap"
+)
 
 // bbPtr is the address of WQEBB i (a free-running index) of the send ring,
 // for the BlueFlame copy. The ring is mapped while PostSend runs (it holds
@@ -9,3 +13,11 @@ import "unsafe"
 func (s *sendQueue) bbPtr(i uint32) unsafe.Pointer {
 	return unsafe.Pointer(&s.ring[int(i&(s.cnt-1))*wqeBB])
 }
+
+// bbAddr is the address of a WQEBB of the send ring, for ringOne's
+// BlueFlame copy.
+func bbAddr(bb *[wqeBB]byte) unsafe.Pointer { return unsafe.Pointer(bb) }
+
+// word is the 32-bit word at byte off of m, a doorbell record's counter.
+// m stays mapped while the QP is open, and posts check that first.
+func word(m *mmap.Region, off int) *uint32 { return (*uint32)(m.Pointer(off)) }

@@ -246,3 +246,22 @@ func (b *bfreg) ringSend(sq *sendQueue, first, nbb uint32, single bool, ctrl uin
 		b.mu.Unlock()
 	}
 }
+
+// ringOne is ringSend for a lone WQE of one WQEBB, wqe.
+func (b *bfreg) ringOne(wqe *[wqeBB]byte) {
+	if b.shared {
+		b.mu.Lock()
+	}
+	doorbell.FlushWC()
+	at := b.page.ptr(b.reg + b.offset)
+	if b.bfSize >= wqeBB {
+		doorbell.Copy64(at, bbAddr(wqe))
+	} else {
+		doorbell.Store64BE(at, be.Uint64(wqe[:8]))
+	}
+	doorbell.FlushWC()
+	b.offset ^= b.bfSize
+	if b.shared {
+		b.mu.Unlock()
+	}
+}

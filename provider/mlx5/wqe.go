@@ -17,6 +17,7 @@ type sqShape struct {
 	typ    provider.QPType
 	maxBBs uint32   // the largest WQE the queue was sized for, in WQEBBs
 	mws    *mwTable // the context's memory windows (binds need their type)
+	plain  uint32   // the opcodes (1<<op) of plain WRs: plainOps
 }
 
 // checkSend runs the common checks, then plans the WQE: what PostSend does

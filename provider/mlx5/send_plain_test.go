@@ -1,0 +1,64 @@
+package mlx5
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/goverbs/goverbs/provider"
+)
+
+// TestPlainMatchesGeneric checks the plain path against the general one on
+// random WRs: every WR isPlain takes passes CheckSend and planSend as one
+// WQEBB, and writePlain leaves the ring, the wr_id, next and opcode slots
+// and the fence cache exactly as write does.
+func TestPlainMatchesGeneric(t *testing.T) {
+	const qpn, cnt = 0xabcdef, 8
+	rng := rand.New(rand.NewPCG(1, 2))
+	lengths := []uint32{1, 64, 4096, 0, provider.MaxMessage, provider.MaxMessage + 1, ^uint32(0)}
+	types := []provider.QPType{provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD, provider.QPTypeXRCIni}
+	newSQ := func(shape sqShape, sigAll bool, fm uint8) *sendQueue {
+		sq := &sendQueue{ring: make([]byte, cnt*wqeBB), cnt: cnt, wrid: make([]uint64, cnt),
+			next: make([]uint32, cnt), op: make([]provider.WCOpcode, cnt), shape: shape, sigAll: sigAll, fmCache: fm}
+		for i := range sq.ring {
+			sq.ring[i] = byte(i * 7) // stale bytes, as a reused ring has
+		}
+		return sq
+	}
+	plain, ok := 0, 0
+	for range 50000 {
+		shape := testShape(types[rng.IntN(len(types))], uint32(rng.IntN(3)), 64, uint32(rng.IntN(3)))
+		wr := provider.SendWR{ID: rng.Uint64(), Opcode: provider.WROpcode(rng.IntN(11)),
+			Flags: provider.SendFlags(rng.IntN(8) | rng.IntN(2)*rng.IntN(32)), Imm: rng.Uint32(), InvalidateRKey: rng.Uint32(),
+			RemoteAddr: rng.Uint64(), RKey: rng.Uint32()}
+		for range []int{0, 1, 1, 1, 2}[rng.IntN(5)] {
+			wr.SGL = append(wr.SGL, provider.SGE{Addr: rng.Uint64(), Length: lengths[rng.IntN(len(lengths))*rng.IntN(2)], LKey: rng.Uint32()})
+		}
+		p, err := checkSend(&shape, &wr)
+		if err == nil {
+			ok++
+		}
+		if !isPlain(&shape, &wr) {
+			continue
+		}
+		plain++
+		if err != nil || p.bbs != 1 {
+			t.Fatalf("isPlain took %+v on %+v, which checkSend plans as %d WQEBBs, %v", wr, shape, p.bbs, err)
+		}
+		head, sigAll, fm := rng.Uint32(), rng.IntN(2) == 0, []uint8{0, ctrlSmallFence}[rng.IntN(2)]
+		a, b := newSQ(shape, sigAll, fm), newSQ(shape, sigAll, fm)
+		a.writePlain(head, qpn, &wr)
+		b.write(head, qpn, &wr, &p)
+		if !bytes.Equal(a.ring, b.ring) || !slices.Equal(a.wrid, b.wrid) || !slices.Equal(a.next, b.next) ||
+			!slices.Equal(a.op, b.op) || a.fmCache != b.fmCache {
+			t.Fatalf("%+v at head %d (sigAll %v, fence cache %#x): writePlain and write differ:\n% x\n% x",
+				wr, head, sigAll, fm, a.ring, b.ring)
+		}
+	}
+	// Both kinds must have come up often, or the test proves little.
+	if plain < 500 || ok-plain < 500 {
+		t.Fatalf("%d plain WRs and %d other accepted ones: too few", plain, ok-plain)
+	}
+	t.Logf("%d plain WRs, %d other accepted ones", plain, ok-plain)
+}
