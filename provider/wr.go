@@ -109,12 +109,16 @@ func SendOK(c *SendQueueCaps, wr *SendWR) bool {
 		(wr.Flags&SendInline == 0 || total <= uint64(c.MaxInline))
 }
 
-// PlainOps is the set of opcodes (bit 1<<op) that SendOK accepts without
-// INLINE on a QP of type t: what a provider may post on a fast path of its
-// own once the WR's flags, SGL and length pass the rest of SendOK's rules.
-func PlainOps(t QPType) uint32 {
+// PlainOps is the set of opcodes (bit 1<<op) that SendOK accepts on a QP
+// of type t, with the INLINE flag or without: what a provider may post on
+// a fast path of its own once the WR's flags, SGL and length pass the rest
+// of SendOK's rules.
+func PlainOps(t QPType, inline bool) uint32 {
 	if t != QPTypeRC && t != QPTypeUC {
 		return 0
+	}
+	if inline {
+		t |= inl
 	}
 	return plainOps[t]
 }

@@ -242,8 +242,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
 		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
 		shape: sqShape{caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: capc.MaxSendSGE, MaxInline: capc.MaxInlineData},
-			typ: a.Type, maxBBs: bbs, mws: &c.mws, plain: plainOps(a.Type, capc.MaxSendSGE, bbs)},
+			typ: a.Type, maxBBs: bbs, mws: &c.mws},
 		sigAll: a.SignalAll}
+	q.sq.shape.setPlain()
 
 	s := &qpSetup{q: q}
 	s.in.BufAddr = uint64(mem.Addr())

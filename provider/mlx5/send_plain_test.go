@@ -16,7 +16,12 @@ import (
 func TestPlainMatchesGeneric(t *testing.T) {
 	const qpn, cnt = 0xabcdef, 8
 	rng := rand.New(rand.NewPCG(1, 2))
-	lengths := []uint32{1, 64, 4096, 0, provider.MaxMessage, provider.MaxMessage + 1, ^uint32(0)}
+	lengths := []uint32{1, 8, 28, 29, 44, 45, 64, 4096, 0, provider.MaxMessage, provider.MaxMessage + 1, ^uint32(0)}
+	src := make([]byte, 64)
+	for i := range src {
+		src[i] = byte(i + 1)
+	}
+	mem := userMem(t, src) // what inline WRs copy: the first 64 B of their SGE
 	types := []provider.QPType{provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD, provider.QPTypeXRCIni}
 	newSQ := func(shape sqShape, sigAll bool, fm uint8) *sendQueue {
 		sq := &sendQueue{ring: make([]byte, cnt*wqeBB), cnt: cnt, wrid: make([]uint64, cnt),
@@ -26,14 +31,22 @@ func TestPlainMatchesGeneric(t *testing.T) {
 		}
 		return sq
 	}
-	plain, ok := 0, 0
-	for range 50000 {
-		shape := testShape(types[rng.IntN(len(types))], uint32(rng.IntN(3)), 64, uint32(rng.IntN(3)))
+	plain, inline, ok := 0, 0, 0
+	for range 150000 {
+		shape := testShape(types[rng.IntN(len(types))], uint32(rng.IntN(3)), []uint32{0, 16, 28, 64, 256}[rng.IntN(5)],
+			uint32(rng.IntN(3)))
 		wr := provider.SendWR{ID: rng.Uint64(), Opcode: provider.WROpcode(rng.IntN(11)),
-			Flags: provider.SendFlags(rng.IntN(8) | rng.IntN(2)*rng.IntN(32)), Imm: rng.Uint32(), InvalidateRKey: rng.Uint32(),
+			Flags: provider.SendFlags(rng.IntN(8) | rng.IntN(2)*rng.IntN(32) | rng.IntN(2)*rng.IntN(2)*8), Imm: rng.Uint32(), InvalidateRKey: rng.Uint32(),
 			RemoteAddr: rng.Uint64(), RKey: rng.Uint32()}
 		for range []int{0, 1, 1, 1, 2}[rng.IntN(5)] {
 			wr.SGL = append(wr.SGL, provider.SGE{Addr: rng.Uint64(), Length: lengths[rng.IntN(len(lengths))*rng.IntN(2)], LKey: rng.Uint32()})
+		}
+		if wr.Flags&provider.SendInline != 0 {
+			for i := range wr.SGL {
+				if wr.SGL[i].Length <= 64 {
+					wr.SGL[i].Addr = mem + uint64(rng.IntN(65-int(wr.SGL[i].Length)))
+				}
+			}
 		}
 		p, err := checkSend(&shape, &wr)
 		if err == nil {
@@ -43,6 +56,9 @@ func TestPlainMatchesGeneric(t *testing.T) {
 			continue
 		}
 		plain++
+		if wr.Flags&provider.SendInline != 0 {
+			inline++
+		}
 		if err != nil || p.bbs != 1 {
 			t.Fatalf("isPlain took %+v on %+v, which checkSend plans as %d WQEBBs, %v", wr, shape, p.bbs, err)
 		}
@@ -57,8 +73,8 @@ func TestPlainMatchesGeneric(t *testing.T) {
 		}
 	}
 	// Both kinds must have come up often, or the test proves little.
-	if plain < 500 || ok-plain < 500 {
-		t.Fatalf("%d plain WRs and %d other accepted ones: too few", plain, ok-plain)
+	if plain-inline < 500 || inline < 500 || ok-plain < 500 {
+		t.Fatalf("%d plain WRs (%d inline) and %d other accepted ones: too few", plain, inline, ok-plain)
 	}
-	t.Logf("%d plain WRs, %d other accepted ones", plain, ok-plain)
+	t.Logf("%d plain WRs (%d inline), %d other accepted ones", plain, inline, ok-plain)
 }

@@ -17,7 +17,10 @@ type sqShape struct {
 	typ    provider.QPType
 	maxBBs uint32   // the largest WQE the queue was sized for, in WQEBBs
 	mws    *mwTable // the context's memory windows (binds need their type)
-	plain  uint32   // the opcodes (1<<op) of plain WRs: plainOps
+	// The plain WRs' opcodes (1<<op, without and with INLINE) and inline
+	// bytes (SENDs', RDMA WRITEs'): setPlain.
+	plain, plainInline      uint32
+	inlineSend, inlineWrite uint32
 }
 
 // checkSend runs the common checks, then plans the WQE: what PostSend does

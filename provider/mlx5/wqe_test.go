@@ -327,6 +327,7 @@ func TestSendValidation(t *testing.T) {
 // testShape is the shape of a send queue of type typ, created for maxSGE
 // SGEs and maxInline bytes inline, whose WQEs take at most maxBBs WQEBBs.
 func testShape(typ provider.QPType, maxSGE, maxInline, maxBBs uint32) sqShape {
-	return sqShape{caps: provider.SendQueueCaps{Type: typ, MaxSGE: maxSGE, MaxInline: maxInline}, typ: typ, maxBBs: maxBBs,
-		plain: plainOps(typ, maxSGE, maxBBs)}
+	s := sqShape{caps: provider.SendQueueCaps{Type: typ, MaxSGE: maxSGE, MaxInline: maxInline}, typ: typ, maxBBs: maxBBs}
+	s.setPlain()
+	return s
 }
