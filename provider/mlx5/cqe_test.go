@@ -51,11 +51,11 @@ func newTestCQ(t testing.TB, cqeSize int, version uint8, log uint32) *testCQ {
 		q.buf[i*cqeSize+cqeSize-cqe64Size+cqeOpOwn] = cqeInvalid << 4
 	}
 	p := &qp{ctx: c, typ: provider.QPTypeRC, qpn: tQPN, uidx: tQPUidx}
-	p.sq = sendQueue{cnt: 16, wrid: make([]uint64, 16), next: make([]uint32, 16), op: make([]provider.WCOpcode, 16)}
+	p.sq = sendQueue{cnt: 16, slots: make([]sendSlot, 16)}
 	p.rq = recvQueue{cnt: 8, wrid: make([]uint64, 8)}
-	for i := range p.sq.wrid {
-		p.sq.wrid[i] = 0x5000 + uint64(i)
-		p.sq.next[i] = uint32(i) + 1
+	for i := range p.sq.slots {
+		p.sq.slots[i].wrid = 0x5000 + uint64(i)
+		p.sq.slots[i].next = uint32(i) + 1
 	}
 	for i := range p.rq.wrid {
 		p.rq.wrid[i] = 0x7000 + uint64(i)
@@ -220,7 +220,7 @@ func TestCQOwnership(t *testing.T) {
 		}
 	}
 	// The unsignaled WQEs before a completed one are retired with it.
-	tc.qp.sq.next[3] = 9
+	tc.qp.sq.slots[3].next = 9
 	tc.put(t, 20, func(e []byte) {
 		cset(t, e, cqe, "srqn_uidx", tQPUidx)
 		cset(t, e, cqe, "wqe_counter", 3)

@@ -28,8 +28,8 @@ func TestUMRFence(t *testing.T) {
 	if fm(0) != 0 || fm(3) != ctrlSmallFence || fm(4) != 0 {
 		t.Errorf("fm_ce_se of bind, send, send = %#x %#x %#x, want 0 %#x 0", fm(0), fm(3), fm(4), ctrlSmallFence)
 	}
-	if q.sq.op[0] != provider.WCBindMW {
-		t.Errorf("the bind's completion opcode is %v", q.sq.op[0])
+	if q.sq.slots[0].op != provider.WCBindMW {
+		t.Errorf("the bind's completion opcode is %v", q.sq.slots[0].op)
 	}
 	if got := be.Uint32(q.sq.ring[wqeBB+mkeyQpnMkey:]); got != 0xffffff01 {
 		t.Errorf("type 1 bind: qpn_mkey %#x, want 0xffffff01 (no QP, key byte 1)", got)
@@ -48,8 +48,8 @@ func TestUMRFence(t *testing.T) {
 	if fm(h) != ctrlFence || fm(h+1) != 0 {
 		t.Errorf("after a LOCAL_INV in the previous call: fm %#x %#x, want the full fence %#x then 0", fm(h), fm(h+1), ctrlFence)
 	}
-	if q.sq.op[(h-2)&(q.sq.cnt-1)] != provider.WCLocalInv {
-		t.Errorf("the LOCAL_INV's completion opcode is %v", q.sq.op[(h-2)&(q.sq.cnt-1)])
+	if q.sq.slots[(h-2)&(q.sq.cnt-1)].op != provider.WCLocalInv {
+		t.Errorf("the LOCAL_INV's completion opcode is %v", q.sq.slots[(h-2)&(q.sq.cnt-1)].op)
 	}
 	q.sq.tail.Store(q.sq.head)
 	if _, err := q.PostSend([]provider.SendWR{inv}); err != nil {

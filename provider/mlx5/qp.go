@@ -28,9 +28,7 @@ type sendQueue struct {
 	pub  atomic.Uint32 // head, published once the WQEs and wrids are written
 	tail atomic.Uint32 // first WQEBB not yet retired by Poll
 
-	wrid []uint64            // by WQEBB index of a WQE's start
-	next []uint32            // head after that WQE: where the tail moves when it completes
-	op   []provider.WCOpcode // what the WQE was, for error completions
+	slots []sendSlot // by WQEBB index of a WQE's start
 
 	shape  sqShape
 	sigAll bool
@@ -44,6 +42,14 @@ type sendQueue struct {
 	fmCache uint8
 }
 
+// sendSlot is what completing a WQE needs, by the WQEBB index of its
+// start: one slot, so that a post and a poll index one slice.
+type sendSlot struct {
+	wrid uint64            // the WR's ID
+	next uint32            // head after the WQE: where the tail moves when it completes
+	op   provider.WCOpcode // what the WQE was, for error completions
+}
+
 // retire completes the WQE that starts at counter and every unsignaled one
 // before it; it returns the WQE's wr_id and opcode, and false if no such WQE
 // is outstanding (a CQE left from before the QP was reset). It runs under
@@ -53,8 +59,9 @@ func (s *sendQueue) retire(counter uint16) (id uint64, op provider.WCOpcode, ok 
 	t := s.tail.Load()
 	if ok = (uint32(counter)-t)&0xffff < head-t; ok {
 		i := uint32(counter) & (s.cnt - 1)
-		id, op = s.wrid[i], s.op[i]
-		s.tail.Store(s.next[i]) // after the reads: PostSend may reuse the slot from here on
+		sl := &s.slots[i]
+		id, op = sl.wrid, sl.op
+		s.tail.Store(sl.next) // after the reads: PostSend may reuse the slot from here on
 	}
 	return
 }
@@ -240,7 +247,7 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	b := mem.Bytes()
 	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
-		wrid: make([]uint64, sqCnt), next: make([]uint32, sqCnt), op: make([]provider.WCOpcode, sqCnt),
+		slots: make([]sendSlot, sqCnt),
 		shape: sqShape{caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: capc.MaxSendSGE, MaxInline: capc.MaxInlineData},
 			typ: a.Type, maxBBs: bbs, mws: &c.mws},
 		sigAll: a.SignalAll}
@@ -502,13 +509,13 @@ func (sq *sendQueue) write(head, qpn uint32, wr *provider.SendWR, p *sendPlan) {
 	p.fence, sq.fmCache = sq.fmCache, 0
 	buildSend(sq.ring, head, qpn, wr, p, signal)
 	idx := head & (sq.cnt - 1)
-	sq.wrid[idx] = wr.ID
-	sq.next[idx] = head + p.bbs
-	sq.op[idx], _ = reqOpcode(p.opcode)
+	sl := &sq.slots[idx]
+	sl.wrid, sl.next = wr.ID, head+p.bbs
+	sl.op, _ = reqOpcode(p.opcode)
 	if p.opcode == opUMR {
-		sq.op[idx], sq.fmCache = provider.WCBindMW, ctrlSmallFence
+		sl.op, sq.fmCache = provider.WCBindMW, ctrlSmallFence
 		if wr.Opcode == provider.WRLocalInv {
-			sq.op[idx] = provider.WCLocalInv
+			sl.op = provider.WCLocalInv
 		}
 	}
 }

@@ -21,10 +21,10 @@ func newRingQP(t *testing.T) *qp {
 	}
 	t.Cleanup(func() { mem.Close() })
 	b := mem.Bytes()
-	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5}
+	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5, sendRec: word(mem, 2048+4*qpDBSend)}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
-	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, wrid: make([]uint64, 8), next: make([]uint32, 8),
-		op: make([]provider.WCOpcode, 8), shape: testShape(provider.QPTypeRC, 1, 16, 1)}
+	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, slots: make([]sendSlot, 8),
+		shape: testShape(provider.QPTypeRC, 1, 16, 1)}
 	q.state.Store(uint32(provider.QPStateRTS))
 	return q
 }

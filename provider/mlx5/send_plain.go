@@ -134,8 +134,6 @@ func (sq *sendQueue) writePlain(head, qpn uint32, wr *provider.SendWR) *[wqeBB]b
 	be.PutUint32(bb[ctrlSignature:], uint32(fm))
 	be.PutUint32(bb[ctrlImm:], imm)
 
-	sq.wrid[idx] = wr.ID
-	sq.next[idx] = head + 1
-	sq.op[idx] = w.wc
+	sq.slots[idx] = sendSlot{wrid: wr.ID, next: head + 1, op: w.wc}
 	return bb
 }

@@ -24,8 +24,8 @@ func TestPlainMatchesGeneric(t *testing.T) {
 	mem := userMem(t, src) // what inline WRs copy: the first 64 B of their SGE
 	types := []provider.QPType{provider.QPTypeRC, provider.QPTypeUC, provider.QPTypeUD, provider.QPTypeXRCIni}
 	newSQ := func(shape sqShape, sigAll bool, fm uint8) *sendQueue {
-		sq := &sendQueue{ring: make([]byte, cnt*wqeBB), cnt: cnt, wrid: make([]uint64, cnt),
-			next: make([]uint32, cnt), op: make([]provider.WCOpcode, cnt), shape: shape, sigAll: sigAll, fmCache: fm}
+		sq := &sendQueue{ring: make([]byte, cnt*wqeBB), cnt: cnt, slots: make([]sendSlot, cnt),
+			shape: shape, sigAll: sigAll, fmCache: fm}
 		for i := range sq.ring {
 			sq.ring[i] = byte(i * 7) // stale bytes, as a reused ring has
 		}
@@ -66,8 +66,7 @@ func TestPlainMatchesGeneric(t *testing.T) {
 		a, b := newSQ(shape, sigAll, fm), newSQ(shape, sigAll, fm)
 		a.writePlain(head, qpn, &wr)
 		b.write(head, qpn, &wr, &p)
-		if !bytes.Equal(a.ring, b.ring) || !slices.Equal(a.wrid, b.wrid) || !slices.Equal(a.next, b.next) ||
-			!slices.Equal(a.op, b.op) || a.fmCache != b.fmCache {
+		if !bytes.Equal(a.ring, b.ring) || !slices.Equal(a.slots, b.slots) || a.fmCache != b.fmCache {
 			t.Fatalf("%+v at head %d (sigAll %v, fence cache %#x): writePlain and write differ:\n% x\n% x",
 				wr, head, sigAll, fm, a.ring, b.ring)
 		}
