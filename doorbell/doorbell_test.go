@@ -2,6 +2,7 @@ package doorbell_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"runtime"
 	"strings"
 	"testing"
@@ -79,6 +80,20 @@ func TestStore32BE(t *testing.T) {
 	doorbell.Store32BE(r.Pointer(64), 0x00000102)
 	if want := []byte{0, 0, 1, 2}; !bytes.Equal(b[64:68], want) {
 		t.Errorf("bytes 64..67 = % x, want % x", b[64:68], want)
+	}
+}
+
+// TestStoreRecord: the word holds v most significant byte first in memory,
+// and its neighbours are untouched.
+func TestStoreRecord(t *testing.T) {
+	w := [3]uint32{0xeeeeeeee, 0xeeeeeeee, 0xeeeeeeee}
+	doorbell.StoreRecord(&w[1], 0xa1b2c3d4)
+	b := binary.NativeEndian.AppendUint32(nil, w[1])
+	if want := []byte{0xa1, 0xb2, 0xc3, 0xd4}; !bytes.Equal(b, want) {
+		t.Errorf("record bytes = % x, want % x", b, want)
+	}
+	if w[0] != 0xeeeeeeee || w[2] != 0xeeeeeeee {
+		t.Errorf("neighbours changed: %#x %#x", w[0], w[2])
 	}
 }
 

@@ -22,9 +22,10 @@ type cq struct {
 	dbMem   *mmap.Region // holds the doorbell record (after the first ring)
 	mem     *mmap.Region // the current ring (the first one: dbMem)
 	buf     []byte
-	cqeSize int    // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
-	log     uint32 // log2 of the number of entries
-	dbrec   int    // offset of the doorbell record in mem
+	cqeSize int     // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
+	log     uint32  // log2 of the number of entries
+	dbrec   int     // offset of the doorbell record in mem
+	ciRec   *uint32 // the consumer index's word of the doorbell record, in dbMem
 	cqn     uint32
 	stamps  bool // created with CQAttr.Timestamps (PollTimestamps)
 
@@ -68,6 +69,7 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 	}
 	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen,
 		stamps: a.Timestamps}
+	q.ciRec = word(mem, bufLen+4*cqDBSetCI)
 	initCQEs(q.buf, c.cqeSize)
 	s := &cqSetup{cq: q}
 	s.in.BufAddr = uint64(mem.Addr())
@@ -307,7 +309,7 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	}
 	if q.ci != start { // publishCI, written out
 		doorbell.ToDevice()
-		doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+		doorbell.StoreRecord(q.ciRec, q.ci&0xffffff)
 	}
 	q.mu.Unlock()
 	return n, err
@@ -329,7 +331,7 @@ func (q *cq) next() []byte {
 // publishCI writes the consumer index to the doorbell record.
 func (q *cq) publishCI() {
 	doorbell.ToDevice()
-	doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	doorbell.StoreRecord(q.ciRec, q.ci&0xffffff)
 }
 
 // cqeError is Poll's error for a CQE it cannot read (the CQE at ci-1).

@@ -46,7 +46,8 @@ func newTestCQ(t testing.TB, cqeSize int, version uint8, log uint32) *testCQ {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:n*cqeSize], cqeSize: cqeSize, log: log, dbrec: n * cqeSize, cqn: 1}
+	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:n*cqeSize], cqeSize: cqeSize, log: log, dbrec: n * cqeSize, cqn: 1,
+		ciRec: word(mem, n*cqeSize+4*cqDBSetCI)}
 	for i := 0; i < n; i++ {
 		q.buf[i*cqeSize+cqeSize-cqe64Size+cqeOpOwn] = cqeInvalid << 4
 	}

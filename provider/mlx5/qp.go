@@ -100,17 +100,17 @@ type qp struct {
 	typ   provider.QPType
 	mem   *mmap.Region
 	dbrec int
-	// sendRec is the send counter's word of the doorbell record, in mem
-	// (kept so that a post need not index mem for it).
-	sendRec *uint32
-	qpn     uint32
-	uidx    uint32
-	key     uint32 // the resource table key: uidx, or qpn with CQE version 0
-	bf      *bfreg
-	srq     *srq
-	scq     *cq // the CQs whose CQEs name this QP: cleaned on RESET and Close
-	rcq     *cq
-	state   atomic.Uint32 // provider.QPState
+	// sendRec and recvRec are the counters' words of the doorbell record,
+	// in mem (kept so that a post need not index mem for them).
+	sendRec, recvRec *uint32
+	qpn              uint32
+	uidx             uint32
+	key              uint32 // the resource table key: uidx, or qpn with CQE version 0
+	bf               *bfreg
+	srq              *srq
+	scq              *cq // the CQs whose CQEs name this QP: cleaned on RESET and Close
+	rcq              *cq
+	state            atomic.Uint32 // provider.QPState
 
 	sqMu     sync.Mutex
 	sq       sendQueue
@@ -243,7 +243,7 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", err)
 	}
 	q.mem, q.dbrec = mem, dbrec
-	q.sendRec = word(mem, dbrec+4*qpDBSend)
+	q.sendRec, q.recvRec = word(mem, dbrec+4*qpDBSend), word(mem, dbrec+4*qpDBRecv)
 	b := mem.Bytes()
 	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
 	q.sq = sendQueue{mem: mem, off: rqBytes, ring: b[rqBytes : rqBytes+sqBytes], cnt: sqCnt,
@@ -412,7 +412,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 		sq.head = head + 1
 		sq.pub.Store(head + 1)
 		doorbell.ToDevice()
-		*q.sendRec = bits.ReverseBytes32((head + 1) & 0xffff)
+		doorbell.StoreRecord(q.sendRec, (head+1)&0xffff)
 		q.bf.ringOne(bb)
 		q.sqMu.Unlock()
 		return 1, nil
@@ -577,6 +577,6 @@ func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
 	rq.head = head
 	rq.pub.Store(head)
 	doorbell.ToDevice()
-	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBRecv), head&0xffff)
+	doorbell.StoreRecord(q.recvRec, head&0xffff)
 	return len(wrs), nil
 }

@@ -21,7 +21,8 @@ func newRingQP(t *testing.T) *qp {
 	}
 	t.Cleanup(func() { mem.Close() })
 	b := mem.Bytes()
-	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5, sendRec: word(mem, 2048+4*qpDBSend)}
+	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5, sendRec: word(mem, 2048+4*qpDBSend),
+		recvRec: word(mem, 2048+4*qpDBRecv)}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
 	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, slots: make([]sendSlot, 8),
 		shape: testShape(provider.QPTypeRC, 1, 16, 1)}
@@ -126,7 +127,8 @@ func TestResizeWithoutResizeCQE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	q := &cq{ctx: &context{}, dbMem: old, mem: old, buf: old.Bytes()[:4*64], cqeSize: 64, log: 2, dbrec: 4 * 64}
+	q := &cq{ctx: &context{}, dbMem: old, mem: old, buf: old.Bytes()[:4*64], cqeSize: 64, log: 2, dbrec: 4 * 64,
+		ciRec: word(old, 4*64+4*cqDBSetCI)}
 	initCQEs(q.buf, 64)
 	for i := 0; i < 2; i++ { // two CQEs of the first pass (owner bit 0), no RESIZE CQE
 		q.buf[i*64+cqeOpOwn] = cqeReq << 4
