@@ -317,10 +317,10 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 
 // next returns the CQE at the consumer index if it is new, else nil (not
 // written yet, or a RESIZE CQE: the end of this ring, Resize moves on).
-func (q *cq) next() []byte {
+func (q *cq) next() *[cqe64Size]byte {
 	log := q.log & 31 // < 22: the mask tells the compiler so
 	off := int(q.ci&(1<<log-1))*q.cqeSize + q.cqeSize - cqe64Size
-	c := q.buf[off : off+cqe64Size : off+cqe64Size]
+	c := (*[cqe64Size]byte)(q.buf[off : off+cqe64Size])
 	op := c[cqeOpOwn]
 	if op>>4 == cqeInvalid || op>>4 == cqeResize || uint32(op&cqeOwnerMask) != (q.ci>>log)&1 {
 		return nil

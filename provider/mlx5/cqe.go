@@ -68,9 +68,10 @@ func reqOpcode(op uint8) (provider.WCOpcode, uint32) {
 }
 
 // complete turns one CQE (64 bytes, already known to be new) into wc and
-// retires the WQE it completes. ok is false when the CQE names no live QP
+// retires the WQE it completes (an array, so that its fields are read
+// without bounds checks). ok is false when the CQE names no live QP
 // or SRQ (a leftover from a destroyed one): it is consumed and skipped.
-func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err error) {
+func (c *context) complete(e *[cqe64Size]byte, wc *provider.WorkCompletion) (ok bool, err error) {
 	opcode := e[cqeOpOwn] >> 4
 	qpn := be.Uint32(e[cqeSopDropQpn:]) & 0xffffff
 	key := qpn
@@ -79,7 +80,7 @@ func (c *context) complete(e []byte, wc *provider.WorkCompletion) (ok bool, err 
 	}
 	r := c.rsc.get(key)
 	if r == nil {
-		if r = c.xrcSRQ(e, opcode); r == nil {
+		if r = c.xrcSRQ(e[:], opcode); r == nil {
 			return false, nil
 		}
 	}
