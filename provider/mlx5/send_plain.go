@@ -23,8 +23,9 @@ type plainWQE struct {
 	wc     provider.WCOpcode
 }
 
-// plainWQEs is indexed by provider.WROpcode; PlainOps bounds the index.
-var plainWQEs = [...]plainWQE{
+// plainWQEs is indexed by provider.WROpcode (PlainOps says which entries
+// are used); 256 entries, so that a uint8 index needs no bounds check.
+var plainWQEs = [256]plainWQE{
 	provider.WRRDMAWrite:        {opRDMAWrite, true, provider.WCRDMAWrite},
 	provider.WRRDMAWriteWithImm: {opRDMAWriteIm, true, provider.WCRDMAWrite},
 	provider.WRSend:             {opSend, false, provider.WCSend},
@@ -134,6 +135,7 @@ func (sq *sendQueue) writePlain(head, qpn uint32, wr *provider.SendWR) *[wqeBB]b
 	be.PutUint32(bb[ctrlSignature:], uint32(fm))
 	be.PutUint32(bb[ctrlImm:], imm)
 
-	sq.slots[idx] = sendSlot{wrid: wr.ID, next: head + 1, op: w.wc}
+	sl := &sq.slots[idx] // field by field: a composite literal goes through a temporary
+	sl.wrid, sl.next, sl.op = wr.ID, head+1, w.wc
 	return bb
 }
