@@ -18,6 +18,7 @@ func (s *sendQueue) bbPtr(i uint32) unsafe.Pointer {
 // BlueFlame copy.
 func bbAddr(bb *[wqeBB]byte) unsafe.Pointer { return unsafe.Pointer(bb) }
 
-// word is the 32-bit word at byte off of m, a doorbell record's counter.
-// m stays mapped while the QP is open, and posts check that first.
+// word is the 32-bit word at byte off of m: a doorbell record's counter
+// (a QP's send or receive counter, a CQ's consumer index). m stays mapped
+// until the QP or CQ is closed, and a post or poll checks that first.
 func word(m *mmap.Region, off int) *uint32 { return (*uint32)(m.Pointer(off)) }
