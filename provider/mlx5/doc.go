@@ -51,6 +51,10 @@
 // bytes is copied to the BlueFlame register in 64-byte chunks (alternating
 // halves), anything else is announced by an 8-byte store of the last WQE's
 // first bytes (Driver.NoBlueFlame or MLX5_SHUT_UP_BF=1 force the latter).
+// A lone "plain" WR (RC or UC; SEND, WRITE or READ of one SGE, or INLINE
+// bytes that fit one WQEBB; see send_plain.go) is checked against masks
+// the QP computed at creation and written at fixed offsets: the same bytes,
+// about half the instructions.
 // PostRecv writes data segments, ending a short list with the invalid lkey
 // 0x100, then the receive counter; it needs no MMIO. Neither allocates or
 // makes a syscall; each takes its queue's mutex.
