@@ -474,8 +474,7 @@ func (q *cq) clean(key uint32, s *srq) {
 		return
 	}
 	q.ci += freed
-	doorbell.ToDevice()
-	doorbell.Store32BE(q.dbMem.Pointer(q.dbrec+4*cqDBSetCI), q.ci&0xffffff)
+	q.publishCI()
 }
 
 // isResponder reports whether a CQE opcode is a receive's.

@@ -96,10 +96,9 @@ func (r *recvQueue) retire() (uint64, bool) {
 // qp is a queue pair: one buffer holding the receive ring then the send
 // ring, and its doorbell record, in user memory the kernel pinned.
 type qp struct {
-	ctx   *context
-	typ   provider.QPType
-	mem   *mmap.Region
-	dbrec int
+	ctx *context
+	typ provider.QPType
+	mem *mmap.Region
 	// sendRec and recvRec are the counters' words of the doorbell record,
 	// in mem (kept so that a post need not index mem for them).
 	sendRec, recvRec *uint32
@@ -242,7 +241,7 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", err)
 	}
-	q.mem, q.dbrec = mem, dbrec
+	q.mem = mem
 	q.sendRec, q.recvRec = word(mem, dbrec+4*qpDBSend), word(mem, dbrec+4*qpDBRecv)
 	b := mem.Bytes()
 	q.rq = recvQueue{ring: b[:rqBytes], cnt: rqCnt, shift: rqShift, maxSGE: capc.MaxRecvSGE, wrid: make([]uint64, rqCnt)}
@@ -378,8 +377,8 @@ func (q *qp) Modified(st provider.QPState) {
 		q.rq.pub.Store(0)
 		q.rq.tail.Store(0)
 		if !q.closed.Load() {
-			doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBRecv), 0)
-			doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBSend), 0)
+			doorbell.StoreRecord(q.recvRec, 0)
+			doorbell.StoreRecord(q.sendRec, 0)
 		}
 		q.rqMu.Unlock()
 		q.sqMu.Unlock()
@@ -526,7 +525,7 @@ func (sq *sendQueue) write(head, qpn uint32, wr *provider.SendWR, p *sendPlan) {
 func (q *qp) ring(last, lastBBs uint32, single bool) {
 	sq := &q.sq
 	doorbell.ToDevice()
-	doorbell.Store32BE(q.mem.Pointer(q.dbrec+4*qpDBSend), sq.head&0xffff)
+	doorbell.StoreRecord(q.sendRec, sq.head&0xffff)
 	off := int(last&(sq.cnt-1)) * wqeBB
 	q.bf.ringSend(sq, last, lastBBs, single, be.Uint64(sq.ring[off:]))
 }

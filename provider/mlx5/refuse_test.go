@@ -21,7 +21,7 @@ func newRingQP(t *testing.T) *qp {
 	}
 	t.Cleanup(func() { mem.Close() })
 	b := mem.Bytes()
-	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, dbrec: 2048, qpn: 5, sendRec: word(mem, 2048+4*qpDBSend),
+	q := &qp{ctx: &context{}, typ: provider.QPTypeRC, mem: mem, qpn: 5, sendRec: word(mem, 2048+4*qpDBSend),
 		recvRec: word(mem, 2048+4*qpDBRecv)}
 	q.rq = recvQueue{ring: b[:256], cnt: 16, shift: 4, maxSGE: 1, wrid: make([]uint64, 16)}
 	q.sq = sendQueue{mem: mem, off: 256, ring: b[256 : 256+8*wqeBB], cnt: 8, slots: make([]sendSlot, 8),

@@ -247,7 +247,10 @@ func (b *bfreg) ringSend(sq *sendQueue, first, nbb uint32, single bool, ctrl uin
 	}
 }
 
-// ringOne is ringSend for a lone WQE of one WQEBB, wqe.
+// ringOne is ringSend for a lone WQE of one WQEBB, wqe. It repeats
+// ringSend's lock and flushes rather than share helpers: sync.Mutex's
+// inlined Lock puts such helpers over the inlining budget, and the two
+// calls cost a post ~21 instructions (measured).
 func (b *bfreg) ringOne(wqe *[wqeBB]byte) {
 	if b.shared {
 		b.mu.Lock()
