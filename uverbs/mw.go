@@ -67,9 +67,7 @@ func (mw *MW) Close() error {
 		if sp := mw.pd.ctx.begin("DeallocMW"); sp.rec != nil {
 			defer func() { sp.end(err) }()
 		}
-		req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
-		err = mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})
+		err = mw.destroyKernel()
 		if err == nil {
 			if tr, ok := mw.pd.ctx.prov.(provider.MWTracker); ok {
 				tr.MWFreed(mw.rkey)
@@ -77,4 +75,12 @@ func (mw *MW) Close() error {
 		}
 		return err
 	})
+}
+
+// destroyKernel is DeallocMW's command, out of Close's closure for the
+// reason PD.destroyKernel gives.
+func (mw *MW) destroyKernel() error {
+	req := abi.IbUverbsDeallocMw{MwHandle: mw.handle}
+	return mw.pd.ctx.destroyObject("DeallocMW", abi.UVERBS_OBJECT_MW, abi.UVERBS_METHOD_MW_DESTROY, mw.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_MW, In: abi.Bytes(&req)})
 }

@@ -49,8 +49,17 @@ func (pd *PD) Close() error {
 		if sp := pd.ctx.begin("DeallocPD"); sp.rec != nil {
 			defer func() { sp.end(err) }()
 		}
-		req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
-		return pd.ctx.destroyObject("DeallocPD", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, pd.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req), Quick: pd.ctx.cpuOnly})
+		return pd.destroyKernel()
 	})
+}
+
+// destroyKernel is DeallocPD's command. It is a method, not part of
+// Close's closure, because Close is inlined into its callers: a closure
+// compiled in another package took the command's address without
+// abi.Bytes inlined, and the command escaped to the heap (one allocation
+// a Close, TestAllocsCloseFromOtherPackage).
+func (pd *PD) destroyKernel() error {
+	req := abi.IbUverbsDeallocPd{PdHandle: pd.handle}
+	return pd.ctx.destroyObject("DeallocPD", abi.UVERBS_OBJECT_PD, abi.UVERBS_METHOD_PD_DESTROY, pd.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEALLOC_PD, In: abi.Bytes(&req), Quick: pd.ctx.cpuOnly})
 }

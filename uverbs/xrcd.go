@@ -88,8 +88,14 @@ func (x *XRCD) Close() error {
 		if sp := x.ctx.begin("CloseXRCD"); sp.rec != nil {
 			defer func() { sp.end(err) }()
 		}
-		req := abi.IbUverbsCloseXrcd{XrcdHandle: x.handle}
-		return x.ctx.destroyObject("CloseXRCD", abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY, x.handle, 0, nil,
-			&abi.Command{Num: abi.IB_USER_VERBS_CMD_CLOSE_XRCD, In: abi.Bytes(&req)})
+		return x.destroyKernel()
 	})
+}
+
+// destroyKernel is CloseXRCD's command, out of Close's closure for the
+// reason PD.destroyKernel gives.
+func (x *XRCD) destroyKernel() error {
+	req := abi.IbUverbsCloseXrcd{XrcdHandle: x.handle}
+	return x.ctx.destroyObject("CloseXRCD", abi.UVERBS_OBJECT_XRCD, abi.UVERBS_METHOD_XRCD_DESTROY, x.handle, 0, nil,
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_CLOSE_XRCD, In: abi.Bytes(&req)})
 }
