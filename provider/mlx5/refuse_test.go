@@ -85,7 +85,9 @@ func TestGoldenSRQWQE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	s := &srq{ctx: &context{}, mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2, dbrec: int(cnt << shift),
+	dbrec := int(cnt << shift)
+	s := &srq{ctx: &context{}, mem: mem, ring: mem.Bytes()[:cnt<<shift], shift: shift, cnt: cnt, maxSGE: 2,
+		rec:  word(mem, dbrec+4*qpDBRecv),
 		wrid: make([]uint64, cnt), tail: cnt - 1, free: cnt - 1}
 	for i := uint32(0); i < cnt; i++ {
 		be.PutUint16(s.ring[int(i<<shift)+srqNextWqeIndex:], uint16((i+1)&(cnt-1)))
@@ -104,7 +106,7 @@ func TestGoldenSRQWQE(t *testing.T) {
 			t.Errorf("%s.%s at %d = %#x, want %#x", k.s, k.m, k.at, got, k.v)
 		}
 	}
-	if got := be.Uint32(mem.Bytes()[s.dbrec:]); got != 1 {
+	if got := be.Uint32(mem.Bytes()[dbrec:]); got != 1 {
 		t.Errorf("SRQ doorbell record %d, want 1", got)
 	}
 	if s.head != 1 || s.free != cnt-2 {

@@ -17,10 +17,10 @@ type srq struct {
 	ctx    *context
 	mem    *mmap.Region
 	ring   []byte
-	shift  uint32 // WQE size is 1<<shift
-	cnt    uint32 // WQEs in the ring (power of two); cnt-1 can be posted
-	maxSGE uint32 // as created
-	dbrec  int
+	shift  uint32  // WQE size is 1<<shift
+	cnt    uint32  // WQEs in the ring (power of two); cnt-1 can be posted
+	maxSGE uint32  // as created
+	rec    *uint32 // the doorbell record's receive counter (after the ring)
 	uidx   uint32
 	srqn   uint32
 	xrc    bool // an XRC SRQ: found by its number in CQEs of version 0
@@ -64,7 +64,7 @@ func (c *context) CreateSRQ(a provider.SRQAttr) (provider.Setup[provider.SRQCrea
 		return nil, fmt.Errorf("mlx5: CreateSRQ: %w", err)
 	}
 	s := &srq{ctx: c, mem: mem, ring: mem.Bytes()[:ringLen], shift: shift, cnt: cnt, maxSGE: a.MaxSGE,
-		dbrec: ringLen, wrid: make([]uint64, cnt), head: 0, tail: cnt - 1, free: cnt - 1, xrc: a.XRC}
+		rec: word(mem, ringLen+4*qpDBRecv), wrid: make([]uint64, cnt), head: 0, tail: cnt - 1, free: cnt - 1, xrc: a.XRC}
 	for i := uint32(0); i < cnt; i++ {
 		be.PutUint16(s.ring[int(i<<shift)+srqNextWqeIndex:], uint16((i+1)&(cnt-1)))
 	}
@@ -171,6 +171,6 @@ func (s *srq) PostRecv(wrs []provider.RecvWR) (int, error) {
 	s.free -= uint32(len(wrs))
 	s.counter += uint32(len(wrs))
 	doorbell.ToDevice()
-	doorbell.Store32BE(s.mem.Pointer(s.dbrec+4*qpDBRecv), s.counter&0xffff)
+	doorbell.StoreRecord(s.rec, s.counter&0xffff)
 	return len(wrs), nil
 }
