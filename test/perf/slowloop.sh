@@ -5,13 +5,15 @@
 # rdma-core's user code (program, libibverbs, provider, libc) apart.
 #   test/perf/slowloop.sh                       # VERBS: query_device query_port query_gid pd open
 #   VERBS="pd query_gid" SAMPLE=100 test/perf/slowloop.sh
+#   VERBS=ah N1=500 N2=1500 test/perf/slowloop.sh   # create + destroy an AH (own GID)
 #   VERBS="cm_id cm_resolve" test/perf/slowloop.sh   # rdma_cm, goverbs beside librdmacm
 # Each side runs its loop (test/perf/slowloop, test/perf/insns/slowloop.c)
 # with N1 and N2 calls (default 2000 and 6000) between marks; the
 # difference over N2-N1 is one call (open, set-up and exit cancel). "pd" is
 # an alloc and a dealloc, "cq" a create (256 entries, no channel) and a
 # destroy, "mr" a registration of 4 KiB and its deregistration, "modify" an
-# RC QP's RESET -> INIT -> RESET, "open" an open and a close of a context; "cm_id" a
+# RC QP's RESET -> INIT -> RESET, "ah" an address handle to the port's own
+# GID created and destroyed, "open" an open and a close of a context; "cm_id" a
 # CREATE_ID and a DESTROY_ID on one event channel, "cm_resolve" an ID
 # created, resolved (address and route, to ADDR: rxe0's 10.0.2.15) and
 # destroyed, each event through the channel (librdmacm's rdma_get_cm_event,

@@ -3,7 +3,8 @@
  * slow-path verb N times on a device, for test/perf/slowloop.sh.
  *   slowloop DEVICE VERB N [ADDR]
  * (VERB: query_device, query_port, query_gid, pd, cq, mr (reg and dereg of 4 KiB),
- * modify (RESET -> INIT -> RESET of an RC QP), open; cm_id, cm_resolve
+ * modify (RESET -> INIT -> RESET of an RC QP), ah (create and destroy an AH
+ * to port 1's own RoCE v2 IPv4 GID), open; cm_id, cm_resolve
  * through librdmacm on one event channel, as main.go says.)
  * It prints the loop's mean wall time per call (set-up excluded).
  */
@@ -131,6 +132,30 @@ int main(int argc, char **argv)
 	struct ibv_qp *qp0 = pd0 && cq0 ? ibv_create_qp(pd0, &qa) : NULL;
 	if (!qp0)
 		return 1;
+	/* ah's address: main.go's ownAV, verbs_cost's av(). */
+	struct ibv_ah_attr ah_attr = { .is_global = 1, .port_num = 1 };
+	if (!strcmp(argv[2], "ah")) {
+		int pick = -1;
+		struct ibv_port_attr pa;
+		if (ibv_query_port(ctx, 1, &pa))
+			return 1;
+		for (int k = 0; k < pa.gid_tbl_len; k++) {
+			struct ibv_gid_entry e;
+			static const uint8_t v4[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+			if (ibv_query_gid_ex(ctx, 1, k, &e, 0))
+				continue;
+			if (pick < 0)
+				pick = k;
+			if (e.gid_type == IBV_GID_TYPE_ROCE_V2 && !memcmp(e.gid.raw, v4, 12)) {
+				pick = k;
+				break;
+			}
+		}
+		if (pick < 0 || ibv_query_gid(ctx, 1, pick, &ah_attr.grh.dgid))
+			return 1;
+		ah_attr.grh.sgid_index = pick;
+		ah_attr.grh.hop_limit = 64;
+	}
 	long long t0 = now_ns();
 	for (i = 0; i < n; i++) {
 		int err = 0;
@@ -153,6 +178,9 @@ int main(int argc, char **argv)
 			struct ibv_mr *mr = ibv_reg_mr(pd0, buf, sizeof buf,
 						       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 			err = !mr || ibv_dereg_mr(mr);
+		} else if (!strcmp(argv[2], "ah")) {
+			struct ibv_ah *ah = ibv_create_ah(pd0, &ah_attr);
+			err = !ah || ibv_destroy_ah(ah);
 		} else if (!strcmp(argv[2], "modify")) {
 			struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
 						 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ };

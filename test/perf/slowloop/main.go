@@ -8,7 +8,9 @@
 // VERB is query_device, query_port, query_gid, pd (an alloc and a
 // dealloc), cq (a create of 256 entries and a destroy), mr (a
 // registration of 4 KiB and its deregistration), modify (an RC QP's
-// RESET -> INIT -> RESET), open (an open and a close of a context), or one of the
+// RESET -> INIT -> RESET), ah (an address handle to the port's own RoCE v2
+// IPv4 GID, as ibvcost's create_ah, and its destroy), open (an open and a
+// close of a context), or one of the
 // connection manager's on an event channel opened before the loop:
 // cm_id (CREATE_ID and DESTROY_ID, no event) and cm_resolve (an ID created,
 // its address and route resolved to ADDR, an IPv4 address of DEVICE's,
@@ -141,6 +143,18 @@ func run(name, verb string, n int) error {
 			}
 			return qp0.Modify(&reset, uverbs.QPAttrState)
 		}
+	case "ah":
+		a, err := ownAV(ctx)
+		if err != nil {
+			return err
+		}
+		f = func() error {
+			ah, err := pd0.CreateAH(a)
+			if err != nil {
+				return err
+			}
+			return ah.Close()
+		}
 	case "cq":
 		f = func() error {
 			cq, err := ctx.CreateCQ(256, uverbs.CQOptions{})
@@ -153,6 +167,34 @@ func run(name, verb string, n int) error {
 		return fmt.Errorf("no verb %s", verb)
 	}
 	return loop(verb, n, f)
+}
+
+// ownAV is the address of port 1's first RoCE v2 GID that maps an IPv4
+// address (the first GID if none does), as ibvcost's and verbs_cost's
+// create_ah rows choose it, with their hop limit.
+func ownAV(ctx *uverbs.Context) (uverbs.AHAttr, error) {
+	table, err := ctx.QueryGIDTable()
+	if err != nil {
+		return uverbs.AHAttr{}, err
+	}
+	pick := -1
+	for i, e := range table {
+		if e.Port != 1 {
+			continue
+		}
+		if pick < 0 {
+			pick = i
+		}
+		if e.Type == uverbs.GIDTypeRoCEv2 && [12]byte(e.GID[:12]) == [12]byte{10: 0xff, 11: 0xff} {
+			pick = i
+			break
+		}
+	}
+	if pick < 0 {
+		return uverbs.AHAttr{}, fmt.Errorf("no GID on port 1")
+	}
+	e := table[pick]
+	return uverbs.AHAttr{PortNum: 1, GRH: &uverbs.GlobalRoute{DGID: e.GID, SGIDIndex: uint8(e.Index), HopLimit: 64}}, nil
 }
 
 // loop calls f n times and reports the mean time of a call.
