@@ -44,3 +44,74 @@ func TestAllocsCloseFromOtherPackage(t *testing.T) {
 		t.Errorf("AllocPD+Close: %.1f allocations per call, want 1", n)
 	}
 }
+
+// openAllocsRXE opens a context of the rxe provider over the allocation
+// tests' fake kernel, and a PD in it.
+func openAllocsRXE(tb testing.TB) (*uverbs.Context, *uverbs.PD) {
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { unix.Close(pipe[1]) })
+	const path = "/dev/infiniband/uverbs-allocs-rxe-test"
+	tb.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1001, uverbs.NewAllocsKernel(pipe[0]), nil }))
+	c, err := uverbs.Open(uverbs.Device{Name: "allocsrxe0", CharDev: path, Driver: uverbs.DriverRXE})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	pd, err := c.AllocPD()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c, pd
+}
+
+// ahAttr is a RoCE v2 address of an IPv4-mapped GID, as ibvcost's
+// create_ah row makes.
+var ahAttr = uverbs.AHAttr{PortNum: 1, GRH: &uverbs.GlobalRoute{
+	DGID: [16]byte{10: 0xff, 11: 0xff, 12: 10, 13: 0, 14: 2, 15: 15}, SGIDIndex: 1, HopLimit: 64}}
+
+// TestAllocsCreateAH counts what CreateAH and Close allocate on rxe: the
+// AH objects (goverbs' and the provider's) and nothing for the command.
+func TestAllocsCreateAH(t *testing.T) {
+	if uverbs.RaceBuild {
+		t.Skip("the race detector's sync.Pool drops items; `make unit` runs this test without -race")
+	}
+	_, pd := openAllocsRXE(t)
+	cycle := func() {
+		ah, err := pd.CreateAH(ahAttr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ah.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle()
+	if n := testing.AllocsPerRun(200, cycle); n > 2 {
+		t.Errorf("CreateAH+Close on rxe: %.1f allocations, want at most 2 (the two AH objects)", n)
+	}
+}
+
+// BenchmarkCreateAH is CreateAH and Close on rxe over the fake kernel:
+// the user code of ibvcost's create_ah and destroy_ah rows. Counted by
+// callgrind, icCreateAH is its loop (--toggle-collect='*.icCreateAH').
+func BenchmarkCreateAH(b *testing.B) {
+	_, pd := openAllocsRXE(b)
+	b.ReportAllocs()
+	icCreateAH(b, pd, b.N)
+}
+
+//go:noinline
+func icCreateAH(b *testing.B, pd *uverbs.PD, n int) {
+	for i := 0; i < n; i++ {
+		ah, err := pd.CreateAH(ahAttr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := ah.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

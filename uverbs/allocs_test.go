@@ -38,6 +38,10 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 			o[15] = 1
 		case writeCmd == abi.IB_USER_VERBS_CMD_ALLOC_PD && id == 1: // UVERBS_ATTR_CORE_OUT
 			ne.PutUint32(out(), 7)
+		case writeCmd == abi.IB_USER_VERBS_CMD_CREATE_AH && id == 1:
+			ne.PutUint32(out(), 8) // ah_handle
+		case writeCmd == abi.IB_USER_VERBS_CMD_CREATE_AH && id == abi.UVERBS_ATTR_UHW_OUT:
+			ne.PutUint32(out(), 3) // rxe's ah_num (Linux 5.16 and later)
 		case writeCmd == abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE|abi.IB_USER_VERBS_CMD_FLAG_EXTENDED && id == 1:
 			o := out()
 			ne.PutUint32(o[len(o)-8:], uint32(len(o))) // response_length: every field valid

@@ -26,23 +26,39 @@ import (
 //     destination MAC of a local destination address from the interface
 //     that holds it, and zero otherwise (the IP stack resolves neighbours).
 func (c *Context) CreateAH(a provider.AHAttr) (provider.Setup[provider.AHCreated, provider.AH], error) {
-	return &provider.SetupFunc[provider.AHCreated, provider.AH]{
-		Out: make([]byte, len(abi.Bytes(new(abi.RxeCreateAhResp)))),
-		Done: func(_ provider.AHCreated, out []byte) (provider.AH, error) {
-			var resp abi.RxeCreateAhResp
-			copy(abi.Bytes(&resp), out)
-			av := buildAV(a)
-			if resp.AhNum == 0 {
-				if err := c.userAV(a, &av); err != nil {
-					return nil, fmt.Errorf("rxe: the kernel returned no AH number, so UD sends carry the address vector (Linux before 5.16): %w", err)
-				}
-			}
-			ah := &AH{num: resp.AhNum}
-			copy(ah.av[:], abi.Bytes(&av))
-			return ah, nil
-		},
-	}, nil
+	return &ahSetup{c: c, attr: a}, nil
 }
+
+// ahSetup is CreateAH's setup and, once complete, the AH's memory: one
+// allocation for the whole verb, where a SetupFunc, its closure, the
+// response buffer and the AH were four (uverbs' TestAllocsCreateAH;
+// BenchmarkCreateAH under callgrind: 3,942 -> 3,238 instructions a
+// create and destroy, the fake kernel's ~650 included).
+type ahSetup struct {
+	ah   AH
+	c    *Context
+	attr provider.AHAttr
+	resp abi.RxeCreateAhResp
+}
+
+// Udata is the response buffer: struct rxe_create_ah_resp.
+func (s *ahSetup) Udata() (in, out []byte) { return nil, abi.Bytes(&s.resp) }
+
+// Complete builds the address vector and returns the AH.
+func (s *ahSetup) Complete(provider.AHCreated) (provider.AH, error) {
+	av := buildAV(s.attr)
+	if s.resp.AhNum == 0 {
+		if err := s.c.userAV(s.attr, &av); err != nil {
+			return nil, fmt.Errorf("rxe: the kernel returned no AH number, so UD sends carry the address vector (Linux before 5.16): %w", err)
+		}
+	}
+	s.ah.num = s.resp.AhNum
+	copy(s.ah.av[:], abi.Bytes(&av))
+	return &s.ah, nil
+}
+
+// Abort does nothing: the setup holds no resource.
+func (s *ahSetup) Abort() {}
 
 // AH is an rxe address handle: the kernel's AH number (0 when the kernel
 // gave none), and the address vector copied into each UD WQE.
