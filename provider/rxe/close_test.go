@@ -42,6 +42,13 @@ func TestFastPathAfterClose(t *testing.T) {
 	if _, err := qp.PostSend([]provider.SendWR{{Opcode: provider.WRSend}}); !errors.Is(err, provider.ErrClosed) {
 		t.Errorf("PostSend after Close: %v", err)
 	}
+	plain := []provider.SendWR{{Opcode: provider.WRRDMAWrite, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	if !qp.sq.isPlain(&plain[0]) {
+		t.Fatal("the plain WRITE is not plain on this QP")
+	}
+	if _, err := qp.PostSend(plain); !errors.Is(err, provider.ErrClosed) {
+		t.Errorf("PostSend of a plain WR after Close: %v", err)
+	}
 	if _, err := qp.PostRecv([]provider.RecvWR{{}}); !errors.Is(err, provider.ErrClosed) {
 		t.Errorf("PostRecv after Close: %v", err)
 	}

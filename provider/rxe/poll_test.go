@@ -203,6 +203,18 @@ func TestFastPathAllocs(t *testing.T) {
 	}); a != 0 {
 		t.Errorf("PostSend: %v allocs/op", a)
 	}
+	for i := range send { // each alone: the plain path (send_plain.go)
+		if !qp.sq.isPlain(&send[i]) {
+			t.Fatalf("WR %d is not plain", i)
+		}
+		if a := testing.AllocsPerRun(1000, func() {
+			if _, err := qp.PostSend(send[i : i+1]); err != nil {
+				t.Fatal(err)
+			}
+		}); a != 0 {
+			t.Errorf("PostSend of plain WR %d: %v allocs/op", i, a)
+		}
+	}
 	recv := []provider.RecvWR{{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
 	if a := testing.AllocsPerRun(1000, func() {
 		if _, err := qp.PostRecv(recv); err != nil {

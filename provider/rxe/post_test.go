@@ -371,41 +371,62 @@ func TestPostSendRefusesBadLists(t *testing.T) {
 	}
 }
 
+// sendShapes are a WR of the general path and one of the plain path
+// (send_plain.go), for the tests of what both must refuse alike.
+func sendShapes(t *testing.T, qp *QP) map[string][]provider.SendWR {
+	t.Helper()
+	plain := []provider.SendWR{{Opcode: provider.WRSend, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
+	if !qp.sq.isPlain(&plain[0]) {
+		t.Fatal("the plain shape is not plain on this QP")
+	}
+	return map[string][]provider.SendWR{"general": {{Opcode: provider.WRSend}}, "plain": plain}
+}
+
 func TestPostSendNeedsRTS(t *testing.T) {
 	fk, c := testContext(t)
-	qp := testQP(t, fk, c, qpSpec{})
-	wr := []provider.SendWR{{Opcode: provider.WRSend}}
-	for _, s := range []provider.QPState{provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR} {
-		qp.Modified(s)
-		if _, err := qp.PostSend(wr); !errors.Is(err, unix.EINVAL) {
-			t.Errorf("PostSend in %v: %v, want EINVAL", s, err)
+	for name, wr := range sendShapes(t, testQP(t, fk, c, qpSpec{})) {
+		qp := testQP(t, fk, c, qpSpec{})
+		doorbells := fk.doorbells.Load()
+		for _, s := range []provider.QPState{provider.QPStateReset, provider.QPStateInit, provider.QPStateRTR} {
+			qp.Modified(s)
+			if _, err := qp.PostSend(wr); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("%s: PostSend in %v: %v, want EINVAL", name, s, err)
+			}
 		}
-	}
-	if fk.doorbells.Load() != 0 || qp.sq.q.prod.Load() != 0 {
-		t.Errorf("refused posts moved the queue")
-	}
-	// ERR is allowed: the kernel flushes what is posted there.
-	for _, s := range []provider.QPState{provider.QPStateRTS, provider.QPStateSQD, provider.QPStateErr} {
-		qp.Modified(s)
-		if _, err := qp.PostSend(wr); err != nil {
-			t.Errorf("PostSend in %v: %v", s, err)
+		if fk.doorbells.Load() != doorbells || qp.sq.q.prod.Load() != 0 {
+			t.Errorf("%s: refused posts moved the queue", name)
+		}
+		// ERR is allowed: the kernel flushes what is posted there.
+		for _, s := range []provider.QPState{provider.QPStateRTS, provider.QPStateSQD, provider.QPStateErr} {
+			qp.Modified(s)
+			if _, err := qp.PostSend(wr); err != nil {
+				t.Errorf("%s: PostSend in %v: %v", name, s, err)
+			}
 		}
 	}
 }
 
 func TestPostSendQueueFullAfterWrap(t *testing.T) {
 	fk, c := testContext(t)
-	qp := testQP(t, fk, c, qpSpec{sqSlots: 4, sqLog2: 8})
+	for name, wr := range sendShapes(t, testQP(t, fk, c, qpSpec{})) {
+		t.Run(name, func(t *testing.T) { testQueueFullAfterWrap(t, testQP(t, fk, c, qpSpec{sqSlots: 4, sqLog2: 8}), wr) })
+	}
+}
+
+func testQueueFullAfterWrap(t *testing.T, qp *QP, wr []provider.SendWR) {
 	q := qp.sq.q
-	wr := []provider.SendWR{{Opcode: provider.WRSend}}
 	for round := 0; round < 10; round++ {
 		for i := 0; i < 3; i++ {
 			if _, err := qp.PostSend(wr); err != nil {
 				t.Fatalf("round %d post %d: %v", round, i, err)
 			}
 		}
+		prod := q.prod.Load()
 		if _, err := qp.PostSend(wr); !errors.Is(err, unix.ENOMEM) {
 			t.Fatalf("round %d: fourth post into 3 usable slots: %v, want ENOMEM", round, err)
+		}
+		if q.prod.Load() != prod {
+			t.Fatalf("round %d: the refused post moved the producer index", round)
 		}
 		q.cons.Store(q.prod.Load()) // the kernel completes them
 	}

@@ -52,6 +52,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 		caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: min(cr.Cap.MaxSendSGE, room/uint32(sgeSize)),
 			MaxInline: min(cr.Cap.MaxInlineData, room)},
 	}
+	qp.sq.setPlain()
 	if a.SRQ == nil {
 		rq, err := mapQueue(c.f, "receive", resp.RqMi, recvWQESize+sgeSize)
 		if err != nil {
@@ -99,6 +100,9 @@ type sendQueue struct {
 	prod uint32 // producer index (masked); we are the only producer
 	ssn  uint32 // send sequence number, as librxe numbers WQEs
 	caps provider.SendQueueCaps
+	// plain and plainInline are the opcodes (1<<op) of plain WRs without
+	// and with INLINE (send_plain.go), set with caps.
+	plain, plainInline uint32
 }
 
 // State is the QP state the provider last heard of through Modified.
@@ -121,6 +125,9 @@ func (qp *QP) Caps() (maxSendSGE, maxInline, maxRecvSGE uint32) {
 // refused request nothing is posted and the error (a *WRError) names it.
 // It allocates nothing unless it fails.
 func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
+	if len(wrs) == 1 && qp.sq.isPlain(&wrs[0]) {
+		return qp.postPlain(&wrs[0])
+	}
 	if len(wrs) == 0 {
 		return 0, nil
 	}
@@ -129,12 +136,11 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	q := sq.q
 	if q == nil || q.mem == nil {
 		sq.mu.Unlock()
-		return 0, &WRError{Provider: "rxe", Verb: "PostSend", Opcode: wrs[0].Opcode, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
+		return 0, errClosedSend(wrs[0].Opcode)
 	}
 	if st := qp.State(); st < provider.QPStateRTS {
 		sq.mu.Unlock()
-		return 0, &WRError{Provider: "rxe", Verb: "PostSend", Opcode: wrs[0].Opcode,
-			Err: provider.Invalid("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st)}
+		return 0, errSendState(wrs[0].Opcode, st)
 	}
 	for i := range wrs {
 		if provider.SendOK(&sq.caps, &wrs[i]) { // inlined: the common request, RC or UC
@@ -149,8 +155,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	used := (prod - q.cons.Load()) & q.mask // acquire: the kernel is done with slots before cons
 	if free := q.mask - used; uint32(len(wrs)) > free {
 		sq.mu.Unlock()
-		return int(free), &WRError{Provider: "rxe", Verb: "PostSend", Index: int(free), Opcode: wrs[free].Opcode,
-			Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, q.mask, len(wrs))}
+		return int(free), errSendFull(int(free), wrs[free].Opcode, used, q.mask, len(wrs))
 	}
 	// out bounds the bytes the doorbell's requester run sends for this
 	// list: every request's length but an RDMA READ's (its requester
@@ -167,7 +172,12 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	sq.prod = prod
 	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
+	return qp.ring(out, len(wrs))
+}
 
+// ring writes the doorbell for posted WRs just published, which send out
+// bytes, and returns PostSend's result.
+func (qp *QP) ring(out uint64, posted int) (int, error) {
 	var err error
 	if out <= writedoorbell.RawMax {
 		err = qp.c.f.Doorbell(qp.db.Cmd[:])
@@ -184,10 +194,26 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	if err != nil {
 		runtime.KeepAlive(qp.db)
-		return len(wrs), &DoorbellError{Provider: "rxe", Posted: len(wrs), Err: err}
+		return posted, &DoorbellError{Provider: "rxe", Posted: posted, Err: err}
 	}
 	runtime.KeepAlive(qp.db)
-	return len(wrs), nil
+	return posted, nil
+}
+
+// PostSend's refusals before any WR is checked or written.
+
+func errClosedSend(op provider.WROpcode) error {
+	return &WRError{Provider: "rxe", Verb: "PostSend", Opcode: op, Err: fmt.Errorf("the QP is %w", provider.ErrClosed)}
+}
+
+func errSendState(op provider.WROpcode, st provider.QPState) error {
+	return &WRError{Provider: "rxe", Verb: "PostSend", Opcode: op,
+		Err: provider.Invalid("the QP is in state %v; sends need RTS (the kernel refuses the doorbell with EINVAL)", st)}
+}
+
+func errSendFull(index int, op provider.WROpcode, used, mask uint32, n int) error {
+	return &WRError{Provider: "rxe", Verb: "PostSend", Index: index, Opcode: op,
+		Err: fmt.Errorf("%w: the send queue is full (%d of %d slots in use, %d requests in the list)", unix.ENOMEM, used, mask, n)}
 }
 
 // checkSend refuses what the kernel would fail or what librxe refuses, so a

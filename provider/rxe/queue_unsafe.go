@@ -125,6 +125,18 @@ func (q *queue) sendInline(i uint32, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(q.slot(i), sendWQESize)), n)
 }
 
+// firstSGE is the first SGE of send WQE w, where its inline bytes start
+// too (w is a slot of a send queue, which has room for one).
+func firstSGE(w *abi.RxeSendWqe) *abi.RxeSge {
+	return (*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), sendWQESize))
+}
+
+// inlineBytes is the inline-data area of send WQE w: n bytes, which the
+// QP's inline cap let fit in its slot.
+func inlineBytes(w *abi.RxeSendWqe, n int) []byte {
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), n)
+}
+
 // recvSGEs is the SGE array of the receive WQE in slot i.
 func (q *queue) recvSGEs(i uint32, n int) []abi.RxeSge {
 	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(q.slot(i), recvWQESize)), n)
