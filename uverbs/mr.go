@@ -80,7 +80,7 @@ type MR struct {
 	access Access
 	pin    *runtime.Pinner // RegMR's pin of Go memory (guarded by mu), or nil
 	// pinner is pin's memory, part of the MR's own allocation (RegMR made
-	// a Pinner of its own, ~200 user instructions a registration).
+	// a Pinner of its own, ~160 user instructions a registration).
 	pinner runtime.Pinner
 	lifetime
 }

@@ -203,7 +203,7 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 	}
 	// Unlocked and released by hand below, not deferred: ModifyQP is one
 	// of the cheapest commands (INIT, RTS), where two deferred calls were
-	// ~60 of its ~1,000 user instructions; nothing between panics short of
+	// ~50 of its ~1,000 user instructions; nothing between panics short of
 	// a runtime fault.
 	qp.modify.Lock()
 	in, out := c.prov.Udata(provider.VerbModifyQP)
