@@ -48,7 +48,11 @@
 // flushes in ERR). PostRecv runs provider.CheckRecv. A refused list
 // returns a *provider.WRError (WRError here) naming the request and
 // wrapping the cause (EINVAL, or ENOMEM for a full queue, ErrClosed for a
-// closed one), and leaves the queue exactly as it was.
+// closed one), and leaves the queue exactly as it was. A list of one
+// "plain" request (send_plain.go: RC or UC, one SGE, the common opcodes
+// and flags) is checked by a few compares against masks the QP computed
+// at creation, with the same outcome, and written without the list's
+// loops.
 //
 // # Concurrency
 //
