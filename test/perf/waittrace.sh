@@ -11,6 +11,7 @@
 # preempted (left in R), for how long ("TOOK").
 #   test/rig/run.sh --bin DIR -- 'waittrace.sh slowloop slowloop rxe0 ah 300'
 #   DELAY=0.3 waittrace.sh ...   # trace from 0.3 s after the start on
+#   FRAMES=6 waittrace.sh ...    # more of each stack (default 4 frames)
 # (DIR holding waittrace.sh and the command; see test/perf/slowloop.sh.)
 # Session 27 found with it that an AH's create sleeps once in the kernel
 # (rdma_addr_find_l2_eth_by_grh waits for the address resolution's work
@@ -36,7 +37,7 @@ fi
 echo 0 > $T/tracing_on
 echo 0 > $T/events/sched/sched_switch/enable
 echo "!stacktrace if prev_comm ~ \"$name*\"" > $T/events/sched/sched_switch/trigger
-awk -v name="$name" '
+awk -v name="$name" -v frames="${FRAMES:-4}" '
 function field(s, k,   v) { v = s; sub(".*" k "=", "", v); sub(/ [a-z_]+=.*/, "", v); sub(/ ==>.*/, "", v); return v }
 function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); return c + 0 }
 /sched_switch:/ {
@@ -63,7 +64,7 @@ function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); retu
 /^ => / && cur != "" {
   f = $2
   if (f ~ /^(trace_|__traceiter_|__schedule|schedule|preempt_schedule|__cond_resched|schedule_timeout|schedule_hrtimeout|io_schedule)/) next
-  if (depth++ < 4) sig[cur] = sig[cur] " " f
+  if (depth++ < frames) sig[cur] = sig[cur] " " f
   next
 }
 { cur = "" }
