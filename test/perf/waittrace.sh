@@ -7,8 +7,12 @@
 # mean time the thread stayed off the CPU ("WAIT"), then, over the spans when
 # one of NAME's threads was off in D (an uninterruptible wait in the
 # kernel), which tasks ran on the CPUs for how long ("BUSY"; swapper is an
-# idle CPU), and which tasks took the CPU of one of NAME's threads that was
-# preempted (left in R), for how long ("TOOK").
+# idle CPU), which tasks took the CPU of one of NAME's threads that was
+# preempted (left in R), for how long ("TOOK", with the preempted thread's
+# id), how often each thread was preempted by which ("PBY preempted by
+# taker"), and each thread's role: where it sleeps, by its first frame
+# ("ROLE"; a Go program's sysmon sleeps in do_nanosleep, its idle Ms in
+# futex_wait_queue).
 #   test/rig/run.sh --bin DIR -- 'waittrace.sh slowloop slowloop rxe0 ah 300'
 #   DELAY=0.3 waittrace.sh ...   # trace from 0.3 s after the start on
 #   FRAMES=6 waittrace.sh ...    # more of each stack (default 4 frames)
@@ -46,7 +50,7 @@ function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); retu
   pc = field($0, "prev_comm"); pp = field($0, "prev_pid"); st = field($0, "prev_state")
   nc = field($0, "next_comm"); np = field($0, "next_pid")
   if ((cpu in since) && nd > 0) { d = ts - (since[cpu] > dstart ? since[cpu] : dstart); if (d > 0) busy[pc "/" pp] += d }
-  if ((cpu in since) && (cpu in taker)) { pre[taker[cpu] " after " sig[tpid[cpu]]] += ts - since[cpu]; delete taker[cpu] }
+  if ((cpu in since) && (cpu in taker)) { pre[taker[cpu] " after " tpid[cpu] " " sig[tpid[cpu]]] += ts - since[cpu]; delete taker[cpu] }
   since[cpu] = ts
   if (index(nc, name) == 1 && (np in off)) {
     n[sig[np]]++; tot[sig[np]] += ts - off[np]; delete off[np]
@@ -56,7 +60,7 @@ function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); retu
   if (index(pc, name) == 1) {
     off[pp] = ts; sig[pp] = st; lastout[cpu] = pp
     if (st == "D" && !(pp in ind)) { ind[pp] = 1; if (nd++ == 0) dstart = ts }
-    if (st ~ /^R/ && index(nc, name) != 1) { taker[cpu] = nc; tpid[cpu] = pp }
+    if (st ~ /^R/) { taker[cpu] = nc "/" np; tpid[cpu] = pp; pby[pp " by " np]++ }
   }
   next
 }
@@ -64,6 +68,7 @@ function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); retu
 /^ => / && cur != "" {
   f = $2
   if (f ~ /^(trace_|__traceiter_|__schedule|schedule|preempt_schedule|__cond_resched|schedule_timeout|schedule_hrtimeout|io_schedule)/) next
+  if (depth == 0) role[cur " " f]++
   if (depth++ < frames) sig[cur] = sig[cur] " " f
   next
 }
@@ -71,5 +76,7 @@ function cpuof(s,   c) { c = s; sub(/^[^[]*\[/, "", c); sub(/\].*/, "", c); retu
 END {
   for (k in n) printf "WAIT %6d switches, mean %9.1f us off the CPU: %s\n", n[k], tot[k] * 1e6 / n[k], k
   for (k in busy) printf "BUSY %10.1f us of %.1f us in D: %s\n", busy[k] * 1e6, dtot * 1e6, k
+  for (k in pby) printf "PBY %6d %s\n", pby[k], k
+  for (k in role) printf "ROLE %6d %s\n", role[k], k
   for (k in pre) printf "TOOK %10.1f us of the CPU of a preempted thread: %s\n", pre[k] * 1e6, k
-}' $T/trace | sort -k1,1r -k2nr | awk '$1 == "WAIT" && w++ >= 10 { next } $1 == "BUSY" && b++ >= 6 { next } $1 == "TOOK" && t++ >= 6 { next } { print }'
+}' $T/trace | sort -k1,1r -k2nr | awk '$1 == "WAIT" && w++ >= 10 { next } $1 == "BUSY" && b++ >= 6 { next } $1 == "TOOK" && t++ >= 10 { next } $1 == "ROLE" && r++ >= 20 { next } $1 == "PBY" && pb++ >= 12 { next } { print }'
