@@ -1,6 +1,7 @@
 package uverbs_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/goverbs/goverbs/internal/kernel"
@@ -18,18 +19,7 @@ func TestAllocsCloseFromOtherPackage(t *testing.T) {
 	if uverbs.RaceBuild {
 		t.Skip("the race detector's sync.Pool drops items; `make unit` runs this test without -race")
 	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pipe[1])
-	const path = "/dev/infiniband/uverbs-allocs-ext-test"
-	defer kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, uverbs.NewAllocsKernel(pipe[0]), nil })()
-	c, err := uverbs.Open(uverbs.Device{Name: "allocs1", CharDev: path, Driver: uverbs.DriverMTHCA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openAllocs(t, uverbs.DriverMTHCA)
 	cycle := func() {
 		pd, err := c.AllocPD()
 		if err != nil {
@@ -46,26 +36,32 @@ func TestAllocsCloseFromOtherPackage(t *testing.T) {
 	}
 }
 
-// openAllocsRXE opens a context of the rxe provider over the allocation
-// tests' fake kernel, and a PD in it.
-func openAllocsRXE(tb testing.TB) (*uverbs.Context, *uverbs.PD) {
+// openAllocs opens a context of driver's provider over the allocation
+// tests' fake kernel (package uverbs' ioctlKernel, which answers by
+// ioctl without allocating).
+func openAllocs(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { unix.Close(pipe[1]) })
-	const path = "/dev/infiniband/uverbs-allocs-rxe-test"
-	tb.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1001, uverbs.NewAllocsKernel(pipe[0]), nil }))
-	c, err := uverbs.Open(uverbs.Device{Name: "allocsrxe0", CharDev: path, Driver: uverbs.DriverRXE})
+	path := fmt.Sprintf("/dev/infiniband/uverbs-allocs-%d", driver)
+	tb.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, uverbs.NewAllocsKernel(pipe[0]), nil }))
+	c, err := uverbs.Open(uverbs.Device{Name: "allocs0", CharDev: path, Driver: driver})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { c.Close() })
-	pd, err := c.AllocPD()
+	return c
+}
+
+// openAllocsRXE opens an rxe context over the fake kernel, and a PD in it.
+func openAllocsRXE(tb testing.TB) *uverbs.PD {
+	pd, err := openAllocs(tb, uverbs.DriverRXE).AllocPD()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return c, pd
+	return pd
 }
 
 // ahAttr is a RoCE v2 address of an IPv4-mapped GID, as ibvcost's
@@ -79,7 +75,7 @@ func TestAllocsCreateAH(t *testing.T) {
 	if uverbs.RaceBuild {
 		t.Skip("the race detector's sync.Pool drops items; `make unit` runs this test without -race")
 	}
-	_, pd := openAllocsRXE(t)
+	pd := openAllocsRXE(t)
 	cycle := func() {
 		ah, err := pd.CreateAH(ahAttr)
 		if err != nil {
@@ -99,7 +95,7 @@ func TestAllocsCreateAH(t *testing.T) {
 // the user code of ibvcost's create_ah and destroy_ah rows. Counted by
 // callgrind, icCreateAH is its loop (--toggle-collect='*.icCreateAH').
 func BenchmarkCreateAH(b *testing.B) {
-	_, pd := openAllocsRXE(b)
+	pd := openAllocsRXE(b)
 	b.ReportAllocs()
 	icCreateAH(b, pd, b.N)
 }
@@ -121,7 +117,7 @@ func icCreateAH(b *testing.B, pd *uverbs.PD, n int) {
 // fake kernel: the user code of ibvcost's reg_mr_4KiB and dereg_mr_4KiB
 // rows. Counted by callgrind, icRegMR is its loop.
 func BenchmarkRegMR(b *testing.B) {
-	_, pd := openAllocsRXE(b)
+	pd := openAllocsRXE(b)
 	buf, err := mmap.Anonymous(4096)
 	if err != nil {
 		b.Fatal(err)
