@@ -289,14 +289,14 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		for _, s := range wr.SGL {
 			length += s.Length
 		}
-		dst := q.sendInline(i, int(length))
+		dst := wqeInline(w, int(length))
 		off := 0
 		for _, s := range wr.SGL {
 			off += copy(dst[off:], usermem.Bytes(s.Addr, int(s.Length)))
 		}
 		n = 0 // the bytes are in the WQE; no SGE follows
 	} else {
-		sges := q.sendSGEs(i, len(wr.SGL))
+		sges := wqeSGEs(w, len(wr.SGL))
 		for j, s := range wr.SGL {
 			sges[j] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 			length += s.Length

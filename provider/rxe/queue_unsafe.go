@@ -114,26 +114,15 @@ func (q *queue) recvWQE(i uint32) *abi.RxeRecvWqe { return (*abi.RxeRecvWqe)(q.s
 // wc views slot i as struct ib_uverbs_wc (the start of an rxe CQE).
 func (q *queue) wc(i uint32) *abi.IbUverbsWc { return (*abi.IbUverbsWc)(q.slot(i)) }
 
-// sendSGEs is the SGE array of the send WQE in slot i; n must fit the slot
-// (the QP checked that at creation).
-func (q *queue) sendSGEs(i uint32, n int) []abi.RxeSge {
-	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(q.slot(i), sendWQESize)), n)
+// wqeSGEs is the SGE array of send WQE w (a slot of a send queue); n
+// must fit the slot (the QP checked that at creation).
+func wqeSGEs(w *abi.RxeSendWqe, n int) []abi.RxeSge {
+	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), n)
 }
 
-// sendInline is the inline-data area of the send WQE in slot i: n bytes.
-func (q *queue) sendInline(i uint32, n int) []byte {
-	return unsafe.Slice((*byte)(unsafe.Add(q.slot(i), sendWQESize)), n)
-}
-
-// firstSGE is the first SGE of send WQE w, where its inline bytes start
-// too (w is a slot of a send queue, which has room for one).
-func firstSGE(w *abi.RxeSendWqe) *abi.RxeSge {
-	return (*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), sendWQESize))
-}
-
-// inlineBytes is the inline-data area of send WQE w: n bytes, which the
-// QP's inline cap let fit in its slot.
-func inlineBytes(w *abi.RxeSendWqe, n int) []byte {
+// wqeInline is the inline-data area of send WQE w, where its SGEs would
+// be: n bytes, which the QP's inline cap let fit in its slot.
+func wqeInline(w *abi.RxeSendWqe, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), n)
 }
 

@@ -23,7 +23,6 @@ const plainFlags = provider.SendSignaled | provider.SendSolicited | provider.Sen
 // setPlain computes the send queue's plain masks: the opcodes a plain WR
 // may have, without and with INLINE (none if a WR may not carry an SGE).
 func (sq *sendQueue) setPlain() {
-	sq.plain, sq.plainInline = 0, 0
 	if sq.caps.MaxSGE >= 1 {
 		sq.plain = provider.PlainOps(sq.caps.Type, false)
 		sq.plainInline = provider.PlainOps(sq.caps.Type, true)
@@ -95,9 +94,9 @@ func (qp *QP) fillPlain(q *queue, i uint32, wr *provider.SendWR) uint32 {
 	}
 	s := &wr.SGL[0]
 	if wr.Flags&provider.SendInline != 0 {
-		copy(inlineBytes(w, int(s.Length)), usermem.Bytes(s.Addr, int(s.Length)))
+		copy(wqeInline(w, int(s.Length)), usermem.Bytes(s.Addr, int(s.Length)))
 	} else {
-		*firstSGE(w) = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		wqeSGEs(w, 1)[0] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 		w.Dma.NumSge = 1
 	}
 	w.Wr.Reserved = 1 // num_sge before Linux 6.0
