@@ -79,6 +79,12 @@ func enterKernel() { unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0) }
 // keep the cost of a poll (which converts WaitSpin into polls) current.
 const spinCalibrateEvery = 256
 
+// spinCalibrateIntervals is how many clock intervals a timed spin must see
+// for its least to time a poll (see calibrate). A spin with fewer leaves
+// the cost unmeasured, and the next wait is timed again: a cap too short
+// for two intervals (WaitSpin of a few tens of µs) spins by the clock.
+const spinCalibrateIntervals = 2
+
 // spinGiveUp is how many waits in a row must park (their spin found
 // nothing) before Wait stops spinning; it then spins (for spinProbeLength
 // caps) on one wait in spinProbeEvery, and spins on every wait again once
@@ -204,17 +210,24 @@ func (s *waitSpin) parked() {
 	}
 }
 
-// calibrate records that polls polls took ns nanoseconds. A spin shorter
-// than one clock interval (spinTimedChunks chunks) does not count: its
-// time is mostly the clock reads' (a syscall each under hpet), and it
-// would make a poll look dear and the cap, in polls, far too short. A
+// calibrate records that polls polls took ns nanoseconds, the least of
+// intervals clock intervals a timed spin saw. A spin shorter than one
+// clock interval (spinTimedChunks chunks) does not count: its time is
+// mostly the clock reads' (a syscall each under hpet), and it would make
+// a poll look dear and the cap, in polls, far too short. Nor does a spin
+// of fewer than spinCalibrateIntervals intervals: the least of one is
+// what a descheduled thread saw as often as not, and the first
+// calibration has no earlier one to bound it (a unit test under -race on
+// a loaded 2-core machine: one 512-poll interval of 8.4 ms against a
+// median of 0.23, a poll 36x too dear, so a 450 ms cap spun 12 ms). A
 // poll may look at most twice as dear as the last calibration said: a
-// timed spin whose thread was descheduled or interrupted (a vCPU the host
-// ran something else on, the driver's softirq) would otherwise shrink the
-// cap, in polls, for the next spinCalibrateEvery waits, and a ping-pong
-// then parked a third of its waits (rsocket under TCG, session 12).
-func (s *waitSpin) calibrate(polls, ns int64) {
-	if polls < spinChunk*spinTimedChunks || ns <= 0 {
+// timed spin whose thread was descheduled or interrupted in every interval
+// (a vCPU the host ran something else on, the driver's softirq) would
+// otherwise shrink the cap, in polls, for the next spinCalibrateEvery
+// waits, and a ping-pong then parked a third of its waits (rsocket under
+// TCG, session 12).
+func (s *waitSpin) calibrate(polls, ns int64, intervals int) {
+	if polls < spinChunk*spinTimedChunks || ns <= 0 || intervals < spinCalibrateIntervals {
 		return
 	}
 	ps := max(ns*1000/polls, 1)
@@ -237,6 +250,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 	// cheapest of those intervals is what a poll costs (an interrupted one
 	// only looks dearer).
 	var start, mark, least int64
+	var intervals int
 	if timed {
 		start = nanotime()
 		mark = start
@@ -252,7 +266,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 					}
 				}
 				if timed {
-					s.calibrate(spinChunk*spinTimedChunks, least)
+					s.calibrate(spinChunk*spinTimedChunks, least, intervals)
 				}
 				s.found()
 				return n, true, polls, err
@@ -278,9 +292,10 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			if d := now - mark; least == 0 || d < least {
 				least = d
 			}
+			intervals++
 			mark = now
 			if now-start >= s.capNs {
-				s.calibrate(spinChunk*spinTimedChunks, least)
+				s.calibrate(spinChunk*spinTimedChunks, least, intervals)
 				return 0, false, polls, nil
 			}
 		} else if polls >= limit {

@@ -5,8 +5,8 @@ import (
 	"time"
 )
 
-// TestWaitSpinBudget walks the spin's decisions: a first timed spin to
-// learn what a poll costs, then the cap in polls on every wait; after
+// TestWaitSpinBudget walks the spin's decisions: timed spins until one
+// sees two clock intervals and learns what a poll costs, then the cap in polls on every wait; after
 // spinGiveUp waits in a row that parked, a spin on one wait in
 // spinProbeEvery only; every wait spins again once a spin finds a
 // completion; and every spinCalibrateEvery-th spin is timed again.
@@ -15,11 +15,18 @@ func TestWaitSpinBudget(t *testing.T) {
 	if n, timed := s.budget(); n != -1 || !timed {
 		t.Fatalf("first budget: %d, timed %v; want a timed spin (-1, true)", n, timed)
 	}
-	s.calibrate(10, 10_000) // too short a spin to time a poll
+	s.calibrate(10, 10_000, 2) // too short a spin to time a poll
 	if s.pollPs != 0 {
 		t.Fatalf("a spin of 10 polls calibrated a poll at %d ps", s.pollPs)
 	}
-	s.calibrate(1000, 10_000) // 10 ns a poll: the cap is 10000 polls
+	s.calibrate(1000, 10_000, 1) // the least of one interval: maybe descheduled
+	if s.pollPs != 0 {
+		t.Fatalf("a spin of one clock interval calibrated a poll at %d ps", s.pollPs)
+	}
+	if n, timed := s.budget(); n != -1 || !timed {
+		t.Fatalf("budget after a spin too short to calibrate: %d, timed %v; want a timed spin again", n, timed)
+	}
+	s.calibrate(1000, 10_000, 2) // 10 ns a poll: the cap is 10000 polls
 	if got := s.capPolls(); got != 10_000 {
 		t.Fatalf("cap: %d polls, want 10000", got)
 	}
@@ -82,16 +89,16 @@ func TestWaitSpinOff(t *testing.T) {
 // normal spin after it brings the cap back.
 func TestWaitSpinCalibrationBounded(t *testing.T) {
 	s := newWaitSpin(100*time.Microsecond, 0)
-	s.calibrate(1000, 10_000) // 10 ns a poll: the cap is 10000 polls
-	s.calibrate(1000, 10_000_000)
+	s.calibrate(1000, 10_000, 2) // 10 ns a poll: the cap is 10000 polls
+	s.calibrate(1000, 10_000_000, 2)
 	if got := s.capPolls(); got != 5000 {
 		t.Fatalf("cap after an interrupted calibration: %d polls, want 5000 (a poll at most twice as dear)", got)
 	}
-	s.calibrate(1000, 10_000)
+	s.calibrate(1000, 10_000, 2)
 	if got := s.capPolls(); got != 10_000 {
 		t.Fatalf("cap after a normal calibration: %d polls, want 10000", got)
 	}
-	s.calibrate(1000, 15_000) // polls really dearer: followed, within the bound
+	s.calibrate(1000, 15_000, 2) // polls really dearer: followed, within the bound
 	if got := s.capPolls(); got != 6666 {
 		t.Fatalf("cap after a 1.5x dearer calibration: %d polls, want 6666", got)
 	}

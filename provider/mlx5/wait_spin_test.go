@@ -83,10 +83,15 @@ func TestWaitSpinFindsCompletion(t *testing.T) {
 }
 
 // TestWaitSpinGrows: with CQOptions.WaitSpinMax the spin cap follows the
-// waits. A first wait whose completion comes 100 ms in outlasts the 5 ms
-// cap, arms and parks; its length raises the cap (to 150 ms), so a second
-// wait whose completion comes 20 ms in finds it spinning: one arm in all.
-// Without the limit the cap stays 5 ms and both waits arm.
+// waits. A first wait whose completion comes 300 ms in outlasts the 2 ms
+// cap, arms and parks; its length raises the cap (to 450 ms), so a second
+// wait whose completion comes 30 ms in finds it spinning: one arm in all.
+// Without the limit the cap stays 2 ms and both waits arm. Both margins
+// are 15x because the test must hold on a loaded machine: with a 5 ms cap
+// and a 20 ms second wait (4x), a 2-core CI running packages side by side
+// under -race failed "grows" once, and four race binaries beside it failed
+// "fixed" 12 times in 40 (the 5 ms spin, stretched by the load, outlasted
+// 20 ms); with these figures 0 in 40 under that load.
 func TestWaitSpinGrows(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -97,9 +102,9 @@ func TestWaitSpinGrows(t *testing.T) {
 		{"fixed", 0, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := newChannelPair(t, uverbs.CQOptions{WaitSpin: 5 * time.Millisecond, WaitSpinMax: tc.limit})
-			r.waitAfter(t, 1, 100*time.Millisecond)
-			r.waitAfter(t, 2, 20*time.Millisecond)
+			r := newChannelPair(t, uverbs.CQOptions{WaitSpin: 2 * time.Millisecond, WaitSpinMax: tc.limit})
+			r.waitAfter(t, 1, 300*time.Millisecond)
+			r.waitAfter(t, 2, 30*time.Millisecond)
 			if s := r.d.Stats(); s.Arms != tc.arms || s.Events != tc.arms {
 				t.Errorf("model saw %d arms and %d events in two waits; want %d of each", s.Arms, s.Events, tc.arms)
 			}
