@@ -12,7 +12,8 @@ type AH struct {
 	pd     *PD
 	prov   provider.AH
 	handle uint32
-	attr   AHAttr
+	attr   AHAttr      // its GRH, if any, points to grh
+	grh    GlobalRoute // the caller's, copied: it may change theirs
 	lifetime
 }
 
@@ -27,12 +28,11 @@ func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
 		return nil, argError("CreateAH", dev, "port number 0 (ports count from 1)")
 	}
 	pa := provider.AHAttr{DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, PortNum: a.PortNum}
-	var wire abi.IbUverbsAhAttr
-	wire.Dlid, wire.Sl, wire.SrcPathBits, wire.StaticRate, wire.PortNum = a.DLID, a.SL, a.SrcPathBits, a.StaticRate, a.PortNum
+	req := abi.IbUverbsCreateAh{Attr: abi.IbUverbsAhAttr{Dlid: a.DLID, Sl: a.SL, SrcPathBits: a.SrcPathBits, StaticRate: a.StaticRate, PortNum: a.PortNum}}
 	if g := a.GRH; g != nil {
 		pa.IsGlobal, pa.DGID, pa.FlowLabel, pa.SGIDIndex, pa.HopLimit, pa.TrafficClass = true, g.DGID, g.FlowLabel, g.SGIDIndex, g.HopLimit, g.TrafficClass
-		wire.IsGlobal = 1
-		wire.Grh = abi.IbUverbsGlobalRoute{Dgid: g.DGID, FlowLabel: g.FlowLabel, SgidIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
+		req.Attr.IsGlobal = 1
+		req.Attr.Grh = abi.IbUverbsGlobalRoute{Dgid: g.DGID, FlowLabel: g.FlowLabel, SgidIndex: g.SGIDIndex, HopLimit: g.HopLimit, TrafficClass: g.TrafficClass}
 	}
 	if err := pd.use("CreateAH", dev); err != nil {
 		return nil, err
@@ -43,7 +43,7 @@ func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
 		return nil, opError("CreateAH", dev, abi.TransportNone, err)
 	}
 	in, out := setup.Udata()
-	req := abi.IbUverbsCreateAh{PdHandle: pd.handle, Attr: wire}
+	req.PdHandle = pd.handle
 	var resp abi.IbUverbsCreateAhResp
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_CREATE_AH, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
 	if err := c.invoke("CreateAH", &cmd); err != nil {
@@ -51,6 +51,10 @@ func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
 		return nil, err
 	}
 	ah := &AH{pd: pd, handle: resp.AhHandle, attr: a}
+	if a.GRH != nil {
+		ah.grh = *a.GRH
+		ah.attr.GRH = &ah.grh
+	}
 	prov, err := setup.Complete(provider.AHCreated{Handle: resp.AhHandle})
 	if err != nil {
 		ah.destroyKernel()
@@ -63,8 +67,16 @@ func (pd *PD) CreateAH(a AHAttr) (_ *AH, err error) {
 // ProviderAH is the provider's form of the address, for UD work requests.
 func (ah *AH) ProviderAH() provider.AH { return ah.prov }
 
-// Attr is the address the AH was created with.
-func (ah *AH) Attr() AHAttr { return ah.attr }
+// Attr is the address the AH was created with. Its GRH is a copy: a
+// change to it, or to the one CreateAH was given, changes nothing.
+func (ah *AH) Attr() AHAttr {
+	a := ah.attr
+	if a.GRH != nil {
+		g := *a.GRH
+		a.GRH = &g
+	}
+	return a
+}
 
 // Handle is the kernel's handle for the AH.
 func (ah *AH) Handle() uint32 { return ah.handle }

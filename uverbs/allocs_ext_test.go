@@ -91,6 +91,28 @@ func TestAllocsCreateAH(t *testing.T) {
 	}
 }
 
+// TestAHAttrIsACopy: the address an AH reports is the one it was created
+// with, whatever the caller does afterwards to the GlobalRoute it passed
+// or to the one Attr returned.
+func TestAHAttrIsACopy(t *testing.T) {
+	pd := openAllocsRXE(t)
+	g := *ahAttr.GRH
+	ah, err := pd.CreateAH(uverbs.AHAttr{PortNum: 1, GRH: &g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ah.Close()
+	g.HopLimit, g.DGID[15] = 1, 99
+	got := ah.Attr()
+	if got.GRH == nil || *got.GRH != *ahAttr.GRH || got.PortNum != 1 {
+		t.Fatalf("Attr after the caller changed its GRH: %+v %+v, want the created %+v", got, got.GRH, *ahAttr.GRH)
+	}
+	got.GRH.SGIDIndex = 7
+	if again := ah.Attr(); *again.GRH != *ahAttr.GRH {
+		t.Fatalf("Attr after a change to the GRH it returned: %+v, want %+v", *again.GRH, *ahAttr.GRH)
+	}
+}
+
 // BenchmarkCreateAH is CreateAH and Close on rxe over the fake kernel:
 // the user code of ibvcost's create_ah and destroy_ah rows. Counted by
 // callgrind, icCreateAH is its loop (--toggle-collect='*.icCreateAH').

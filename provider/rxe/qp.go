@@ -281,7 +281,9 @@ func (qp *QP) fillSend(q *queue, i uint32, wr *provider.SendWR) uint32 {
 		w.Wr.SetWrUdRemoteQpn(wr.UD.RemoteQPN)
 		w.Wr.SetWrUdRemoteQkey(wr.UD.QKey)
 		w.Wr.SetWrUdAhNum(ah.num)
-		copy(w.Wr.Wr[udAVOffset:], ah.av[:])
+		if ah.num == 0 { // Linux before 5.16 reads the vector from the WQE; later ones, their own
+			copy(w.Wr.Wr[udAVOffset:], abi.Bytes(&ah.av))
+		}
 	}
 	var length uint32
 	n := uint32(len(wr.SGL))
