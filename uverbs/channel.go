@@ -97,8 +97,8 @@ func (c *Context) CreateCompChannel() (_ *CompChannel, err error) {
 		ch.file.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: err}
 	}
-	ch.reg = c.channels.reserve() // the channel's before Context.Close can list it
-	c.channels.set(ch.reg, ch)
+	// The tag is the channel's before Context.Close can list it.
+	c.channels.insert(ch, &ch.reg)
 	if c.closed.Load() { // Context.Close ran meanwhile: it may have missed ch
 		ch.Close()
 		return nil, &OpError{Verb: "CreateCompChannel", Device: c.dev.Name, Err: ErrClosed}

@@ -120,8 +120,7 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	c := pd.ctx
 	// The tag is the MR's before the table shows it: Context.Close may
 	// drain the table, and forget read it, at once.
-	mr.reg = c.mrs.reserve()
-	c.mrs.set(mr.reg, mr)
+	c.mrs.insert(mr, &mr.reg)
 	if c.closed.Load() { // Context.Close ran meanwhile and may have missed mr
 		mr.releaseProvider()
 	}

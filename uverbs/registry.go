@@ -33,6 +33,23 @@ type regSlot[T any] struct {
 // the creation fails.
 func (r *registry[T]) reserve() uint64 {
 	r.mu.Lock()
+	tag := r.take(nil)
+	r.mu.Unlock()
+	return tag
+}
+
+// insert is reserve and set in one locked step, for objects whose tag no
+// command carries (MRs, channels): it stores the tag in *tag before the
+// table shows v, so a Context.Close that drains v at once reads it.
+func (r *registry[T]) insert(v *T, tag *uint64) {
+	r.mu.Lock()
+	*tag = r.take(v)
+	r.mu.Unlock()
+}
+
+// take puts v (nil: reserved) in a free slot, or a new one, and returns
+// the slot's tag (r.mu held).
+func (r *registry[T]) take(v *T) uint64 {
 	var i uint32
 	if n := len(r.free); n > 0 {
 		i = r.free[n-1]
@@ -46,10 +63,8 @@ func (r *registry[T]) reserve() uint64 {
 	if s.gen == 0 {
 		s.gen = 1 // a tag is never 0
 	}
-	s.used, s.v = true, nil
-	tag := uint64(s.gen)<<32 | uint64(i)
-	r.mu.Unlock()
-	return tag
+	s.used, s.v = true, v
+	return uint64(s.gen)<<32 | uint64(i)
 }
 
 // slot is tag's slot if it is in use by that tag (r.mu held).
