@@ -11,6 +11,11 @@
 # (entersyscall/exitsyscall around the real ioctl) are not in it: the model
 # answers without a syscall. Pair cases (AllocDeallocPD, RegDeregMR,
 # CreateDestroyAH, CreateDestroyCQ, CreateDestroyQP) are two commands a call.
+# Compare builds by the total: it repeats within ~0.5% from build to build.
+# The split does not: callgrind's inclusive cost of the model's functions
+# (what the split subtracts) moved by ~70 instructions a call between two
+# builds of one commit made in different directories (session 28), its
+# call tree cut differently at Go's stack switches.
 set -euo pipefail
 dir=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
 out=$(mktemp -d)
