@@ -215,14 +215,16 @@ func TestFastPathAllocs(t *testing.T) {
 			t.Errorf("PostSend of plain WR %d: %v allocs/op", i, a)
 		}
 	}
-	recv := []provider.RecvWR{{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}}
-	if a := testing.AllocsPerRun(1000, func() {
-		if _, err := qp.PostRecv(recv); err != nil {
-			t.Fatal(err)
+	recv := []provider.RecvWR{{ID: 1, SGL: []provider.SGE{{Addr: 0x1000, Length: 8, LKey: 1}}}, {ID: 2}}
+	for _, list := range [][]provider.RecvWR{recv[:1], recv} { // alone: postOne; a list: post
+		if a := testing.AllocsPerRun(1000, func() {
+			if _, err := qp.PostRecv(list); err != nil {
+				t.Fatal(err)
+			}
+			rq.cons.Store(rq.prod.Load())
+		}); a != 0 {
+			t.Errorf("PostRecv of %d: %v allocs/op", len(list), a)
 		}
-		rq.cons.Store(rq.prod.Load())
-	}); a != 0 {
-		t.Errorf("PostRecv: %v allocs/op", a)
 	}
 	cq, kq := testCQ(t, fk, c, 16, 7)
 	var wc [4]provider.WorkCompletion

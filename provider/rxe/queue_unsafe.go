@@ -131,6 +131,12 @@ func (q *queue) recvSGEs(i uint32, n int) []abi.RxeSge {
 	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(q.slot(i), recvWQESize)), n)
 }
 
+// recvSGE0 is the first SGE of receive WQE w (a slot of a receive queue
+// whose WQEs take at least one).
+func recvSGE0(w *abi.RxeRecvWqe) *abi.RxeSge {
+	return (*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), recvWQESize))
+}
+
 // close unmaps the queue (through the command file, for a mapped queue).
 func (q *queue) close() error {
 	if q == nil || q.mem == nil {
