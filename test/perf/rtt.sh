@@ -9,6 +9,8 @@
 # round trips took over 100 µs.
 #   test/perf/rtt.sh
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
+#   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
+#     commit's gortt runs third in each round, its lines labelled "base"
 # Builds crtt with gcc against Debian's librdmacm-dev (installed if missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,6 +20,12 @@ command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -o "$work/crtt" "$top/test/perf/rtt/crtt.c" -lrdmacm
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/gortt" ./test/perf/rtt/gortt )
+if [ -n "${BASE:-}" ]; then
+  rev=$(git -C "$top" rev-parse --verify "${BASE}^{commit}")
+  src=$(mktemp -d); trap 'rm -rf "$work" "$src"' EXIT
+  git -C "$top" archive "$rev" | tar -x -C "$src"
+  ( cd "$src" && CGO_ENABLED=0 go build -o "$work/gortt-base" ./test/perf/rtt/gortt )
+fi
 addr=${ADDR:-10.0.2.15} n=${N:-5000} size=${SIZE:-64}
 cat > "$work/guest.sh" <<GUEST
 p=7700
@@ -26,7 +34,10 @@ for r in \$(seq ${ROUNDS:-4}); do
   /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait
   p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
   /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
+  [ -x /rig/bin/gortt-base ] || continue
+  p=\$((p + 1)); /rig/bin/gortt-base $addr:\$p server >/dev/null 2>&1 & sleep 1
+  /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait
 done
 GUEST
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' 2>&1 |
-  grep -E '^(rdma-core|goverbs|crtt|gortt|rig:)'
+  grep -E '^(rdma-core|goverbs|base|crtt|gortt|rig:)'
