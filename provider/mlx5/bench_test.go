@@ -26,7 +26,7 @@ type benchPair struct {
 	wc   []uverbs.WorkCompletion
 }
 
-func newBenchPair(b *testing.B) *benchPair {
+func newBenchPair(b testing.TB) *benchPair {
 	d, dev := newModel(b, nil, model.Options{})
 	n := openNode(b, d, dev, uverbs.OpenOptions{})
 	c := uverbs.QPCap{MaxSendWR: 4096, MaxRecvWR: 4096, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
@@ -50,7 +50,7 @@ func (p *benchPair) stop(b *testing.B) {
 	p.d.Resume()
 }
 
-func (p *benchPair) drain(b *testing.B, cq *uverbs.CQ, n int) {
+func (p *benchPair) drain(b testing.TB, cq *uverbs.CQ, n int) {
 	for n > 0 {
 		k, err := cq.Poll(p.wc[:min(n, len(p.wc))])
 		if err != nil {

@@ -33,6 +33,7 @@ const (
 	dataLkey      = 4
 	dataAddr      = 8
 	dataSize      = 16
+	dataShift     = 4 // log2(dataSize)
 
 	// struct mlx5_wqe_inl_data_seg: a byte count, then the bytes.
 	inlByteCount = 0

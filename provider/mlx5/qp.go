@@ -533,6 +533,50 @@ func (q *qp) ring(last, lastBBs uint32, single bool) {
 // PostRecv validates every WR, writes the receive WQEs and the receive
 // counter to the doorbell record. There is no MMIO write.
 func (q *qp) PostRecv(wrs []provider.RecvWR) (int, error) {
+	if len(wrs) == 1 && len(wrs[0].SGL) == 1 && q.postRecvOne(&wrs[0]) {
+		return 1, nil
+	}
+	return q.postRecvList(wrs)
+}
+
+// postRecvOne posts wr, one receive of one non-empty SGE: what most
+// programs post, alone, each time a receive completes. Its WQE is one data
+// segment (and the terminator, if the stride has room for another), written
+// without postRecvList's loops. false if it posted nothing, for any reason:
+// postRecvList then posts wr or says why it cannot (TestRecvOneMatchesList
+// checks that both leave the same queue and answer). icount.sh PostRecv:
+// 275 -> 195 instructions a receive.
+func (q *qp) postRecvOne(wr *provider.RecvWR) bool {
+	s := &wr.SGL[0]
+	if q.srq != nil || s.Length == 0 || s.Length > provider.MaxMessage {
+		return false
+	}
+	q.rqMu.Lock()
+	rq := &q.rq
+	if q.closed.Load() || q.ctx.lost.Load() || provider.QPState(q.state.Load()) == provider.QPStateReset ||
+		rq.maxSGE == 0 || rq.head-rq.tail.Load() >= rq.cnt {
+		q.rqMu.Unlock()
+		return false
+	}
+	head := rq.head
+	idx := head & (rq.cnt - 1)
+	off := int(idx) << rq.shift
+	putDataSeg(rq.ring[off:], s.Length, s.LKey, s.Addr)
+	if rq.shift > dataShift { // room for a second segment: the list's end
+		putDataSeg(rq.ring[off+dataSize:], 0, invalidLKey, 0)
+	}
+	rq.wrid[idx] = wr.ID
+	head++
+	rq.head = head
+	rq.pub.Store(head)
+	doorbell.ToDevice()
+	doorbell.StoreRecord(q.recvRec, head&0xffff)
+	q.rqMu.Unlock()
+	return true
+}
+
+// postRecvList is PostRecv of any list.
+func (q *qp) postRecvList(wrs []provider.RecvWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
