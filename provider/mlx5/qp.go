@@ -566,6 +566,8 @@ func (q *qp) postRecvOne(wr *provider.RecvWR) bool {
 		putDataSeg(rq.ring[off+dataSize:], 0, invalidLKey, 0)
 	}
 	rq.wrid[idx] = wr.ID
+	// The tail below is postRecvList's, written out: as a method it costs
+	// 87 in the inliner's budget of 80, and its call ~15 instructions here.
 	head++
 	rq.head = head
 	rq.pub.Store(head)

@@ -126,15 +126,10 @@ func wqeInline(w *abi.RxeSendWqe, n int) []byte {
 	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(w), sendWQESize)), n)
 }
 
-// recvSGEs is the SGE array of the receive WQE in slot i.
-func (q *queue) recvSGEs(i uint32, n int) []abi.RxeSge {
-	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(q.slot(i), recvWQESize)), n)
-}
-
-// recvSGE0 is the first SGE of receive WQE w (a slot of a receive queue
-// whose WQEs take at least one).
-func recvSGE0(w *abi.RxeRecvWqe) *abi.RxeSge {
-	return (*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), recvWQESize))
+// recvSGEs is the SGE array of receive WQE w (a slot of a receive queue);
+// n must fit the slot (the queue's maxSGE does), as wqeSGEs' for sends.
+func recvSGEs(w *abi.RxeRecvWqe, n int) []abi.RxeSge {
+	return unsafe.Slice((*abi.RxeSge)(unsafe.Add(unsafe.Pointer(w), recvWQESize)), n)
 }
 
 // close unmaps the queue (through the command file, for a mapped queue).
