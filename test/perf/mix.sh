@@ -9,7 +9,13 @@
 #   test/perf/mix.sh                                  # send_bw -s 64 -n 960, 9 rounds
 #   TEST=write_bw ARGS="-s 65536 -n 200" test/perf/mix.sh
 #   PIN=1 test/perf/mix.sh       # server on CPU 1, client on CPU 0 (taskset)
-# Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, KERNEL.
+#   PLACE=1 test/perf/mix.sh     # also where the two programs ran (below)
+# Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE, KERNEL.
+# PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
+# thread of the server and of the client (/proc/PID/task/*/stat, read with
+# bash builtins only) and prints after each figure "(shared/samples s=...
+# c=...)": how many samples found a running thread of each program on one
+# CPU, then the server's and the client's CPU in each sample.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -29,13 +35,62 @@ if [ "${1:-}" = --guest ]; then
       sleep 0.05
     done
     # shellcheck disable=SC2086
-    if ! timeout 300 $pin_c "$c" -d rxe0 -x 1 -F -p $port $args 127.0.0.1 > /tmp/mix.c 2>&1 || ! wait $sp; then
+    timeout 300 $pin_c "$c" -d rxe0 -x 1 -F -p $port $args 127.0.0.1 > /tmp/mix.c 2>&1 &
+    local cp=$! place=""
+    [ -z "${PLACE:-}" ] || place=$(placement "$sp" "$cp")
+    if ! wait $cp || ! wait $sp; then
       echo failed; return 0
     fi
-    case $test in
-      *_bw) grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | awk '{print $4}' ;;
-      *) grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | awk '{print $5}' ;;
-    esac
+    # A figure of 0 (perftest's under TCG, now and then: its clock) is
+    # printed as "zero" and left out of the medians.
+    local col=5
+    case $test in *_bw) col=4 ;; esac
+    grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 |
+      awk -v c=$col '{if ($c + 0 == 0) printf "zero"; else printf "%s", $c}'
+    echo "${place:+ ($place)}"
+  }
+  # running PID: sets RUN to the CPUs of PID's running threads and of its
+  # child's (the program under timeout and taskset) as " cpu cpu ". Bash
+  # builtins only: a sample forks nothing.
+  running() {
+    local f line rest kid=""
+    RUN=" "
+    for f in /proc/"$1"/task/*/children; do read -r kid < "$f" 2>/dev/null || true; done
+    for f in /proc/"$1"/task/*/stat ${kid:+/proc/$kid/task/*/stat}; do
+      read -r line < "$f" 2>/dev/null || continue
+      rest=${line##*) }
+      # shellcheck disable=SC2086 # split the fields
+      set -- $rest
+      [ "$1" = R ] && RUN="$RUN${37} "
+    done
+  }
+  # cpuchar " CPUS ": sets CH to one character for a sample's CPUs (see
+  # placement).
+  cpuchar() {
+    # shellcheck disable=SC2086
+    set -- $1
+    case $# in 0) CH=- ;; 1) CH=$1 ;; *) CH=x ;; esac
+  }
+  # A read of an idle FIFO is the 20 ms sleep (the guest has no /dev/fd).
+  mkfifo /tmp/mix.never; exec {never}<> /tmp/mix.never
+  # placement SERVER CLIENT: "shared/samples s=CPUS c=CPUS" until the
+  # client exits: the samples that found both programs running on one CPU,
+  # then each sample's CPUs of the server's and the client's running threads
+  # (one character a sample: the CPU, "x" for several, "-" for none).
+  placement() {
+    local shared=0 n=0 s x sc="" cc=""
+    while [ -d /proc/"$2" ]; do
+      running "$1"; s=$RUN
+      running "$2"
+      cpuchar "$s"; sc=$sc$CH
+      cpuchar "$RUN"; cc=$cc$CH
+      if [ "$s" != " " ] && [ "$RUN" != " " ]; then
+        n=$((n + 1))
+        for x in $s; do case $RUN in *" $x "*) shared=$((shared + 1)); break ;; esac; done
+      fi
+      read -r -t 0.02 -u "$never" || true
+    done
+    echo "$shared/$n s=$sc c=$cc"
   }
   echo "mix: kernel $(uname -r), $(nproc) CPUs, $test $args${PIN:+, pinned}; server/client"
   names=("goverbs/goverbs" "perftest/perftest" "goverbs/perftest" "perftest/goverbs")
@@ -62,7 +117,7 @@ cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in TEST ARGS ROUNDS PIN GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
