@@ -2,6 +2,7 @@ package mlx5_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/goverbs/goverbs/provider/mlx5/internal/model"
 	"github.com/goverbs/goverbs/uverbs"
@@ -14,6 +15,10 @@ import (
 // file's syscalls while the clock ran: the mlx5 fast path makes none.
 
 const benchRound = 2048
+
+// drainPatience is how long drain waits for the next completion: the model
+// completes a round in milliseconds, even under -race on a loaded host.
+const drainPatience = 30 * time.Second
 
 type benchPair struct {
 	d    *model.Device
@@ -50,12 +55,28 @@ func (p *benchPair) stop(b *testing.B) {
 	p.d.Resume()
 }
 
+// drain polls n successful completions from cq (the model running), and
+// fails the test if drainPatience passes without one: a lost completion
+// is a failure, not a hang until go test's timeout.
 func (p *benchPair) drain(b testing.TB, cq *uverbs.CQ, n int) {
-	for n > 0 {
+	var idleSince time.Time
+	for empty := 0; n > 0; {
 		k, err := cq.Poll(p.wc[:min(n, len(p.wc))])
 		if err != nil {
 			b.Fatal(err)
 		}
+		if k == 0 {
+			// The clock is read once per 4096 empty polls, not per poll.
+			if empty++; empty%4096 == 1 {
+				if idleSince.IsZero() {
+					idleSince = time.Now()
+				} else if time.Since(idleSince) > drainPatience {
+					b.Fatalf("drain: %d completions still missing after %v without one", n, drainPatience)
+				}
+			}
+			continue
+		}
+		empty, idleSince = 0, time.Time{}
 		for _, w := range p.wc[:k] {
 			if w.Status != uverbs.WCSuccess {
 				b.Fatalf("completion %+v", w)
