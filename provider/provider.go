@@ -176,7 +176,10 @@ type CQCreated struct {
 // CQ is a provider's completion queue: polled without a syscall.
 type CQ interface {
 	// Poll fills wc with up to len(wc) completions and returns how many.
-	// It allocates nothing and makes no syscall.
+	// It allocates nothing and makes no syscall. It keeps no reference to
+	// wc after it returns: uverbs passes the caller's slice, which may be
+	// on the caller's stack, hidden from escape analysis (uverbs'
+	// noescape_unsafe.go).
 	Poll(wc []WorkCompletion) (int, error)
 	// Arm requests one completion event for the next (solicited)
 	// completion. rxe does this with a command, mlx5 with a doorbell.
@@ -238,7 +241,10 @@ type QPCreated struct {
 type QP interface {
 	// PostSend validates every request, then posts them all and rings the
 	// doorbell once. On a validation error nothing is posted, n is the
-	// index of the bad request and the queue is exactly as it was.
+	// index of the bad request and the queue is exactly as it was. Like
+	// every post and poll here, it keeps no reference to wrs or to
+	// anything in them (SGLs) after it returns, not even in an error: the
+	// requests may be on the caller's stack (see CQ.Poll).
 	PostSend(wrs []SendWR) (n int, err error)
 	// PostRecv is PostSend's receive-side twin (no doorbell syscall).
 	PostRecv(wrs []RecvWR) (n int, err error)
@@ -307,6 +313,8 @@ type SRQCreated struct {
 
 // SRQ is a provider's shared receive queue.
 type SRQ interface {
+	// PostRecv posts receives to the SRQ, as QP.PostRecv does, and keeps
+	// no reference to wrs after it returns.
 	PostRecv(wrs []RecvWR) (n int, err error)
 	Close() error
 }

@@ -217,12 +217,15 @@ func (cq *CQ) CQE() int { return int(cq.cqe.Load()) }
 func (cq *CQ) Channel() *CompChannel { return cq.channel }
 
 // Poll fills wc with up to len(wc) completions and returns how many. It
-// makes no syscall and allocates nothing.
+// makes no syscall and allocates nothing; wc is not kept after the call,
+// so an array on the caller's stack (var wc [16]WorkCompletion;
+// cq.Poll(wc[:])) stays there.
 func (cq *CQ) Poll(wc []WorkCompletion) (int, error) {
+	w := wcNoEscape(wc) // the caller's array may stay on its stack
 	if cq.ctx.rec.Load() != nil || cq.gone.Load() {
-		return cq.pollSlow(wc)
+		return cq.pollSlow(w)
 	}
-	return cq.prov.Poll(wc)
+	return cq.prov.Poll(w)
 }
 
 // pollSlow is Poll with a recorder or a closed CQ.

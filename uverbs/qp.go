@@ -277,18 +277,22 @@ func (qp *QP) setProvider(p provider.QP) {
 }
 
 // PostSend posts send work requests; see provider.QP for the contract:
-// every request is validated before any is posted.
+// every request is validated before any is posted. The requests are read
+// during the call and not kept, so a composite literal will do
+// (qp.PostSend([]SendWR{{...}})): it stays on the caller's stack, and the
+// post allocates nothing.
 //
 // Where the provider's doorbell is a command that names the QP (rxe, siw), each
 // call holds a reference that Close waits for, so no doorbell reaches the
 // kernel after the QP is destroyed (its handle may name another QP by then).
 func (qp *QP) PostSend(wrs []SendWR) (int, error) {
+	w := sendsNoEscape(wrs) // the caller's requests may stay on its stack
 	c := qp.pd.ctx
 	// The common case in one test: no reference to take, no recorder, open.
 	if c.postNamesQP || c.rec.Load() != nil || qp.gone.Load() {
-		return qp.postSendSlow(c, wrs)
+		return qp.postSendSlow(c, w)
 	}
-	return qp.prov.PostSend(wrs)
+	return qp.prov.PostSend(w)
 }
 
 // postSendSlow is PostSend with a fast-path reference, a recorder or a
@@ -322,13 +326,15 @@ func (qp *QP) postSendRecorded(c *Context, wrs []SendWR) (int, error) {
 	return n, err
 }
 
-// PostRecv posts receive work requests.
+// PostRecv posts receive work requests. As with PostSend, the requests
+// are not kept and may be a composite literal; nothing is allocated.
 func (qp *QP) PostRecv(wrs []RecvWR) (int, error) {
+	w := recvsNoEscape(wrs) // the caller's requests may stay on its stack
 	c := qp.pd.ctx
 	if c.rec.Load() != nil || qp.gone.Load() {
-		return qp.postRecvSlow(c, wrs)
+		return qp.postRecvSlow(c, w)
 	}
-	return qp.prov.PostRecv(wrs)
+	return qp.prov.PostRecv(w)
 }
 
 // postRecvSlow is PostRecv with a recorder or a closed QP.

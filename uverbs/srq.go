@@ -89,12 +89,13 @@ func (srq *SRQ) PostRecv(wrs []RecvWR) (int, error) {
 	if srq.gone.Load() {
 		return 0, errPostSRQRecvClosed
 	}
+	w := recvsNoEscape(wrs) // the caller's requests may stay on its stack
 	c := srq.pd.ctx
 	if c.rec.Load() == nil {
-		return srq.prov.PostRecv(wrs)
+		return srq.prov.PostRecv(w)
 	}
 	sp := c.begin("PostSRQRecv")
-	n, err := srq.prov.PostRecv(wrs)
+	n, err := srq.prov.PostRecv(w)
 	sp.end(err)
 	return n, err
 }
