@@ -37,9 +37,10 @@ func noescape(p unsafe.Pointer) unsafe.Pointer {
 // cost 11-14 instructions a call). The array types span 2 GiB (14 million
 // sends, 67 million receives, 44 million completions); a longer list is
 // cut to that length, which no provider can tell from the whole: a post
-// stops at a full queue long before (mlx5's largest holds 32,768 requests), and a poll returns
-// at most what a CQ holds (4 million on mlx5). nocheckptr: -race's
-// pointer checks would take the array type's size for the object's.
+// stops at a full queue long before (mlx5's largest holds 32,768
+// requests), and a poll returns at most what a CQ holds (4 million on
+// mlx5). nocheckptr: -race's pointer checks would take the array type's
+// size for the object's.
 
 const (
 	maxSends = math.MaxInt32 / int(unsafe.Sizeof(SendWR{}))
