@@ -25,8 +25,8 @@
 # fifth at 64 KiB; a multiple of 16 for the post lists), LAT_SIZES,
 # BW_SIZES, PLISTS, LAT_TESTS (default "send_lat: write_lat: read_lat:
 # send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS. Both programs run with -F: perftest's TSC calibration
-# is unreliable under TCG and sometimes reports inf; such runs are left out
-# of the medians (and counted).
+# is unreliable under TCG and sometimes reports inf, or a bandwidth of 0;
+# such runs are left out of the medians (and counted, or shown as "zero").
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -100,8 +100,11 @@ if [ "${1:-}" = --guest ]; then
             g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl") gr=$(cat /tmp/retries)
             echo '?' > /tmp/retries
             p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
-            gb+=("$(echo "$g" | awk '{print $4}')") gm+=("$(echo "$g" | awk '{print $5}')")
-            pb+=("$(echo "$p" | awk '{print $4}')") pm+=("$(echo "$p" | awk '{print $5}')")
+            # A zero figure (perftest's, now and then under TCG: its clock) is
+            # "zero", which the medians leave out.
+            fig() { echo "$1" | awk -v c="$2" '{print ($c + 0 > 0 || $c ~ /[a-z]/) ? $c : "zero"}'; }
+            gb+=("$(fig "$g" 4)") gm+=("$(fig "$g" 5)")
+            pb+=("$(fig "$p" 4)") pm+=("$(fig "$p" 5)")
             printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps   rxe retries %s, %s\n' \
               "$t" "$size" "$pl" "$r" "${gb[-1]}" "${gm[-1]}" "${pb[-1]}" "${pm[-1]}" "$gr" "$pr"
           done
