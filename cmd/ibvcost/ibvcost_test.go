@@ -291,6 +291,16 @@ func TestMerge(t *testing.T) {
 	if _, err := merge([]*Report{a, sample("rdma-core", 1, 5)}); err == nil {
 		t.Error("merged two tools")
 	}
+	for _, r := range []*Report{a, b, c} {
+		r.Clocksource = "hpet"
+	}
+	if m, _ := merge([]*Report{a, b, c}); m.Clocksource != "hpet" {
+		t.Errorf("merged clocksource %q, want hpet", m.Clocksource)
+	}
+	a.Clocksource = "tsc"
+	if m, _ := merge([]*Report{a, b, c}); m.Clocksource != "tsc (1 run), hpet (2 runs)" {
+		t.Errorf("merged clocksource %q, want the switch named", m.Clocksource)
+	}
 }
 
 // TestReadsRDMACoreReport reads a report verbs_cost.c wrote in the rig.

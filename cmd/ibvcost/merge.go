@@ -32,6 +32,7 @@ func readReports(list string) (*Report, error) {
 // and mean; min is the least), and its syscalls those of the first run
 // that counted them. A row skipped in any run keeps the first reason.
 // Overhead is the least per op over the runs. Runs counts the runs merged.
+// Clocksource names every clocksource the runs saw (clocksources).
 func merge(reps []*Report) (*Report, error) {
 	if len(reps) == 1 {
 		if reps[0].Runs == 0 {
@@ -55,6 +56,7 @@ func merge(reps []*Report) (*Report, error) {
 		}
 	}
 	out.FloorNS = medianI(floors)
+	out.Clocksource = clocksources(reps)
 	for _, r0 := range reps[0].Rows {
 		row := r0
 		var med, p99, mean []int64
@@ -117,4 +119,35 @@ func medianI(v []int64) int64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[rank(len(s), 0.5)]
+}
+
+// clocksources is the runs' clocksource, or, when it changed between runs
+// (a TCG guest's kernel can mark the TSC unstable and switch to the HPET
+// minutes after boot, and a clock read then costs a syscall), each one
+// with its count of runs in order of first use: "tsc (1 run), hpet (4
+// runs)", so that a table built across the switch says so.
+func clocksources(reps []*Report) string {
+	var names []string
+	count := map[string]int{}
+	for _, r := range reps {
+		if count[r.Clocksource] == 0 {
+			names = append(names, r.Clocksource)
+		}
+		count[r.Clocksource]++
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		if n == "" {
+			n = "unknown"
+		}
+		parts[i] = fmt.Sprintf("%s (%d run", n, count[names[i]])
+		if count[names[i]] > 1 {
+			parts[i] += "s"
+		}
+		parts[i] += ")"
+	}
+	return strings.Join(parts, ", ")
 }
