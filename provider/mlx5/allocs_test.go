@@ -101,3 +101,22 @@ func TestAllocsLiterals(t *testing.T) {
 	}
 	p.drain(t, p.cqA, 51-seen)
 }
+
+// TestEmptyLists: an empty or nil list posts nothing and a nil wc polls
+// nothing, without an error (uverbs hands the provider such slices as nil).
+func TestEmptyLists(t *testing.T) {
+	p := newBenchPair(t)
+	for _, wrs := range [][]uverbs.SendWR{nil, {}} {
+		if n, err := p.a.PostSend(wrs); n != 0 || err != nil {
+			t.Errorf("PostSend(%v) = %d, %v", wrs, n, err)
+		}
+	}
+	for _, wrs := range [][]uverbs.RecvWR{nil, {}} {
+		if n, err := p.b.PostRecv(wrs); n != 0 || err != nil {
+			t.Errorf("PostRecv(%v) = %d, %v", wrs, n, err)
+		}
+	}
+	if n, err := p.cqA.Poll(nil); n != 0 || err != nil {
+		t.Errorf("Poll(nil) = %d, %v", n, err)
+	}
+}
