@@ -43,7 +43,8 @@ func noescape(p unsafe.Pointer) unsafe.Pointer {
 // a nil pointer, and slicing a nil array pointer panics by the spec (Go
 // 1.26 happens not to check it here, so no test would see it).
 // nocheckptr: -race's pointer checks would take the array type's size for
-// the object's.
+// the object's. Three functions, not one generic: an array type's length
+// must be a constant, and unsafe.Sizeof of a type parameter is not.
 
 const (
 	maxSends = math.MaxInt32 / int(unsafe.Sizeof(SendWR{}))

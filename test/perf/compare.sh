@@ -100,11 +100,8 @@ if [ "${1:-}" = --guest ]; then
             g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl") gr=$(cat /tmp/retries)
             echo '?' > /tmp/retries
             p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
-            # A zero figure (perftest's, now and then under TCG: its clock) is
-            # "zero", which the medians leave out.
-            fig() { echo "$1" | awk -v c="$2" '{print ($c + 0 > 0 || $c ~ /[a-z]/) ? $c : "zero"}'; }
-            gb+=("$(fig "$g" 4)") gm+=("$(fig "$g" 5)")
-            pb+=("$(fig "$p" 4)") pm+=("$(fig "$p" 5)")
+            gb+=("$(echo "$g" | figure 4)") gm+=("$(echo "$g" | figure 5)")
+            pb+=("$(echo "$p" | figure 4)") pm+=("$(echo "$p" | figure 5)")
             printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps   rxe retries %s, %s\n' \
               "$t" "$size" "$pl" "$r" "${gb[-1]}" "${gm[-1]}" "${pb[-1]}" "${pm[-1]}" "$gr" "$pr"
           done

@@ -20,3 +20,10 @@ median() {
   tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g |
     awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
 }
+
+# figure COLUMN: column COLUMN of the line on stdin, or "zero" for a figure
+# of 0 (perftest's, now and then under TCG: its clock), which median then
+# leaves out; a word (failed) passes through.
+figure() {
+  awk -v c="$1" '{print ($c + 0 > 0 || $c ~ /[a-z]/) ? $c : "zero"}'
+}

@@ -41,12 +41,9 @@ if [ "${1:-}" = --guest ]; then
     if ! wait $cp || ! wait $sp; then
       echo failed; return 0
     fi
-    # A figure of 0 (perftest's under TCG, now and then: its clock) is
-    # printed as "zero" and left out of the medians.
     local col=5
     case $test in *_bw) col=4 ;; esac
-    grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 |
-      awk -v c=$col '{if ($c + 0 == 0) printf "zero"; else printf "%s", $c}'
+    grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | figure $col | tr -d '\n'
     echo "${place:+ ($place)}"
   }
   # running PID: sets RUN to the CPUs of PID's running threads and of its
