@@ -21,6 +21,8 @@
 # names tell them apart.
 # BASE=<git revision> also builds goverbs' perftest at that revision and
 # counts it as gb_ib_* (before/after in one boot).
+# SHOW=RATE lists each syscall made at least RATE times an iteration
+# (default 0.05).
 # With CHECK=1 the script fails (exit 1) when goverbs makes more syscalls
 # per iteration than perftest in a case with -e.
 set -euo pipefail
@@ -104,8 +106,8 @@ if [ "${1:-}" = --guest ]; then
           END { t = 0; for (k in b) if (b[k] > a[k]) t += b[k] - a[k]; printf "%.2f", t / d }')
       # per syscall name: (count in run 2 - count in run 1) / d, the largest first
       names=$( { for kv in $r1; do echo "1 ${kv%%=*} ${kv#*=}"; done; for kv in $r2; do echo "2 ${kv%%=*} ${kv#*=}"; done; } |
-        awk -v d="$d" '{ if ($1 == 1) a[$2] += $3; else b[$2] += $3 }
-          END { for (k in b) { v = (b[k] - a[k]) / d; if (v >= 0.05 || v <= -0.05) printf "%.2f %s\n", v, k }
+        awk -v d="$d" -v m="${SHOW:-0.05}" '{ if ($1 == 1) a[$2] += $3; else b[$2] += $3 }
+          END { for (k in b) { v = (b[k] - a[k]) / d; if (v >= m || v <= -m) printf "%.3f %s\n", v, k }
                 for (k in a) if (!(k in b)) printf "%.2f %s\n", -a[k] / d, k }' | sort -rg | awk '{ printf "%s %s, ", $2, $1 }')
       printf 'COUNT %-9s %-2s %5s B %-8s: syscalls/iter %6s  voluntary cs/iter %6s  involuntary cs/iter %6s  threads %s (%d-iteration run: t_typical %s usec, traced)\n' \
         "$t" "$fl" "$size" "${prog%_}" "${per[$prog]}" \
@@ -136,6 +138,6 @@ if [ -n "${BASE:-}" ]; then
   echo "counts: gb_ib_* is goverbs at $BASE"
 fi
 env=()
-for v in CASES N1 N2 CHECK PROGS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in CASES N1 N2 CHECK PROGS SHOW GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} counts.sh --guest"

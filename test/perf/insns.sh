@@ -34,9 +34,13 @@
 # per-op figures are a difference of two timed runs: where the set-up's
 # time varies as much as the ops take (short runs), they can come out
 # negative; the profile of one run is the steadier reading.
+# PIN=1 runs each server on CPU 1 and each client on CPU 0 (taskset);
+# VCPU=N counts vCPU N apart as well (a second table) and, with SAMPLE,
+# samples it alone: PIN=1 VCPU=0 is the clients' CPU, VCPU=1 the servers'.
 set -euo pipefail
 if [ "${1:-}" = --guest ]; then
-  port=19900 seq=0
+  port=19900 seq=0 pin_s="" pin_c=""
+  [ -z "${PIN:-}" ] || pin_s="taskset -c 1" pin_c="taskset -c 0"
   listening() { netstat -ltn 2>/dev/null | grep -q ":$1 "; }
   addr=${ADDR:-10.0.2.15} # rxe0's netdev (eth0)
   mark() { icmark; seq=$((seq + 1)); }
@@ -48,7 +52,8 @@ if [ "${1:-}" = --guest ]; then
     if [ "$kind" = rstream ]; then
       $srv -b "$addr" -p $port "$@" > /tmp/is.out 2>&1 &
     else
-      $srv -d rxe0 -x 1 -F -p $port "$@" > /tmp/is.out 2>&1 &
+      # shellcheck disable=SC2086 # the pin is a word list
+      $pin_s $srv -d rxe0 -x 1 -F -p $port "$@" > /tmp/is.out 2>&1 &
     fi
     local spid=$!
     if [ "$kind" = rstream ]; then
@@ -63,7 +68,8 @@ if [ "${1:-}" = --guest ]; then
         i=$((i + 1)); [ $i -le 600 ] || { echo "server never listened" >&2; cat /tmp/is.out >&2; exit 1; }
         sleep 0.05
       done
-      out=$(timeout 600 "$cli" -d rxe0 -x 1 -F -p $port "$@" 127.0.0.1 2>&1) || { echo "$cli $* failed: $out" >&2; cat /tmp/is.out >&2; exit 1; }
+      # shellcheck disable=SC2086
+      out=$(timeout 600 $pin_c "$cli" -d rxe0 -x 1 -F -p $port "$@" 127.0.0.1 2>&1) || { echo "$cli $* failed: $out" >&2; cat /tmp/is.out >&2; exit 1; }
     fi
     wait $spid || { echo "$srv $* failed:" >&2; cat /tmp/is.out >&2; exit 1; }
   }
@@ -107,10 +113,11 @@ cp "$0" "$bin/insns.sh"
 for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do ln -s perftest "$bin/gv_ib_$t"; done
 echo "insns: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in CASES N1 N2 ADDR SAMPLE GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in CASES N1 N2 ADDR SAMPLE PIN GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); syms=$(mktemp -d); trap 'rm -rf "$bin" "$log" "$syms"' EXIT
 plugin=$bin/insns.so
 [ -z "${SAMPLE:-}" ] || plugin+=",sample=$SAMPLE"
+[ -z "${VCPU:-}" ] || plugin+=",vcpu=$VCPU"
 rc=0
 RIG_ACCEL=tcg RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" \
   --qemu -plugin --qemu "$plugin" --qemu -d --qemu plugin -- "${env[*]} insns.sh --guest" > "$log" 2>&1 || rc=$?

@@ -10,7 +10,19 @@
 #   TEST=write_bw ARGS="-s 65536 -n 200" test/perf/mix.sh
 #   PIN=1 test/perf/mix.sh       # server on CPU 1, client on CPU 0 (taskset)
 #   PLACE=1 test/perf/mix.sh     # also where the two programs ran (below)
-# Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE, KERNEL.
+#   COUNTERS=1 test/perf/mix.sh  # also rxe0's hw_counters that moved
+#   CPUSTAT=1 PIN=1 test/perf/mix.sh  # also each CPU's time, by kind
+# Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
+# COUNTERS, CPUSTAT, KERNEL.
+# COUNTERS=1 prints after each figure "[name=delta ...]": every counter of
+# rxe0's port 1 (sysfs hw_counters: packets, RNR NAKs, retries, sequence
+# errors) that changed during the pair's run, both sides together, so a
+# pairing that loses time to RNR waits or retransmits shows it.
+# CPUSTAT=1 prints after each figure "{cpuN user/system/softirq/idle ...}":
+# each CPU's time during the pair's run in USER_HZ ticks (/proc/stat; system
+# counts irq, idle counts iowait); with
+# PIN=1 CPU 0 is the client's and CPU 1 the server's, so the split says
+# whose user code or kernel work filled a CPU.
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
@@ -27,6 +39,8 @@ if [ "${1:-}" = --guest ]; then
   pair() { # pair SERVER CLIENT: the client's figure, or "failed"
     local s=$1 c=$2 i=0
     port=$((port + 1))
+    [ -z "${COUNTERS:-}" ] || counters > /tmp/mix.hw0
+    [ -z "${CPUSTAT:-}" ] || grep '^cpu[0-9]' /proc/stat > /tmp/mix.cpu0
     # shellcheck disable=SC2086 # args and the pins are word lists
     timeout -k 5 300 $pin_s "$s" -d rxe0 -x 1 -F -p $port $args > /tmp/mix.s 2>&1 &
     local sp=$!
@@ -36,15 +50,28 @@ if [ "${1:-}" = --guest ]; then
     done
     # shellcheck disable=SC2086
     timeout 300 $pin_c "$c" -d rxe0 -x 1 -F -p $port $args 127.0.0.1 > /tmp/mix.c 2>&1 &
-    local cp=$! place=""
+    local cp=$! place="" moved="" cpu=""
     [ -z "${PLACE:-}" ] || place=$(placement "$sp" "$cp")
     if ! wait $cp || ! wait $sp; then
       echo failed; return 0
     fi
+    [ -z "${COUNTERS:-}" ] || moved=$(counters | awk 'NR == FNR { a[$1] = $2; next }
+      $2 != a[$1] { printf "%s%s=%d", sep, $1, $2 - a[$1]; sep = " " }' /tmp/mix.hw0 -)
+    # /proc/stat's fields: user nice system idle iowait irq softirq
+    [ -z "${CPUSTAT:-}" ] || cpu=$(grep '^cpu[0-9]' /proc/stat | awk 'NR == FNR { for (i = 2; i <= 8; i++) a[$1, i] = $i; next }
+      { printf "%s%s %d/%d/%d/%d", sep, $1, $2 + $3 - a[$1, 2] - a[$1, 3], $4 + $7 - a[$1, 4] - a[$1, 7],
+          $8 - a[$1, 8], $5 + $6 - a[$1, 5] - a[$1, 6]; sep = " " }' /tmp/mix.cpu0 -)
     local col=5
     case $test in *_bw) col=4 ;; esac
     grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | figure $col | tr -d '\n'
-    echo "${place:+ ($place)}"
+    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}"
+  }
+  # counters: "name value" for each of rxe0's port counters.
+  counters() {
+    local f v
+    for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
+      read -r v < "$f" && echo "${f##*/} $v"
+    done
   }
   # running PID: sets RUN to the CPUs of PID's running threads and of its
   # child's (the program under timeout and taskset) as " cpu cpu ". Bash
@@ -114,7 +141,7 @@ cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \

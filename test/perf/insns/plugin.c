@@ -18,7 +18,10 @@
  * halt at that moment counts as idle. Under TCG guest instructions differ
  * in cost (a page-table walk, a helper call, an exit to the host), so time
  * is not instructions; this says where the time went. Each mark then also
- * prints the samples since the previous mark:
+ * prints the samples since the previous mark. With vcpu=N (alone or with
+ * sample=) only vCPU N is sampled and each INSNS line also carries that
+ * vCPU's own counts (vkernel=N vgo=N ...): with the guest's programs pinned
+ * (taskset), one program's CPU.
  *   SAMPLES <seq> idle=N kernel=N go=N exe=N lib=N other=N
  *   SAMPLE <seq> <address> <count>      (the 400 most frequent block starts)
  *
@@ -76,6 +79,7 @@ static uint64_t seq;
  * them (a sample racing with the clear may be lost: a statistic). */
 #define TABLE 8192
 static unsigned period_us;
+static int only_vcpu = -1; /* vcpu=N: sample that vCPU alone */
 static int pending[MAX_VCPUS], idle[MAX_VCPUS];
 static struct sampled {
 	uint64_t va, n;
@@ -102,6 +106,8 @@ static void *ticker(void *arg)
 	for (;;) {
 		nanosleep(&ts, NULL);
 		for (int v = 0; v < MAX_VCPUS; v++) {
+			if (only_vcpu >= 0 && v != only_vcpu)
+				continue;
 			if (__atomic_load_n(&idle[v], __ATOMIC_RELAXED))
 				__atomic_add_fetch(&samples[v][NBUCKETS], 1, __ATOMIC_RELAXED);
 			else
@@ -207,7 +213,7 @@ static void exec_tb(unsigned int vcpu, void *udata)
 static void exec_mark(unsigned int vcpu, void *udata)
 {
 	uint64_t t[NBUCKETS] = {0};
-	char line[256];
+	char line[512];
 	int len;
 	(void)vcpu;
 	(void)udata;
@@ -218,6 +224,10 @@ static void exec_mark(unsigned int vcpu, void *udata)
 	len = snprintf(line, sizeof(line), "INSNS %" PRIu64, sq);
 	for (int b = 0; b < NBUCKETS; b++)
 		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, names[b], t[b]);
+	if (only_vcpu >= 0) /* the chosen vCPU's own counts: vkernel=, vgo=, ... */
+		for (int b = 0; b < NBUCKETS; b++)
+			len += snprintf(line + len, sizeof(line) - len, " v%s=%" PRIu64, names[b],
+					__atomic_load_n(&counts[only_vcpu].n[b], __ATOMIC_RELAXED));
 	snprintf(line + len, sizeof(line) - len, "\n");
 	qemu_plugin_outs(line);
 	if (period_us)
@@ -242,6 +252,8 @@ EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int
 	for (int i = 0; i < argc; i++) {
 		if (strncmp(argv[i], "sample=", 7) == 0)
 			period_us = (unsigned)strtoul(argv[i] + 7, NULL, 10);
+		else if (strncmp(argv[i], "vcpu=", 5) == 0)
+			only_vcpu = (int)(strtoul(argv[i] + 5, NULL, 10) % MAX_VCPUS);
 	}
 	qemu_plugin_register_vcpu_tb_trans_cb(id, trans_tb);
 	if (period_us) {

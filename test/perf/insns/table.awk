@@ -24,4 +24,17 @@
         printf "%-22s %-9s %43s user %.2f, total %.2f\n", order[i], "ratio", "", U["goverbs"] / U["rdma-core"], T["goverbs"] / T["rdma-core"]
       delete U; delete T
     }
+    # with the plugin's vcpu=N: the same for that vCPU alone
+    for (i = 1; i <= nc; i++) {
+      for (s = 1; s <= 2; s++) {
+        side = (s == 1) ? "goverbs" : "rdma-core"; k = order[i] SUBSEP side
+        split(r2k[k], p2, SUBSEP)
+        if (!(k in n2) || !((p2[2], "vkernel") in c)) continue
+        if (!vhead++)
+          printf "\n%-22s %-9s %10s %10s %10s %10s %10s  (instructions per op on the one vCPU counted)\n", "case", "side", "kernel", "go", "rdma-core", "user", "total"
+        kern = per(k, "vkernel"); g = per(k, "vgo"); r = per(k, "vexe") + per(k, "vlib")
+        u = g + r + per(k, "vother")
+        printf "%-22s %-9s %10.0f %10.0f %10.0f %10.0f %10.0f\n", order[i], side, kern, g, r, u, kern + u
+      }
+    }
   }
