@@ -130,10 +130,7 @@ cp "$0" "$bin/counts.sh"
 perftest_tools "$top" "$bin"
 echo "counts: goverbs at $(cd "$top" && git describe --always --dirty)"
 if [ -n "${BASE:-}" ]; then
-  src=$(mktemp -d); trap 'rm -rf "$bin" "$src"' EXIT
-  ( cd "$top" && git archive "$BASE" ) | tar -x -C "$src"
-  ( cd "$src" && CGO_ENABLED=0 go build -o "$bin/perftest-base" ./cmd/perftest )
-  for t in send_lat write_lat read_lat; do ln -s perftest-base "$bin/gb_ib_$t"; done
+  perftest_base "$top" "$bin" "$BASE"
   PROGS=${PROGS:-gb_ib_ gv_ib_ ib_}
   echo "counts: gb_ib_* is goverbs at $BASE"
 fi

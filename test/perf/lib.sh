@@ -15,6 +15,20 @@ perftest_tools() {
   cp "$1/test/perf/lib.sh" "$2/lib.sh"
 }
 
+# perftest_base TOP BIN REV: goverbs' cmd/perftest as it was at the git
+# revision REV of TOP, built into BIN/perftest-base and linked with a gb_
+# prefix (gb_ib_send_bw, ...): a before/after pair in one boot.
+perftest_base() {
+  local src t
+  src=$(mktemp -d)
+  ( cd "$1" && git archive "$3" ) | tar -x -C "$src"
+  ( cd "$src" && CGO_ENABLED=0 go build -o "$2/perftest-base" ./cmd/perftest )
+  rm -rf "$src"
+  for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
+    ln -s perftest-base "$2/gb_ib_$t"
+  done
+}
+
 # median: the median of the numbers among the words on stdin, or nan.
 median() {
   tr ' ' '\n' | grep -E '^[0-9.]+$' | sort -g |

@@ -12,8 +12,16 @@
 #   PLACE=1 test/perf/mix.sh     # also where the two programs ran (below)
 #   COUNTERS=1 test/perf/mix.sh  # also rxe0's hw_counters that moved
 #   CPUSTAT=1 PIN=1 test/perf/mix.sh  # also each CPU's time, by kind
+#   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
+#   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, KERNEL.
+# COUNTERS, CPUSTAT, GVENVS, BASE, KERNEL.
+# GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
+# and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
+# round after round, perftest/perftest first: an A/B of the client's
+# runtime settings inside one boot. BASE=REV (a git revision) adds a
+# pairing of perftest's server with goverbs' client built at REV
+# (before/after in one boot), beside either set of pairings.
 # COUNTERS=1 prints after each figure "[name=delta ...]": every counter of
 # rxe0's port 1 (sysfs hw_counters: packets, RNR NAKs, retries, sequence
 # errors) that changed during the pair's run, both sides together, so a
@@ -119,19 +127,33 @@ if [ "${1:-}" = --guest ]; then
   echo "mix: kernel $(uname -r), $(nproc) CPUs, $test $args${PIN:+, pinned}; server/client"
   names=("goverbs/goverbs" "perftest/perftest" "goverbs/perftest" "perftest/goverbs")
   progs=("gv_ib_$test gv_ib_$test" "ib_$test ib_$test" "gv_ib_$test ib_$test" "ib_$test gv_ib_$test")
-  declare -a all=("" "" "" "")
+  if [ -n "${GVENVS:-}" ]; then
+    # perftest's server with goverbs' client as it is and under each setting
+    names=("perftest/perftest" "perftest/goverbs") progs=("ib_$test ib_$test" "ib_$test gv_ib_$test")
+    IFS=';' read -r -a envs <<<"$GVENVS"
+    for k in "${!envs[@]}"; do
+      w=/tmp/mix.env$k; mkdir -p $w
+      printf '#!/bin/sh\nexec env %s %s "$@"\n' "${envs[k]}" "$(command -v "gv_ib_$test")" > "$w/gv_ib_$test"
+      chmod +x "$w/gv_ib_$test"
+      names+=("perftest/goverbs[${envs[k]}]") progs+=("ib_$test $w/gv_ib_$test")
+    done
+  fi
+  if [ -n "${BASE:-}" ]; then
+    names+=("perftest/goverbs@$BASE") progs+=("ib_$test gb_ib_$test")
+  fi
+  declare -a all=()
   for r in $(seq "${ROUNDS:-9}"); do
     line="round $r:"
-    for k in 0 1 2 3; do
+    for k in "${!progs[@]}"; do
       # shellcheck disable=SC2086 # two program names
       v=$(pair ${progs[$k]})
-      all[k]="${all[k]} $v"
+      all[k]="${all[k]:-} $v"
       line="$line  ${names[$k]} $v"
     done
     echo "$line"
   done
-  for k in 0 1 2 3; do
-    echo "MEDIAN ${names[$k]} $(echo "${all[k]}" | median)"
+  for k in "${!progs[@]}"; do
+    echo "MEDIAN ${names[$k]} $(echo "${all[k]:-}" | median)"
   done
   exit 0
 fi
@@ -140,8 +162,9 @@ bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
+[ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
