@@ -108,7 +108,7 @@ if [ "${1:-}" = --guest ]; then
       names=$( { for kv in $r1; do echo "1 ${kv%%=*} ${kv#*=}"; done; for kv in $r2; do echo "2 ${kv%%=*} ${kv#*=}"; done; } |
         awk -v d="$d" -v m="${SHOW:-0.05}" '{ if ($1 == 1) a[$2] += $3; else b[$2] += $3 }
           END { for (k in b) { v = (b[k] - a[k]) / d; if (v >= m || v <= -m) printf "%.3f %s\n", v, k }
-                for (k in a) if (!(k in b)) printf "%.2f %s\n", -a[k] / d, k }' | sort -rg | awk '{ printf "%s %s, ", $2, $1 }')
+                for (k in a) if (!(k in b)) printf "%.3f %s\n", -a[k] / d, k }' | sort -rg | awk '{ printf "%s %s, ", $2, $1 }')
       printf 'COUNT %-9s %-2s %5s B %-8s: syscalls/iter %6s  voluntary cs/iter %6s  involuntary cs/iter %6s  threads %s (%d-iteration run: t_typical %s usec, traced)\n' \
         "$t" "$fl" "$size" "${prog%_}" "${per[$prog]}" \
         "$(awk -v a="$v1" -v b="$v2" -v d="$d" 'BEGIN { printf "%.2f", (b - a) / d }')" \
