@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -147,6 +148,16 @@ func TestReleaseWaitsForPoll(t *testing.T) {
 		s := cq.st.Load()
 		q := s.q
 		s.readers.Add(1) // a Poll between its state check and its last read
+		var held atomic.Bool
+		held.Store(true)
+		leave := func() { // the Poll leaves, once
+			if held.Swap(false) {
+				s.readers.Add(-1)
+			}
+		}
+		// On a failure below the reader must still leave, or the CQ's
+		// Close (testCQ's cleanup, run after this one) waits for ever.
+		t.Cleanup(leave)
 		done := make(chan error, 1)
 		go func() {
 			if !resize {
@@ -163,13 +174,24 @@ func TestReleaseWaitsForPoll(t *testing.T) {
 			_, err = st.Complete(15)
 			done <- err
 		}()
+		// The swap comes first, then the wait; how soon the goroutine
+		// gets there depends on the machine (under -race in a TCG guest,
+		// 20 ms was once not enough), so wait for the swap itself.
+		for deadline := time.Now().Add(10 * time.Second); cq.st.Load() == s; {
+			select {
+			case err := <-done:
+				t.Fatalf("resize %v: returned (%v) while a Poll was reading", resize, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("resize %v: the state was not replaced in 10 s", resize)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		select {
 		case err := <-done:
 			t.Fatalf("resize %v: returned (%v) while a Poll was reading", resize, err)
 		case <-time.After(20 * time.Millisecond):
-		}
-		if cq.st.Load() == s {
-			t.Fatalf("resize %v: the state was not replaced before the wait", resize)
 		}
 		if q.mem == nil {
 			t.Fatalf("resize %v: the queue was unmapped under a reader", resize)
@@ -178,7 +200,7 @@ func TestReleaseWaitsForPoll(t *testing.T) {
 		if _, err := cq.Poll(wc[:]); resize != (err == nil) {
 			t.Errorf("resize %v: a Poll during the wait: %v", resize, err)
 		}
-		s.readers.Add(-1)
+		leave()
 		if err := <-done; err != nil {
 			t.Fatalf("resize %v: %v", resize, err)
 		}

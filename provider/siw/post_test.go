@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -444,8 +445,33 @@ func TestCloseWaitsForReaders(t *testing.T) {
 	if !cq.enter(s) { // a Poll or Arm between its check and its last access
 		t.Fatal("enter refused the current state")
 	}
+	var held atomic.Bool
+	held.Store(true)
+	leave := func() { // the reader leaves, once
+		if held.Swap(false) {
+			s.readers.Add(-1)
+		}
+	}
+	// On a failure below the reader must still leave, or testCQ's cleanup
+	// (run after this one) waits in Close for ever.
+	t.Cleanup(leave)
 	done := make(chan error, 1)
 	go func() { done <- cq.Close() }()
+	// Close swaps the state first, then waits; how soon its goroutine
+	// gets there depends on the machine, so wait for the swap itself
+	// (checking the new state's refusals before it would count a second
+	// reader that nothing removes).
+	for deadline := time.Now().Add(10 * time.Second); cq.st.Load() == s; {
+		select {
+		case err := <-done:
+			t.Fatalf("Close returned (%v) while a reader was counted", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Close did not replace the state in 10 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("Close returned (%v) while a reader was counted", err)
@@ -463,8 +489,9 @@ func TestCloseWaitsForReaders(t *testing.T) {
 	}
 	if cq.enter(s) {
 		t.Error("enter accepted a replaced state")
+		s.readers.Add(-1)
 	}
-	s.readers.Add(-1)
+	leave()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
