@@ -28,9 +28,9 @@
 # pairing that loses time to RNR waits or retransmits shows it.
 # CPUSTAT=1 prints after each figure "{cpuN user/system/softirq/idle ...}":
 # each CPU's time during the pair's run in USER_HZ ticks (/proc/stat; system
-# counts irq, idle counts iowait); with
-# PIN=1 CPU 0 is the client's and CPU 1 the server's, so the split says
-# whose user code or kernel work filled a CPU.
+# counts irq, idle counts iowait); with PIN=1 CPU 0 is the client's and CPU
+# 1 the server's, so the split says whose user code or kernel work filled a
+# CPU.
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
