@@ -12,10 +12,11 @@
 #   PLACE=1 test/perf/mix.sh     # also where the two programs ran (below)
 #   COUNTERS=1 test/perf/mix.sh  # also rxe0's hw_counters that moved
 #   CPUSTAT=1 PIN=1 test/perf/mix.sh  # also each CPU's time, by kind
+#   THREADS=1 test/perf/mix.sh   # also the client's threads' CPU time
 #   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, GVENVS, BASE, KERNEL.
+# COUNTERS, CPUSTAT, THREADS, GVENVS, BASE, KERNEL.
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
@@ -31,6 +32,12 @@
 # counts irq, idle counts iowait); with PIN=1 CPU 0 is the client's and CPU
 # 1 the server's, so the split says whose user code or kernel work filled a
 # CPU.
+# THREADS=1 prints after each figure "<run/wait/slices ...>": for each thread
+# of the client, busiest first, its time on a CPU and waiting for one (ms)
+# and how many times it was put on a CPU (/proc/PID/task/*/schedstat, read
+# every 20 ms until the client exits: the last 20 ms are missing), so the
+# runtime's own threads (sysmon, idle Ms woken to poll the network) show
+# beside the thread that does the work.
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
@@ -58,8 +65,9 @@ if [ "${1:-}" = --guest ]; then
     done
     # shellcheck disable=SC2086
     timeout 300 $pin_c "$c" -d rxe0 -x 1 -F -p $port $args 127.0.0.1 > /tmp/mix.c 2>&1 &
-    local cp=$! place="" moved="" cpu=""
+    local cp=$! place="" moved="" cpu="" thr=""
     [ -z "${PLACE:-}" ] || place=$(placement "$sp" "$cp")
+    [ -z "${THREADS:-}" ] || thr=$(threads "$cp")
     if ! wait $cp || ! wait $sp; then
       echo failed; return 0
     fi
@@ -72,7 +80,7 @@ if [ "${1:-}" = --guest ]; then
     local col=5
     case $test in *_bw) col=4 ;; esac
     grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | figure $col | tr -d '\n'
-    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}"
+    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}${thr:+ <$thr>}"
   }
   # counters: "name value" for each of rxe0's port counters.
   counters() {
@@ -102,6 +110,23 @@ if [ "${1:-}" = --guest ]; then
     # shellcheck disable=SC2086
     set -- $1
     case $# in 0) CH=- ;; 1) CH=$1 ;; *) CH=x ;; esac
+  }
+  # threads PID: "run/wait/slices ..." of each thread of the program PID
+  # (the guest's busybox timeout execs the program in the process it
+  # started), busiest first, from the last sample of its schedstat before
+  # it exited.
+  threads() {
+    local f last="" now line
+    # until it exits (a zombie, state Z, until the caller waits for it)
+    while read -r line < /proc/"$1"/stat 2>/dev/null && [[ ${line##*) } != Z* ]]; do
+      now=""
+      for f in /proc/"$1"/task/*/schedstat; do
+        read -r line < "$f" 2>/dev/null && now="$now$line"$'\n'
+      done
+      [ -z "$now" ] || last=$now
+      read -r -t 0.02 -u "$never" || true
+    done
+    printf '%s' "$last" | sort -k1,1nr | awk '{ printf "%s%.1f/%.1f/%d", sep, $1 / 1e6, $2 / 1e6, $3; sep = " " }'
   }
   # A read of an idle FIFO is the 20 ms sleep (the guest has no /dev/fd).
   mkfifo /tmp/mix.never; exec {never}<> /tmp/mix.never
@@ -164,7 +189,7 @@ perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
