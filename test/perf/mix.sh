@@ -13,10 +13,11 @@
 #   COUNTERS=1 test/perf/mix.sh  # also rxe0's hw_counters that moved
 #   CPUSTAT=1 PIN=1 test/perf/mix.sh  # also each CPU's time, by kind
 #   THREADS=1 test/perf/mix.sh   # also the client's threads' CPU time
+#   TRACE=1 PIN=1 test/perf/mix.sh  # also who ran on CPU 0 (sched_switch)
 #   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, THREADS, GVENVS, BASE, KERNEL.
+# COUNTERS, CPUSTAT, THREADS, TRACE, GVENVS, BASE, KERNEL.
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
@@ -37,7 +38,12 @@
 # and how many times it was put on a CPU (/proc/PID/task/*/schedstat, read
 # every 20 ms until the client exits: the last 20 ms are missing), so the
 # runtime's own threads (sysmon, idle Ms woken to poll the network) show
-# beside the thread that does the work.
+# beside the thread that does the work; then, after "|", the other tasks
+# (both CPUs) that ran most during the pair's run, ms each.
+# TRACE=1 traces the scheduler's switches on CPU 0 (the client's, with
+# PIN=1) during the pair's run (tracefs sched_switch) and prints after each
+# figure "/task ms .../": the tasks that ran longest on that CPU, by name
+# (swapper is idle), and the number of switches.
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
@@ -56,6 +62,8 @@ if [ "${1:-}" = --guest ]; then
     port=$((port + 1))
     [ -z "${COUNTERS:-}" ] || counters > /tmp/mix.hw0
     [ -z "${CPUSTAT:-}" ] || grep '^cpu[0-9]' /proc/stat > /tmp/mix.cpu0
+    [ -z "${THREADS:-}" ] || tasks > /tmp/mix.tasks0
+    [ -z "${TRACE:-}" ] || { echo 0 > $T/tracing_on; echo > $T/trace; echo 1 > $T/tracing_on; }
     # shellcheck disable=SC2086 # args and the pins are word lists
     timeout -k 5 300 $pin_s "$s" -d rxe0 -x 1 -F -p $port $args > /tmp/mix.s 2>&1 &
     local sp=$!
@@ -65,14 +73,19 @@ if [ "${1:-}" = --guest ]; then
     done
     # shellcheck disable=SC2086
     timeout 300 $pin_c "$c" -d rxe0 -x 1 -F -p $port $args 127.0.0.1 > /tmp/mix.c 2>&1 &
-    local cp=$! place="" moved="" cpu="" thr=""
+    local cp=$! place="" moved="" cpu="" thr="" oncpu=""
     [ -z "${PLACE:-}" ] || place=$(placement "$sp" "$cp")
     [ -z "${THREADS:-}" ] || thr=$(threads "$cp")
     if ! wait $cp || ! wait $sp; then
       echo failed; return 0
     fi
+    [ -z "${TRACE:-}" ] || { echo 0 > $T/tracing_on; oncpu=$(oncpu0); }
     [ -z "${COUNTERS:-}" ] || moved=$(counters | awk 'NR == FNR { a[$1] = $2; next }
       $2 != a[$1] { printf "%s%s=%d", sep, $1, $2 - a[$1]; sep = " " }' /tmp/mix.hw0 -)
+    # the other tasks that ran most meanwhile (kernel threads: softirqs, work)
+    [ -z "${THREADS:-}" ] || thr="$thr | $(tasks | awk 'NR == FNR { a[$1] = $2; next }
+      $3 !~ /^(ib_|gv_ib_|gb_ib_)/ && $2 - a[$1] >= 1e6 { print $2 - a[$1], $3 }' /tmp/mix.tasks0 - |
+      sort -k1,1nr | head -n 4 | awk '{ printf "%s%s %.1f", sep, $2, $1 / 1e6; sep = " " }')"
     # /proc/stat's fields: user nice system idle iowait irq softirq
     [ -z "${CPUSTAT:-}" ] || cpu=$(grep '^cpu[0-9]' /proc/stat | awk 'NR == FNR { for (i = 2; i <= 8; i++) a[$1, i] = $i; next }
       { printf "%s%s %d/%d/%d/%d", sep, $1, $2 + $3 - a[$1, 2] - a[$1, 3], $4 + $7 - a[$1, 4] - a[$1, 7],
@@ -80,7 +93,7 @@ if [ "${1:-}" = --guest ]; then
     local col=5
     case $test in *_bw) col=4 ;; esac
     grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | figure $col | tr -d '\n'
-    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}${thr:+ <$thr>}"
+    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}${thr:+ <$thr>}${oncpu:+ /$oncpu/}"
   }
   # counters: "name value" for each of rxe0's port counters.
   counters() {
@@ -111,22 +124,49 @@ if [ "${1:-}" = --guest ]; then
     set -- $1
     case $# in 0) CH=- ;; 1) CH=$1 ;; *) CH=x ;; esac
   }
+  if [ -n "${TRACE:-}" ]; then
+    T=/sys/kernel/tracing
+    [ -e $T/events ] || mount -t tracefs nodev $T
+    echo 0 > $T/tracing_on; echo 1 > $T/tracing_cpumask; echo 32768 > $T/buffer_size_kb
+    echo 1 > $T/events/sched/sched_switch/enable
+  fi
+  # oncpu0: "comm ms ... (N switches)" from the trace of CPU 0's switches:
+  # the time from each switch to the next belongs to the task switched in.
+  oncpu0() {
+    awk '/sched_switch:/ {
+        for (i = 1; i <= NF; i++) {
+          if ($i ~ /^[0-9.]+:$/) t = $i + 0
+          if ($i ~ /^next_comm=/) { c = substr($i, 11) }
+        }
+        if (prev != "") ms[prev] += (t - last) * 1000
+        prev = c; last = t; n++
+      }
+      END { for (k in ms) printf "%.1f %s\n", ms[k], k; print n + 0, "switches" }' $T/trace |
+      sort -k1,1nr | head -n 6 | awk '{ printf "%s%s %s", sep, $2, $1; sep = " " }'
+  }
+  # tasks: "TID RUNNS COMM" for every task in the guest.
+  tasks() {
+    local d r c
+    for d in /proc/[0-9]*/task/*; do
+      read -r r _ < "$d/schedstat" 2>/dev/null && read -r c < "$d/comm" 2>/dev/null && echo "${d##*/} $r $c"
+    done
+  }
   # threads PID: "run/wait/slices ..." of each thread of the program PID
   # (the guest's busybox timeout execs the program in the process it
-  # started), busiest first, from the last sample of its schedstat before
-  # it exited.
+  # started), busiest first, each thread's figures from the last sample
+  # that found it (a program's threads leave one by one as it exits).
   threads() {
-    local f last="" now line
+    local f line
+    local -A last=()
     # until it exits (a zombie, state Z, until the caller waits for it)
     while read -r line < /proc/"$1"/stat 2>/dev/null && [[ ${line##*) } != Z* ]]; do
-      now=""
       for f in /proc/"$1"/task/*/schedstat; do
-        read -r line < "$f" 2>/dev/null && now="$now$line"$'\n'
+        read -r line < "$f" 2>/dev/null && last[$f]=$line
       done
-      [ -z "$now" ] || last=$now
       read -r -t 0.02 -u "$never" || true
     done
-    printf '%s' "$last" | sort -k1,1nr | awk '{ printf "%s%.1f/%.1f/%d", sep, $1 / 1e6, $2 / 1e6, $3; sep = " " }'
+    for f in "${!last[@]}"; do echo "${last[$f]}"; done |
+      sort -k1,1nr | awk '{ printf "%s%.1f/%.1f/%d", sep, $1 / 1e6, $2 / 1e6, $3; sep = " " }'
   }
   # A read of an idle FIFO is the 20 ms sleep (the guest has no /dev/fd).
   mkfifo /tmp/mix.never; exec {never}<> /tmp/mix.never
@@ -172,7 +212,7 @@ if [ "${1:-}" = --guest ]; then
     for k in "${!progs[@]}"; do
       # shellcheck disable=SC2086 # two program names
       v=$(pair ${progs[$k]})
-      all[k]="${all[k]:-} $v"
+      all[k]="${all[k]:-} ${v%% *}" # the figure, not what follows it
       line="$line  ${names[$k]} $v"
     done
     echo "$line"
@@ -189,7 +229,7 @@ perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
