@@ -42,8 +42,8 @@
 # (both CPUs) that ran most during the pair's run, ms each.
 # TRACE=1 traces the scheduler's switches on CPU 0 (the client's, with
 # PIN=1) during the pair's run (tracefs sched_switch) and prints after each
-# figure "/task ms .../": the tasks that ran longest on that CPU, by name
-# (swapper is idle), and the number of switches.
+# figure "/N switches task ms .../": the number of switches, then the tasks
+# that ran longest on that CPU, by name (swapper is idle).
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
@@ -130,19 +130,20 @@ if [ "${1:-}" = --guest ]; then
     echo 0 > $T/tracing_on; echo 1 > $T/tracing_cpumask; echo 32768 > $T/buffer_size_kb
     echo 1 > $T/events/sched/sched_switch/enable
   fi
-  # oncpu0: "comm ms ... (N switches)" from the trace of CPU 0's switches:
-  # the time from each switch to the next belongs to the task switched in.
+  # oncpu0: "N switches comm ms ..." from the trace of CPU 0's switches: the
+  # time from each switch to the next belongs to the task switched in.
   oncpu0() {
+    echo -n "$(grep -c 'sched_switch:' $T/trace) switches "
     awk '/sched_switch:/ {
         for (i = 1; i <= NF; i++) {
           if ($i ~ /^[0-9.]+:$/) t = $i + 0
-          if ($i ~ /^next_comm=/) { c = substr($i, 11) }
+          if ($i ~ /^next_comm=/) c = substr($i, 11)
         }
         if (prev != "") ms[prev] += (t - last) * 1000
-        prev = c; last = t; n++
+        prev = c; last = t
       }
-      END { for (k in ms) printf "%.1f %s\n", ms[k], k; print n + 0, "switches" }' $T/trace |
-      sort -k1,1nr | head -n 6 | awk '{ printf "%s%s %s", sep, $2, $1; sep = " " }'
+      END { for (k in ms) printf "%.1f %s\n", ms[k], k }' $T/trace |
+      sort -k1,1nr | head -n 5 | awk '{ printf "%s%s %s", sep, $2, $1; sep = " " }'
   }
   # tasks: "TID RUNNS COMM" for every task in the guest.
   tasks() {

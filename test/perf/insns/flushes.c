@@ -61,7 +61,7 @@ static int classify(const uint8_t *p, size_t n, uint64_t va)
 	/* legacy prefixes and REX */
 	while (i < n && (p[i] == 0x66 || p[i] == 0xf2 || p[i] == 0xf3 || (p[i] & 0xf0) == 0x40))
 		i++;
-	if (i + 2 >= n + 1 || p[i] != 0x0f)
+	if (i + 2 >= n || p[i] != 0x0f) /* 0F, the opcode and ModRM */
 		return -1;
 	uint8_t op = p[i + 1], modrm = p[i + 2], reg = (modrm >> 3) & 7, mod = modrm >> 6;
 	if (op == 0x01 && modrm == 0xef)
