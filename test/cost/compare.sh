@@ -28,6 +28,9 @@ runs=${RUNS:-3} n=${N:-100} bign=${BIG_N:-5} mrmax=${MR_MAX:-268435456}
 devs=${*:-rxe0 siw0}
 out=${OUT:-$top/test/cost/out/$kernel}
 export PATH=$PATH:/usr/local/go/bin
+# The measurement rig's kernel command line, as test/perf/lib.sh explains.
+: "${RIG_APPEND=tsc=reliable nopku}"
+export RIG_APPEND
 
 [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
 [ -f /usr/include/rdma/rdma_cma.h ] || apt-get install -y -q librdmacm-dev >/dev/null
@@ -77,5 +80,5 @@ for d in $devs; do
   "$work/bin/ibvcost" -load "$gos" -compare "$bases" -labels new,base -svg "$out/ab-$d.svg" | tee "$out/table-$d-base.txt"
   echo
 done
-echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?')${BASE:+ (base $BASE)}, kernel $kernel; reports, tables and charts in $out" >&2
+echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?')${BASE:+ (base $BASE)}, kernel $kernel, kernel command line '$RIG_APPEND'; reports, tables and charts in $out" >&2
 exit $rc

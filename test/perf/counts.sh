@@ -128,7 +128,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/counts.sh"
 perftest_tools "$top" "$bin"
-echo "counts: goverbs at $(cd "$top" && git describe --always --dirty)"
+echo "counts: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 if [ -n "${BASE:-}" ]; then
   perftest_base "$top" "$bin" "$BASE"
   PROGS=${PROGS:-gb_ib_ gv_ib_ ib_}

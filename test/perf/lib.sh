@@ -2,6 +2,16 @@
 # from its own directory: on the host test/perf/, in the guest /rig/bin/,
 # where the script copies it beside itself.
 
+# The measurement rigs boot with "tsc=reliable nopku" unless RIG_APPEND is
+# set (set it empty for the rig's own command line): tsc=reliable keeps one
+# clocksource through a boot (7.3.4 switched from the TSC to the HPET
+# part-way, session 29); nopku because QEMU's TCG flushes its whole soft TLB
+# whenever the guest's PKRU changes, a cost hardware does not have that fell
+# on goverbs' multi-threaded processes more than on perftest's (session 31,
+# docs/COST.md). Both programs always share the boot.
+: "${RIG_APPEND=tsc=reliable nopku}"
+export RIG_APPEND
+
 # perftest_tools TOP BIN: builds goverbs' cmd/perftest from the checkout
 # TOP into BIN/perftest and links it under perftest's test names with a gv_
 # prefix (gv_ib_send_lat, ...): goverbs' tools run beside perftest's ib_*

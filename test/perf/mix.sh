@@ -227,7 +227,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
-echo "mix: goverbs at $(cd "$top" && git describe --always --dirty)"
+echo "mix: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
 for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
