@@ -24,7 +24,8 @@
 # Knobs: RUNS, KERNEL, LAT_ITERS (default 300), BW_ITERS (default 960, a
 # fifth at 64 KiB; a multiple of 16 for the post lists), LAT_SIZES,
 # BW_SIZES, PLISTS, LAT_TESTS (default "send_lat: write_lat: read_lat:
-# send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS. Both programs run with -F: perftest's TSC calibration
+# send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS, RIG_APPEND (the guest's kernel
+# command line; default "tsc=reliable nopku", see lib.sh). Both programs run with -F: perftest's TSC calibration
 # is unreliable under TCG and sometimes reports inf, or a bandwidth of 0;
 # such runs are left out of the medians (and counted, or shown as "zero").
 set -euo pipefail

@@ -17,7 +17,8 @@
 #   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, THREADS, TRACE, GVENVS, BASE, KERNEL.
+# COUNTERS, CPUSTAT, THREADS, TRACE, GVENVS, BASE, KERNEL, RIG_APPEND (default
+# "tsc=reliable nopku", see lib.sh).
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
