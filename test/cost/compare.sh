@@ -28,9 +28,9 @@ runs=${RUNS:-3} n=${N:-100} bign=${BIG_N:-5} mrmax=${MR_MAX:-268435456}
 devs=${*:-rxe0 siw0}
 out=${OUT:-$top/test/cost/out/$kernel}
 export PATH=$PATH:/usr/local/go/bin
-# The measurement rig's kernel command line, as test/perf/lib.sh explains.
-: "${RIG_APPEND=tsc=reliable nopku}"
-export RIG_APPEND
+# The measurement rig's kernel command line (RIG_APPEND's default) is test/perf's.
+# shellcheck source=../perf/lib.sh
+. "$top/test/perf/lib.sh"
 
 [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
 [ -f /usr/include/rdma/rdma_cma.h ] || apt-get install -y -q librdmacm-dev >/dev/null

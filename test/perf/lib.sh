@@ -1,4 +1,5 @@
-# lib.sh: shell functions test/perf's scripts share. Each script sources it
+# lib.sh: shell functions test/perf's scripts share (test/cost/compare.sh
+# sources it too, for RIG_APPEND's default). Each script sources it
 # from its own directory: on the host test/perf/, in the guest /rig/bin/,
 # where the script copies it beside itself.
 
