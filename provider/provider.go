@@ -165,6 +165,11 @@ type CQAttr struct {
 	// (IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION, which uverbs sends to the
 	// kernel): the provider CQ must then implement TimestampPoller.
 	Timestamps bool
+	// SingleThreaded: the program orders every call on the CQ (Poll, Arm,
+	// Resize, Close) and on the QPs that complete to it as one goroutine's
+	// calls (uverbs.CQOptions.SingleThreaded); Poll may then take no lock.
+	// Event still comes from any goroutine.
+	SingleThreaded bool
 }
 
 // CQCreated is the kernel's answer to CREATE_CQ.
@@ -226,6 +231,13 @@ type QPAttr struct {
 	RecvCQ    CQ  // nil for an XRC initiator (it has no receive queue)
 	SRQ       SRQ // nil: the QP has its own receive queue
 	SignalAll bool
+	// SingleThreaded: the program orders every call on the QP and on its
+	// CQs (which are SingleThreaded too) as one goroutine's calls
+	// (uverbs.QPInit.SingleThreaded); PostSend and PostRecv may then take
+	// no lock, and the QP and its CQs may share their counters with plain
+	// stores. Modified, Close and DeviceLost still come from any goroutine
+	// the program orders them in.
+	SingleThreaded bool
 }
 
 // QPCreated is the kernel's answer to CREATE_QP.

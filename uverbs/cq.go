@@ -37,6 +37,18 @@ type CQOptions struct {
 	// the duration in the environment variable WaitSpinMaxEnv names, if
 	// set; otherwise, or not above WaitSpin: the cap stays WaitSpin.
 	WaitSpinMax time.Duration
+	// SingleThreaded promises that the program orders every call on the
+	// CQ (Poll, CQPoll passes, Wait, ReqNotify, Resize, Close) and on the
+	// QPs that complete to it (their posts, Modify, Close) as one
+	// goroutine's calls would be ordered: one goroutine makes them, or
+	// hands the CQ on through a channel or lock of its own. Close then
+	// wakes no Wait in another goroutine (there is none). A provider may
+	// then poll without a lock: mlx5's Poll makes no locked instruction
+	// (rdma-core's IBV_CREATE_CQ_ATTR_SINGLE_THREADED); rxe and siw, whose
+	// Poll takes no lock, ignore it. A QP created with
+	// QPInit.SingleThreaded needs such CQs. Completion events still arrive
+	// from any goroutine.
+	SingleThreaded bool
 }
 
 // CQ is a completion queue. Poll is the provider's fast path: no syscall,
@@ -57,6 +69,7 @@ type CQ struct {
 	resize  sync.Mutex   // one Resize at a time
 	tag     uint64       // user_handle: the key events carry
 	channel *CompChannel
+	single  bool // CQOptions.SingleThreaded
 
 	wake    chan struct{} // capacity 1: a completion event arrived for Wait
 	queued  bool          // in channel.ready (guarded by channel.mu)
@@ -105,7 +118,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 		}
 		flags |= abi.IB_UVERBS_CQ_FLAGS_TIMESTAMP_COMPLETION
 	}
-	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe, Timestamps: o.Timestamps})
+	setup, err := c.prov.CreateCQ(provider.CQAttr{CQE: cqe, Timestamps: o.Timestamps, SingleThreaded: o.SingleThreaded})
 	if err != nil {
 		return nil, opError("CreateCQ", dev, abi.TransportNone, err)
 	}
@@ -167,7 +180,7 @@ func (c *Context) CreateCQ(cqe int, o CQOptions) (_ *CQ, err error) {
 			got = ne.Uint32(v)
 		}
 	}
-	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, wake: make(chan struct{}, 1), spinner: newWaitSpin(o.WaitSpin, o.WaitSpinMax)}
+	cq := &CQ{ctx: c, handle: handle, tag: tag, channel: o.Channel, single: o.SingleThreaded, wake: make(chan struct{}, 1), spinner: newWaitSpin(o.WaitSpin, o.WaitSpinMax)}
 	cq.cqe.Store(int64(got))
 	prov, err := setup.Complete(provider.CQCreated{Handle: handle, CQE: got})
 	if err != nil {

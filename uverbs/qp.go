@@ -18,6 +18,16 @@ type QPInit struct {
 	SRQ       *SRQ
 	Cap       QPCap
 	SignalAll bool // every send completes, whatever its Signaled flag
+	// SingleThreaded promises that the program orders every call on the
+	// QP (PostSend, PostRecv, StartWR batches, Modify, Close) and on its
+	// CQs as one goroutine's calls would be ordered (rdma-core's thread
+	// domain); its CQs must be created with CQOptions.SingleThreaded
+	// (CreateQP refuses others). A provider may then post without a lock:
+	// mlx5's PostSend and PostRecv make no locked instruction (its post
+	// and poll pair: docs/COST.md); rxe and siw ignore it. When the
+	// device goes away, a post in progress on such a QP is not waited for.
+	// A QP without it may complete to a single-threaded CQ.
+	SingleThreaded bool
 }
 
 // QP is a queue pair. PostSend and PostRecv are the provider's fast path;
@@ -69,6 +79,8 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		return nil, argError("CreateQP", dev, "an XRC SRQ feeds XRC target QPs only (its senders name it)")
 	case init.SRQ != nil && (init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0):
 		return nil, argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
+	case init.SingleThreaded && (!init.SendCQ.single || !init.RecvCQ.single):
+		return nil, argError("CreateQP", dev, "a single-threaded QP needs single-threaded CQs (CQOptions.SingleThreaded)")
 	}
 	// Every handle that goes into the command is held open until it returns.
 	for _, o := range []struct {
@@ -83,7 +95,8 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		}
 		defer o.l.done()
 	}
-	pa := provider.QPAttr{Type: init.Type, Cap: init.Cap, SendCQ: init.SendCQ.prov, RecvCQ: init.RecvCQ.prov, SignalAll: init.SignalAll}
+	pa := provider.QPAttr{Type: init.Type, Cap: init.Cap, SendCQ: init.SendCQ.prov, RecvCQ: init.RecvCQ.prov, SignalAll: init.SignalAll,
+		SingleThreaded: init.SingleThreaded}
 	if init.SRQ != nil {
 		pa.SRQ = init.SRQ.prov
 	}

@@ -181,6 +181,8 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		return nil, argError(verb, dev, "an XRC initiator has no receive side: no receive CQ, SRQ, MaxRecvWR or MaxRecvSGE")
 	case init.SendCQ.ctx != c:
 		return nil, argError(verb, dev, "the send CQ must belong to the PD's context")
+	case init.SingleThreaded && !init.SendCQ.single:
+		return nil, argError(verb, dev, "a single-threaded QP needs a single-threaded send CQ (CQOptions.SingleThreaded)")
 	}
 	for _, l := range []*lifetime{&pd.lifetime, &init.SendCQ.lifetime} {
 		if err := l.use(verb, dev); err != nil {
@@ -188,7 +190,8 @@ func (pd *PD) createXRCIni(init QPInit) (_ *QP, err error) {
 		}
 		defer l.done()
 	}
-	setup, err := c.prov.CreateQP(provider.QPAttr{Type: QPTypeXRCIni, Cap: init.Cap, SendCQ: init.SendCQ.prov, SignalAll: init.SignalAll})
+	setup, err := c.prov.CreateQP(provider.QPAttr{Type: QPTypeXRCIni, Cap: init.Cap, SendCQ: init.SendCQ.prov, SignalAll: init.SignalAll,
+		SingleThreaded: init.SingleThreaded})
 	if err != nil {
 		return nil, opError(verb, dev, abi.TransportNone, err)
 	}

@@ -9,9 +9,14 @@ import (
 // TestAllocsFastPath: on the device model, through uverbs, posting (one
 // plain WR, a list, one receive, a list of receives) and polling allocate
 // nothing. The model is paused while a post is counted, so the counts are
-// the program's own.
+// the program's own. So do the single-threaded queues'.
 func TestAllocsFastPath(t *testing.T) {
-	p := newBenchPair(t)
+	t.Run("locked", func(t *testing.T) { allocsFastPath(t, false) })
+	t.Run("single", func(t *testing.T) { allocsFastPath(t, true) })
+}
+
+func allocsFastPath(t *testing.T, single bool) {
+	p := newBenchPairThreads(t, single)
 	n := p.n
 	write := uverbs.SendWR{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: n.addr(65536), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 8)}}

@@ -32,12 +32,32 @@ type benchPair struct {
 	wc   []uverbs.WorkCompletion
 }
 
-func newBenchPair(b testing.TB) *benchPair {
+func newBenchPair(b testing.TB) *benchPair { return newBenchPairThreads(b, false) }
+
+// newBenchPairThreads is newBenchPair whose QPs and CQs are single-threaded
+// (QPInit.SingleThreaded, CQOptions.SingleThreaded) if single.
+func newBenchPairThreads(b testing.TB, single bool) *benchPair {
 	d, dev := newModel(b, nil, model.Options{})
 	n := openNode(b, d, dev, uverbs.OpenOptions{})
 	c := uverbs.QPCap{MaxSendWR: 4096, MaxRecvWR: 4096, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: 16}
-	p := &benchPair{d: d, n: n, cqA: n.cq(8191, nil), cqB: n.cq(8191, nil), wc: make([]uverbs.WorkCompletion, 64)}
-	p.a, p.b = n.qp(uverbs.QPTypeRC, p.cqA, c), n.qp(uverbs.QPTypeRC, p.cqB, c)
+	cq := func() *uverbs.CQ {
+		cq, err := n.ctx.CreateCQ(8191, uverbs.CQOptions{SingleThreaded: single})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { cq.Close() })
+		return cq
+	}
+	qp := func(cq *uverbs.CQ) *uverbs.QP {
+		qp, err := n.pd.CreateQP(uverbs.QPInit{Type: uverbs.QPTypeRC, SendCQ: cq, RecvCQ: cq, Cap: c, SingleThreaded: single})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { qp.Close() })
+		return qp
+	}
+	p := &benchPair{d: d, n: n, cqA: cq(), cqB: cq(), wc: make([]uverbs.WorkCompletion, 64)}
+	p.a, p.b = qp(p.cqA), qp(p.cqB)
 	connect(b, p.a, p.b.QPN(), grhTo(d))
 	connect(b, p.b, p.a.QPN(), grhTo(d))
 	return p
@@ -178,8 +198,16 @@ func BenchmarkPostRecv(b *testing.B) {
 // op posts one signaled 64-byte RDMA WRITE (one SGE, a BlueFlame copy) and
 // polls one completion, of a WRITE the device completed in the round
 // before (the device model runs between rounds, with the clock stopped).
+// "locked" is the default QP and CQ, safe for concurrent use; "single" is
+// the single-threaded pair (QPInit and CQOptions.SingleThreaded), which
+// makes no locked instruction.
 func BenchmarkPostSendPoll(b *testing.B) {
-	p := newBenchPair(b)
+	b.Run("locked", func(b *testing.B) { benchPostSendPoll(b, false) })
+	b.Run("single", func(b *testing.B) { benchPostSendPoll(b, true) })
+}
+
+func benchPostSendPoll(b *testing.B, single bool) {
+	p := newBenchPairThreads(b, single)
 	n := p.n
 	wrs := []uverbs.SendWR{{ID: 1, Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
 		RemoteAddr: n.addr(65536), RKey: n.mr.RKey(), SGL: []uverbs.SGE{n.sge(0, 64)}}}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
@@ -28,9 +29,17 @@ type cq struct {
 	ciRec   *uint32 // the consumer index's word of the doorbell record, in dbMem
 	cqn     uint32
 	stamps  bool // created with CQAttr.Timestamps (PollTimestamps)
+	// single: created with CQAttr.SingleThreaded. Poll then takes no lock:
+	// the program orders it with every other call that touches ci and the
+	// ring (Arm, Resize, Close, the QPs' clean). Event, from any goroutine,
+	// touches only armSN, under mu.
+	single bool
 
-	mu    sync.Mutex
-	halt  uint8  // why Poll cannot run (cqClosed, cqLost, cqDead bits); 0 while it can
+	mu sync.Mutex
+	// halt says why Poll cannot run (cqClosed, cqLost, cqDead bits); 0
+	// while it can. Atomic: DeviceLost sets cqLost while a single-threaded
+	// Poll, which takes no lock, may read it.
+	halt  atomic.Uint32
 	dead  error  // with cqDead: a resize left no ring to read, Poll returns this
 	ci    uint32 // consumer index, free running
 	armSN uint32 // arm sequence number: events consumed
@@ -39,9 +48,9 @@ type cq struct {
 
 // The bits of cq.halt: one test of the field is Poll's whole check.
 const (
-	cqClosed uint8 = 1 << iota // Close ran: the ring is unmapped, nothing may read it
-	cqLost                     // the device is gone (context.DeviceLost)
-	cqDead                     // a resize left no ring to read (cq.dead says why)
+	cqClosed uint32 = 1 << iota // Close ran: the ring is unmapped, nothing may read it
+	cqLost                      // the device is gone (context.DeviceLost)
+	cqDead                      // a resize left no ring to read (cq.dead says why)
 )
 
 // cqSetup is a CREATE_CQ in progress.
@@ -68,7 +77,7 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
 	}
 	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen,
-		stamps: a.Timestamps}
+		stamps: a.Timestamps, single: a.SingleThreaded}
 	q.ciRec = word(mem, bufLen+4*cqDBSetCI)
 	initCQEs(q.buf, c.cqeSize)
 	s := &cqSetup{cq: q}
@@ -137,7 +146,7 @@ func (q *cq) Resize(cqe int) (provider.Setup[uint32, struct{}], error) {
 	s := &cqResize{q: q, log: log}
 	req := abi.Mlx5IbResizeCq{CqeSize: uint16(q.cqeSize)}
 	q.mu.Lock()
-	if q.halt&cqClosed != 0 {
+	if q.halt.Load()&cqClosed != 0 {
 		q.mu.Unlock()
 		return nil, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
 	}
@@ -177,7 +186,7 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 	q := s.q
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.halt&cqClosed != 0 {
+	if q.halt.Load()&cqClosed != 0 {
 		s.mem.Close()
 		return struct{}{}, fmt.Errorf("mlx5: ResizeCQ: CQ %d: %w", q.cqn, provider.ErrClosed)
 	}
@@ -185,7 +194,7 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 		// The device writes a ring of another size than the one handed
 		// over: nothing can be read from it safely. Poll says so.
 		q.dead = fmt.Errorf("mlx5: CQ %d: the kernel resized it to %d entries, the new ring has %d; close it", q.cqn, got+1, 1<<s.log)
-		q.halt |= cqDead
+		q.halt.Or(cqDead)
 		if q.mem != q.dbMem {
 			q.mem.Close()
 		}
@@ -230,10 +239,10 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 func (q *cq) Close() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.halt&cqClosed != 0 {
+	if q.halt.Load()&cqClosed != 0 {
 		return nil
 	}
-	q.halt |= cqClosed
+	q.halt.Or(cqClosed)
 	q.ctx.forget(q)
 	err := q.mem.Close()
 	if q.dbMem != q.mem {
@@ -249,7 +258,7 @@ func (q *cq) Close() error {
 // one 64-bit store to the CQ doorbell of the context's UAR. No syscall.
 func (q *cq) Arm(solicitedOnly bool) error {
 	q.mu.Lock()
-	if q.halt&(cqClosed|cqLost) != 0 {
+	if q.halt.Load()&(cqClosed|cqLost) != 0 {
 		err := q.stopped()
 		q.mu.Unlock()
 		return err
@@ -282,8 +291,10 @@ func (q *cq) Event() {
 // goes to the doorbell record once per call. Poll is poll without
 // timestamps, written out: it is the fast path, and this saves it a call.
 func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
-	q.mu.Lock()
-	if q.halt != 0 {
+	if !q.single {
+		q.mu.Lock()
+	}
+	if q.halt.Load() != 0 {
 		return 0, q.halted()
 	}
 	n := 0
@@ -311,7 +322,9 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 		doorbell.ToDevice()
 		doorbell.StoreRecord(q.ciRec, q.ci&0xffffff)
 	}
-	q.mu.Unlock()
+	if !q.single {
+		q.mu.Unlock()
+	}
 	return n, err
 }
 
@@ -365,7 +378,7 @@ func (q *cq) PollPass(wc []provider.WorkCompletion, ts []uint64) (int, error) {
 // EndPass writes the consumer index a pass reached to the doorbell record.
 func (q *cq) EndPass() {
 	q.mu.Lock()
-	if q.halt == 0 {
+	if q.halt.Load() == 0 {
 		q.publishCI()
 	}
 	q.mu.Unlock()
@@ -376,7 +389,7 @@ func (q *cq) EndPass() {
 // (PollTimestamps, PollPass).
 func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int, error) {
 	q.mu.Lock()
-	if q.halt != 0 {
+	if q.halt.Load() != 0 {
 		err := q.stopped()
 		q.mu.Unlock()
 		return 0, err
@@ -425,7 +438,7 @@ func (q *cq) poll(wc []provider.WorkCompletion, ts []uint64, publish bool) (int,
 func (q *cq) clean(key uint32, s *srq) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.halt&cqClosed != 0 {
+	if q.halt.Load()&cqClosed != 0 {
 		return
 	}
 	n := uint32(1) << q.log
@@ -490,27 +503,32 @@ func isResponder(op uint8) bool {
 // device is gone, or a resize left it without a ring. Called under q.mu.
 func (q *cq) stopped() error {
 	switch {
-	case q.halt&cqClosed != 0:
+	case q.halt.Load()&cqClosed != 0:
 		return errCQClosed
-	case q.halt&cqLost != 0:
+	case q.halt.Load()&cqLost != 0:
 		return errDeviceLost
 	}
 	return q.dead
 }
 
 // halted is Poll's way out of a CQ that cannot be read: it unlocks q.mu
-// and says why (kept out of Poll, which it would only lengthen).
+// (if Poll took it) and says why (kept out of Poll, which it would only
+// lengthen).
 func (q *cq) halted() error {
 	err := q.stopped()
-	q.mu.Unlock()
+	if !q.single {
+		q.mu.Unlock()
+	}
 	return err
 }
 
 // lose stops the CQ's fast path for good: the device is gone. It waits for
-// a Poll or Arm in progress (it takes the lock).
+// a Poll or Arm in progress (it takes the lock), but for a single-threaded
+// CQ's Poll, which takes none: that one may finish reading the ring, which
+// stays mapped until Close.
 func (q *cq) lose() {
 	q.mu.Lock()
-	q.halt |= cqLost
+	q.halt.Or(cqLost)
 	q.mu.Unlock()
 }
 

@@ -57,7 +57,12 @@
 // about half the instructions.
 // PostRecv writes data segments, ending a short list with the invalid lkey
 // 0x100, then the receive counter; it needs no MMIO. Neither allocates or
-// makes a syscall; each takes its queue's mutex.
+// makes a syscall; each takes its queue's mutex, and Poll the CQ's, but on
+// single-threaded queues (provider.QPAttr and CQAttr.SingleThreaded), where
+// the program orders the calls: there no post or poll makes a locked
+// instruction (sync.Mutex's CAS and XADD, sync/atomic's XCHG for the
+// counters the post and the poll share), as rdma-core's mlx5 takes no lock
+// in a thread domain or on a single-threaded CQ.
 //
 // # Completions
 //

@@ -2,6 +2,7 @@ package mlx5_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/goverbs/goverbs/uverbs"
@@ -11,7 +12,9 @@ import (
 // up one fast-path case and runs it in ic<Name>, a loop of its own that
 // callgrind counts alone (--toggle-collect), so that the instructions per
 // call of the fast path are a deterministic figure to compare between
-// commits, free of a loaded host's noise. Without ICOUNT it skips.
+// commits, free of a loaded host's noise. Without ICOUNT it skips. A name
+// that ends in Single runs its case on the single-threaded pair
+// (QPInit.SingleThreaded, CQOptions.SingleThreaded).
 
 const icRounds = 4
 
@@ -63,8 +66,8 @@ func icPostRecv(qp *uverbs.QP, wrs []uverbs.RecvWR, n int) {
 }
 
 func BenchmarkICount(b *testing.B) {
-	which := os.Getenv("ICOUNT")
-	p := newBenchPair(b)
+	which, single := strings.CutSuffix(os.Getenv("ICOUNT"), "Single")
+	p := newBenchPairThreads(b, single)
 	n := p.n
 	switch which {
 	case "PollEmpty":

@@ -27,6 +27,8 @@ type sendQueue struct {
 	head uint32        // producer counter in WQEBBs (under qp.sqMu)
 	pub  atomic.Uint32 // head, published once the WQEs and wrids are written
 	tail atomic.Uint32 // first WQEBB not yet retired by Poll
+	// single: the QP is single-threaded; pub and tail take plain stores.
+	single bool
 
 	slots []sendSlot // by WQEBB index of a WQE's start
 
@@ -50,20 +52,14 @@ type sendSlot struct {
 	op   provider.WCOpcode // what the WQE was, for error completions
 }
 
-// retire completes the WQE that starts at counter and every unsignaled one
-// before it; it returns the WQE's wr_id and opcode, and false if no such WQE
-// is outstanding (a CQE left from before the QP was reset). It runs under
-// the CQ's lock.
-func (s *sendQueue) retire(counter uint16) (id uint64, op provider.WCOpcode, ok bool) {
-	head := s.pub.Load() // pairs with PostSend's publish: wrid and next are written
-	t := s.tail.Load()
-	if ok = (uint32(counter)-t)&0xffff < head-t; ok {
-		i := uint32(counter) & (s.cnt - 1)
-		sl := &s.slots[i]
-		id, op = sl.wrid, sl.op
-		s.tail.Store(sl.next) // after the reads: PostSend may reuse the slot from here on
+// publish makes head visible to Poll: the WQEs and slots before it are
+// written.
+func (s *sendQueue) publish(head uint32) {
+	if s.single {
+		storePlain(&s.pub, head)
+	} else {
+		s.pub.Store(head)
 	}
-	return
 }
 
 // recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
@@ -78,6 +74,8 @@ type recvQueue struct {
 	pub  atomic.Uint32
 	tail atomic.Uint32
 	wrid []uint64
+	// single: the QP is single-threaded; pub and tail take plain stores.
+	single bool
 }
 
 // retire completes the oldest receive WQE and returns its wr_id, or false
@@ -89,8 +87,44 @@ func (r *recvQueue) retire() (uint64, bool) {
 		return 0, false
 	}
 	id := r.wrid[t&(r.cnt-1)]
-	r.tail.Store(t + 1) // after the read: PostRecv may reuse the slot from here on
+	// After the read: PostRecv may reuse the slot from here on.
+	if r.single {
+		storePlain(&r.tail, t+1)
+	} else {
+		r.tail.Store(t + 1)
+	}
 	return id, true
+}
+
+// publish makes head visible to Poll: the WQEs and wr_ids before it are
+// written.
+func (r *recvQueue) publish(head uint32) {
+	if r.single {
+		storePlain(&r.pub, head)
+	} else {
+		r.pub.Store(head)
+	}
+}
+
+// queueLock is a queue's mutex, or no lock at all on a single-threaded
+// QP (off), where the program orders the calls that touch the queue.
+type queueLock struct {
+	mu  sync.Mutex
+	off bool
+}
+
+// Lock locks l, unless it is off.
+func (l *queueLock) Lock() {
+	if !l.off {
+		l.mu.Lock()
+	}
+}
+
+// Unlock unlocks l, unless it is off.
+func (l *queueLock) Unlock() {
+	if !l.off {
+		l.mu.Unlock()
+	}
 }
 
 // qp is a queue pair: one buffer holding the receive ring then the send
@@ -111,9 +145,9 @@ type qp struct {
 	rcq              *cq
 	state            atomic.Uint32 // provider.QPState
 
-	sqMu     sync.Mutex
+	sqMu     queueLock
 	sq       sendQueue
-	rqMu     sync.Mutex
+	rqMu     queueLock
 	rq       recvQueue
 	closed   atomic.Bool
 	released bool
@@ -178,6 +212,9 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	}
 	if !ok1 || !ok2 {
 		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("the CQs must be mlx5 CQs"))
+	}
+	if a.SingleThreaded && (!scq.single || (rcq != nil && !rcq.single)) {
+		return nil, fmt.Errorf("mlx5: CreateQP: %w", invalid("a single-threaded QP needs single-threaded CQs"))
 	}
 	q.scq, q.rcq = scq, rcq
 
@@ -251,6 +288,8 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 			typ: a.Type, maxBBs: bbs, mws: &c.mws},
 		sigAll: a.SignalAll}
 	q.sq.shape.setPlain()
+	single := a.SingleThreaded
+	q.sqMu.off, q.rqMu.off, q.sq.single, q.rq.single = single, single, single, single
 
 	s := &qpSetup{q: q}
 	s.in.BufAddr = uint64(mem.Addr())
@@ -409,7 +448,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	if isPlain(&sq.shape, wr) && head-sq.tail.Load() < sq.cnt {
 		bb := sq.writePlain(head, q.qpn, wr)
 		sq.head = head + 1
-		sq.pub.Store(head + 1)
+		sq.publish(head + 1)
 		doorbell.ToDevice()
 		doorbell.StoreRecord(q.sendRec, (head+1)&0xffff)
 		q.bf.ringOne(bb)
@@ -424,7 +463,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	sq.write(head, q.qpn, wr, p)
 	sq.head = head + p.bbs
-	sq.pub.Store(sq.head)
+	sq.publish(sq.head)
 	q.ring(head, p.bbs, true)
 	q.sqMu.Unlock()
 	return 1, nil
@@ -496,7 +535,7 @@ func (q *qp) postList(wrs []provider.SendWR) (int, error) {
 		head += p.bbs
 	}
 	sq.head = head
-	sq.pub.Store(head)
+	sq.publish(head)
 	q.ring(last, lastBBs, len(wrs) == 1)
 	return len(wrs), nil
 }
@@ -570,7 +609,7 @@ func (q *qp) postRecvOne(wr *provider.RecvWR) bool {
 	// 87 in the inliner's budget of 80, and its call ~15 instructions here.
 	head++
 	rq.head = head
-	rq.pub.Store(head)
+	rq.publish(head)
 	doorbell.ToDevice()
 	doorbell.StoreRecord(q.recvRec, head&0xffff)
 	q.rqMu.Unlock()
@@ -625,7 +664,7 @@ func (q *qp) postRecvList(wrs []provider.RecvWR) (int, error) {
 		head++
 	}
 	rq.head = head
-	rq.pub.Store(head)
+	rq.publish(head)
 	doorbell.ToDevice()
 	doorbell.StoreRecord(q.recvRec, head&0xffff)
 	q.rqMu.Unlock()

@@ -7,8 +7,8 @@
 # valgrind --tool=callgrind, collecting only inside the case's loop, and
 # prints Ir per call: uverbs+mlx5 on the device model (PollEmpty, PollOne,
 # PostSendSGE, PostSendInline: 64 B WRITE from one SGE and 8 B inline,
-# PostRecv), rxe on its fake command file (FakePostSend, FakePostRecv,
-# FakePoll) and siw on its fake rings (SiwPostSend, SiwPostRecv, SiwPoll).
+# PostRecv; with the suffix Single, a case on single-threaded queues), rxe
+# on its fake command file (FakePostSend, FakePostRecv, FakePoll) and siw on its fake rings (SiwPostSend, SiwPostRecv, SiwPoll).
 # Each figure includes the harness loop's own 14 instructions (siw's: also
 # the store that plays the kernel, 25 in all).
 # To compare with an older commit, copy the icount_test.go files into
@@ -25,13 +25,15 @@ trap 'rm -rf "$out"' EXIT
 run() { # run BIN CASE OPS
   local f=$out/cg.$2
   GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off ICOUNT=$2 valgrind --tool=callgrind --collect-atstart=no \
-    --toggle-collect="*.ic$2" --callgrind-out-file="$f" "$1" -test.run '^$' \
+    --toggle-collect="*.ic${2%Single}" --callgrind-out-file="$f" "$1" -test.run '^$' \
     -test.bench '^BenchmarkICount$' -test.benchtime 1x -test.cpu 1 > "$f.log" 2>&1 ||
     { echo "$2: failed"; tail "$f.log"; return 1; }
   awk -v c="$2" -v n="$3" '/^summary:/ {printf "%-16s %8.1f Ir/call\n", c, $2/n}' "$f"
 }
 for c in PollEmpty PollOne PostSendSGE PostSendInline; do run "$out/mlx5.test" $c 8192; done
 run "$out/mlx5.test" PostRecv 2048
+for c in PollOneSingle PostSendSGESingle; do run "$out/mlx5.test" $c 8192; done
+run "$out/mlx5.test" PostRecvSingle 2048
 for c in FakePostSend FakePostRecv FakePoll; do run "$out/rxe.test" $c 8192; done
 if [ -x "$out/siw.test" ]; then
   for c in SiwPostSend SiwPostRecv SiwPoll; do run "$out/siw.test" $c 8192; done
