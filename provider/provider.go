@@ -166,9 +166,10 @@ type CQAttr struct {
 	// kernel): the provider CQ must then implement TimestampPoller.
 	Timestamps bool
 	// SingleThreaded: the program orders every call on the CQ (Poll, Arm,
-	// Resize, Close) and on the QPs that complete to it as one goroutine's
-	// calls (uverbs.CQOptions.SingleThreaded); Poll may then take no lock.
-	// Event still comes from any goroutine.
+	// Resize, Close), and Modified and Close of the QPs that complete to
+	// it, as one goroutine's calls (uverbs.CQOptions.SingleThreaded); Poll
+	// may then take no lock. Event and DeviceLost still come from any
+	// goroutine, and so may a QP's posts unless the QP is SingleThreaded.
 	SingleThreaded bool
 }
 
@@ -235,8 +236,7 @@ type QPAttr struct {
 	// CQs (which are SingleThreaded too) as one goroutine's calls
 	// (uverbs.QPInit.SingleThreaded); PostSend and PostRecv may then take
 	// no lock, and the QP and its CQs may share their counters with plain
-	// stores. Modified, Close and DeviceLost still come from any goroutine
-	// the program orders them in.
+	// stores. DeviceLost still comes from any goroutine.
 	SingleThreaded bool
 }
 

@@ -38,10 +38,11 @@ type CQOptions struct {
 	// set; otherwise, or not above WaitSpin: the cap stays WaitSpin.
 	WaitSpinMax time.Duration
 	// SingleThreaded promises that the program orders every call on the
-	// CQ (Poll, CQPoll passes, Wait, ReqNotify, Resize, Close) and on the
-	// QPs that complete to it (their posts, Modify, Close) as one
-	// goroutine's calls would be ordered: one goroutine makes them, or
-	// hands the CQ on through a channel or lock of its own. Close then
+	// CQ (Poll, CQPoll passes, Wait, ReqNotify, Resize, Close), and Modify
+	// and Close of the QPs that complete to it, as one goroutine's calls
+	// would be ordered: one goroutine makes them, or hands the CQ on
+	// through a channel or lock of its own. Posts on a QP without
+	// QPInit.SingleThreaded may still come from any goroutine. Close then
 	// wakes no Wait in another goroutine (there is none). A provider may
 	// then poll without a lock: mlx5's Poll makes no locked instruction
 	// (rdma-core's IBV_CREATE_CQ_ATTR_SINGLE_THREADED); rxe and siw, whose

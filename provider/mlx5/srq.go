@@ -123,7 +123,9 @@ func (s *srq) Close() error {
 }
 
 // retire completes the WQE the device reported by index and links it back
-// into the free list. It runs under the CQ's lock.
+// into the free list. It takes the SRQ's lock: the CQs of the QPs it
+// feeds may be polled at once, and a single-threaded CQ's Poll takes no
+// lock of its own.
 func (s *srq) retire(counter uint16) uint64 {
 	s.mu.Lock()
 	i := uint32(counter) & (s.cnt - 1)
