@@ -95,7 +95,7 @@ func (c *context) complete(e *[cqe64Size]byte, wc *provider.WorkCompletion) (ok 
 		// Retire the WQE that starts at counter and every unsignaled one
 		// before it; none is outstanding for a CQE left from before the
 		// QP was reset. Written out: as a method it is past the inliner's
-		// budget (88 of 80).
+		// budget.
 		sq := &q.sq
 		t := sq.tail.Load()
 		if (uint32(counter)-t)&0xffff >= sq.pub.Load()-t { // pub pairs with PostSend's publish
@@ -103,12 +103,7 @@ func (c *context) complete(e *[cqe64Size]byte, wc *provider.WorkCompletion) (ok 
 		}
 		sl := &sq.slots[uint32(counter)&(sq.cnt-1)]
 		wc.ID, wc.Opcode = sl.wrid, sl.op
-		// After the reads: PostSend may reuse the slot from here on.
-		if sq.single {
-			storePlain(&sq.tail, sl.next)
-		} else {
-			sq.tail.Store(sl.next)
-		}
+		storeCounter(&sq.tail, sl.next, sq.single) // after the reads: PostSend may reuse the slot from here on
 		if opcode == cqeReqErr {
 			wc.Status = syndromeStatus(e[errCqeSyndrome])
 			wc.VendorErr = uint32(e[errCqeVendorErrSynd])

@@ -52,16 +52,6 @@ type sendSlot struct {
 	op   provider.WCOpcode // what the WQE was, for error completions
 }
 
-// publish makes head visible to Poll: the WQEs and slots before it are
-// written.
-func (s *sendQueue) publish(head uint32) {
-	if s.single {
-		storePlain(&s.pub, head)
-	} else {
-		s.pub.Store(head)
-	}
-}
-
 // recvQueue is a QP's receive ring: WQEs of 1<<shift bytes, consumed by the
 // device in order.
 type recvQueue struct {
@@ -87,23 +77,8 @@ func (r *recvQueue) retire() (uint64, bool) {
 		return 0, false
 	}
 	id := r.wrid[t&(r.cnt-1)]
-	// After the read: PostRecv may reuse the slot from here on.
-	if r.single {
-		storePlain(&r.tail, t+1)
-	} else {
-		r.tail.Store(t + 1)
-	}
+	storeCounter(&r.tail, t+1, r.single) // after the read: PostRecv may reuse the slot from here on
 	return id, true
-}
-
-// publish makes head visible to Poll: the WQEs and wr_ids before it are
-// written.
-func (r *recvQueue) publish(head uint32) {
-	if r.single {
-		storePlain(&r.pub, head)
-	} else {
-		r.pub.Store(head)
-	}
 }
 
 // queueLock is a queue's mutex, or no lock at all on a single-threaded
@@ -448,7 +423,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	if isPlain(&sq.shape, wr) && head-sq.tail.Load() < sq.cnt {
 		bb := sq.writePlain(head, q.qpn, wr)
 		sq.head = head + 1
-		sq.publish(head + 1)
+		storeCounter(&sq.pub, head+1, sq.single)
 		doorbell.ToDevice()
 		doorbell.StoreRecord(q.sendRec, (head+1)&0xffff)
 		q.bf.ringOne(bb)
@@ -463,7 +438,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	}
 	sq.write(head, q.qpn, wr, p)
 	sq.head = head + p.bbs
-	sq.publish(sq.head)
+	storeCounter(&sq.pub, sq.head, sq.single)
 	q.ring(head, p.bbs, true)
 	q.sqMu.Unlock()
 	return 1, nil
@@ -535,7 +510,7 @@ func (q *qp) postList(wrs []provider.SendWR) (int, error) {
 		head += p.bbs
 	}
 	sq.head = head
-	sq.publish(head)
+	storeCounter(&sq.pub, head, sq.single)
 	q.ring(last, lastBBs, len(wrs) == 1)
 	return len(wrs), nil
 }
@@ -609,7 +584,7 @@ func (q *qp) postRecvOne(wr *provider.RecvWR) bool {
 	// 87 in the inliner's budget of 80, and its call ~15 instructions here.
 	head++
 	rq.head = head
-	rq.publish(head)
+	storeCounter(&rq.pub, head, rq.single)
 	doorbell.ToDevice()
 	doorbell.StoreRecord(q.recvRec, head&0xffff)
 	q.rqMu.Unlock()
@@ -664,7 +639,7 @@ func (q *qp) postRecvList(wrs []provider.RecvWR) (int, error) {
 		head++
 	}
 	rq.head = head
-	rq.publish(head)
+	storeCounter(&rq.pub, head, rq.single)
 	doorbell.ToDevice()
 	doorbell.StoreRecord(q.recvRec, head&0xffff)
 	q.rqMu.Unlock()

@@ -13,3 +13,13 @@ import (
 func storePlain(p *atomic.Uint32, v uint32) {
 	*(*uint32)(unsafe.Pointer(p)) = v
 }
+
+// storeCounter stores a counter the post and the poll share (a queue's pub
+// or tail): with a plain store on a single-threaded QP, else atomically.
+func storeCounter(p *atomic.Uint32, v uint32, single bool) {
+	if single {
+		storePlain(p, v)
+	} else {
+		p.Store(v)
+	}
+}
