@@ -25,7 +25,8 @@ import (
 // pair-net.sh's PAIR_DEV and PAIR_NET:
 //
 //	ucmatose-client  ucmConns connections to ADDR:7471, ucmatose's protocol
-//	ucmatose-server  ucmatose's server on ADDR:7471 for ucmConns connections
+//	ucmatose-server  ucmatose's server on ADDR:7471 for ucmConns connections;
+//	                 once it listens, it accepts TCP on ADDR:PORT (readyOn)
 //	udaddy-client    a UD connection (SIDR) to ADDR:7174, messages both ways
 //	udaddy-server    udaddy's server on ADDR:7174
 //	rdma-client      rdma_client's connection to ADDR:PORT, 16 bytes each way
@@ -91,7 +92,10 @@ func TestRigPairPeer(t *testing.T) {
 			}
 		}
 	case "ucmatose-server":
-		ucmatoseServe(t, ctx, netip.AddrPortFrom(addr, 7471), nil)
+		// ucmatose -c 4 sends its four REQs at once and exits on the first
+		// REJECTED, destroying the others the listener may already hold:
+		// its retry must wait until the listener is up (readyOn).
+		ucmatoseServe(t, ctx, netip.AddrPortFrom(addr, 7471), func() { readyOn(t, ctx, netip.AddrPortFrom(addr, port())) })
 	case "udaddy-client":
 		udaddyDial(t, ctx, netip.AddrPortFrom(addr, 7174))
 	case "udaddy-server":
@@ -206,6 +210,30 @@ func acceptSide(t *testing.T, ctx context.Context, addr netip.AddrPort) *sideLin
 	t.Cleanup(func() { c.Close() })
 	t.Logf("side channel: %v <- %v", addr, c.RemoteAddr())
 	return &sideLine{t: t, c: c, r: bufio.NewReader(c)}
+}
+
+// readyOn tells the other guest that this test's CM listener is up: it
+// accepts (and closes at once) TCP connections on addr until the test
+// ends; test/rig/guest/pair-cm.sh starts ucmatose's client only once
+// such a connection succeeds.
+func readyOn(t *testing.T, ctx context.Context, addr netip.AddrPort) {
+	t.Helper()
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", addr.String())
+	if err != nil {
+		t.Fatalf("readiness listener: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Logf("listening; readiness on tcp %v", addr)
 }
 
 func (s *sideLine) send(format string, args ...any) {

@@ -17,7 +17,8 @@
 # mckey's own words: the receiver is its "server", the sender its "client")
 # and rdma_server/rdma_client (RC, one 16-byte message each way) against
 # goverbs' rdmacm (the rdmacm test binary's TestRigPairPeer, the same
-# protocols):
+# protocols; in c8 goverbs' server says it listens by accepting TCP on the
+# step's port, and ucmatose starts only then):
 #   c7    ucmatose (A)         goverbs (B)
 #   c8    goverbs (A)          ucmatose (B)
 #   c9    udaddy (A)           goverbs (B)
@@ -160,6 +161,14 @@ while read -r id kind stool sside ctool cside size; do
       /rig/bin/rdmacm.test -test.v -test.timeout 170s -test.run '^TestRigPairPeer$')
     echo "  step $id $role | ${cmd[*]}"
     end=$(( $(cut -d. -f1 /proc/uptime) + W )) tries=0
+    if [ "$kind@$t" = ucmatose@ucmatose ] && [ "$role" = client ]; then
+      # ucmatose -c 4 exits on its first REJECTED and destroys its other
+      # three connections, which goverbs' listener may have taken already
+      # (their accept then fails): start it only once goverbs' server
+      # says, by accepting TCP on the step's port, that it listens
+      until { exec 3<>"/dev/tcp/$PAIR_PEER/$port"; } 2>/dev/null || [ "$(cut -d. -f1 /proc/uptime)" -ge $end ]; do sleep 0.2; done
+      exec 3<&- 3>&-
+    fi
     while :; do
       tries=$((tries + 1))
       T=$(( T < 180 ? T : 180 )) run_tool "${cmd[@]}"
