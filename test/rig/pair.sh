@@ -173,18 +173,33 @@ wait 2>/dev/null || true
 boot_pair
 # A guest that panicked, stalled or ended before its command started (a
 # boot-time fault of the kernel under TCG: lib.sh's rig_qemu, "Boot retry")
-# ran nothing: both guests boot once more, saying so. A failure after a
-# command started is never retried.
-retry=
+# ran nothing: both guests boot once more, saying so. After a command
+# started, only a guest kernel's panic is retried (once, both guests, the
+# panic kept in pair-*.log.panicked and named in the summary): a user
+# program cannot make a correct kernel panic, and 6.12's rxe has panicked
+# under TCG mid-run on a corrupt slab (test/rig/README.md); a second panic
+# fails the run. Any other failure after a command started is never retried.
+retry= kind=
 for i in 0 1; do
   [ -e "$work/rc$i" ] || continue
   # shellcheck disable=SC1090
   r=$(rc=0 started=1; . "$work/rc$i"; if [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then echo "$why"; fi)
-  [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r"
+  [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r" kind=boot-failed
 done
+if [ -z "$retry" ]; then
+  for i in 0 1; do
+    [ -e "$work/rc$i" ] || continue
+    # shellcheck disable=SC1090
+    r=$(rc=0 why=; . "$work/rc$i"; if [ "$rc" = 125 ]; then case $why in "Kernel panic"*) echo "$why" ;; esac; fi)
+    [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r" kind=panicked
+  done
+fi
 if [ -n "$retry" ]; then
-  for n in "A-${ks[0]}" "B-${ks[1]}"; do mv -f "$RIG_OUT/pair-$n.log" "$RIG_OUT/pair-$n.log.boot-failed" 2>/dev/null || true; done
-  log "a guest's boot failed before its command started ($retry; consoles in $RIG_OUT/pair-*.log.boot-failed): retrying both boots once"
+  for n in "A-${ks[0]}" "B-${ks[1]}"; do mv -f "$RIG_OUT/pair-$n.log" "$RIG_OUT/pair-$n.log.$kind" 2>/dev/null || true; done
+  case $kind in
+    boot-failed) log "a guest's boot failed before its command started ($retry; consoles in $RIG_OUT/pair-*.log.boot-failed): retrying both boots once" ;;
+    *) log "a guest's kernel panicked after its command started ($retry; consoles in $RIG_OUT/pair-*.log.panicked): retrying both boots once" ;;
+  esac
   boot_pair
 fi
 
@@ -199,7 +214,10 @@ for i in 0 1; do
   [ "$rc" = 0 ] || fail=1
   if [ -n "$why" ] || [ "$rc" != 0 ]; then console_tail "$logf"; fi
   ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] pair: .*/\1/p' | tail -1)
-  [ -z "$retry" ] || note="${note:+$note; }both boots retried once: a boot failed before its command started ($retry)"
+  case $kind in
+    boot-failed) note="${note:+$note; }both boots retried once: a boot failed before its command started ($retry)" ;;
+    panicked) note="${note:+$note; }both boots retried once: a guest kernel panicked after its command started ($retry)" ;;
+  esac
   lines+=("$(printf 'guest %s %-10s exit %s; build %ss; rxe1 ready at %ss guest time; boot+command %ss wall (%s)%s' \
     "$name" "$k" "$rc" "${builds[$i]}" "${ready:-?}" "${secs:-?}" "${accel:-no boot}" "${why:+; $why}${note:+; $note}")")
   while read -r _ n pair role r st s; do steps+=("$n $pair $role $r $st $s"); done < <(tr -d '\r' < "$logf" | grep '^PAIR-STEP: ')
