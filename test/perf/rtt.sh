@@ -11,6 +11,9 @@
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
 #     commit's gortt runs third in each round, its lines labelled "base"
+#   MIX=1 test/perf/rtt.sh   # each round also runs the mixed pairs (the
+#     two speak one protocol): "c-srv/go" is crtt serving gortt's client,
+#     "go-srv/c" gortt serving crtt's; which side a gap follows
 # Builds crtt with gcc against Debian's librdmacm-dev (installed if missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,10 +37,16 @@ for r in \$(seq ${ROUNDS:-4}); do
   /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait
   p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
   /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
+  if [ "${MIX:-}" = 1 ]; then
+    p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
+    /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait
+    p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
+    /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait
+  fi
   [ -x /rig/bin/gortt-base ] || continue
   p=\$((p + 1)); /rig/bin/gortt-base $addr:\$p server >/dev/null 2>&1 & sleep 1
   /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait
 done
 GUEST
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' 2>&1 |
-  grep -E '^(rdma-core|goverbs|base|crtt|gortt|rig:)'
+  grep -E '^(rdma-core|goverbs|base|c-srv|go-srv|crtt|gortt|rig:)'
