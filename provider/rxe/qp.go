@@ -429,19 +429,25 @@ func fillRecv(q *queue, prod uint32, wr *provider.RecvWR) {
 	w.Dma = abi.RxeDmaInfo{Length: length, Resid: length, NumSge: uint32(len(wr.SGL))}
 }
 
-// isOne reports whether wrs is one receive of one SGE: what rsocket and
-// the ping-pongs post, each time, and postOne takes.
-func isOne(wrs []provider.RecvWR) bool { return len(wrs) == 1 && len(wrs[0].SGL) == 1 }
+// isOne reports whether wrs is one receive of at most one SGE: what the
+// ping-pongs (one SGE) and rsocket (none: its data arrives by RDMA WRITE
+// with immediate) post, each time, and postOne takes.
+func isOne(wrs []provider.RecvWR) bool { return len(wrs) == 1 && len(wrs[0].SGL) <= 1 }
 
-// postOne posts wr, a receive of one SGE alone in its list, without the
-// list's loops; false if it posted nothing, for any reason: post then
-// posts wr or says why it cannot. FakePostRecv under callgrind: 201 -> 138
-// instructions a receive.
+// postOne posts wr, a receive of at most one SGE alone in its list,
+// without the list's loops; false if it posted nothing, for any reason:
+// post then posts wr or says why it cannot. FakePostRecv under callgrind:
+// 201 -> 138 instructions a receive; rsocket's receives without an SGE
+// took the list's path until session 34 (~110 instructions a message more,
+// test/perf/rstreamcg.sh).
 func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
-	s := &wr.SGL[0]
+	var s *provider.SGE
+	if len(wr.SGL) != 0 {
+		s = &wr.SGL[0]
+	}
 	rq.mu.Lock()
 	q := rq.q
-	if q == nil || q.mem == nil || rq.maxSGE == 0 || s.Length > provider.MaxMessage {
+	if q == nil || q.mem == nil || s != nil && (rq.maxSGE == 0 || s.Length > provider.MaxMessage) {
 		rq.mu.Unlock()
 		return false
 	}
@@ -458,14 +464,19 @@ func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
 	return true
 }
 
-// fillRecvOne is fillRecv of a receive with ID id and the one SGE s.
+// fillRecvOne is fillRecv of a receive with ID id and the one SGE s, or
+// none if s is nil.
 func fillRecvOne(q *queue, prod uint32, id uint64, s *provider.SGE) {
 	w := q.recvWQE(prod)
-	recvSGEs(w, 1)[0] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+	var n, length uint32
+	if s != nil {
+		recvSGEs(w, 1)[0] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
+		n, length = 1, s.Length
+	}
 	w.WrId = id
-	w.Reserved = 1 // num_sge before Linux 6.0
+	w.Reserved = n // num_sge before Linux 6.0
 	w.Padding = 0
-	w.Dma = abi.RxeDmaInfo{Length: s.Length, Resid: s.Length, NumSge: 1}
+	w.Dma = abi.RxeDmaInfo{Length: length, Resid: length, NumSge: n}
 }
 
 func (rq *recvQueue) close() error {

@@ -12,8 +12,8 @@ import (
 )
 
 // TestRecvOneMatchesGeneric: over stale slot bytes, fillRecvOne (a
-// one-SGE receive posted alone) writes exactly what the list's fillRecv
-// writes for the same request.
+// receive of one SGE or none, posted alone) writes exactly what the list's
+// fillRecv writes for the same request.
 func TestRecvOneMatchesGeneric(t *testing.T) {
 	rng := rand.New(rand.NewSource(28))
 	fk, c := testContext(t)
@@ -27,6 +27,10 @@ func TestRecvOneMatchesGeneric(t *testing.T) {
 			s.Length = rng.Uint32()
 		}
 		wr := provider.RecvWR{ID: rng.Uint64(), SGL: []provider.SGE{s}}
+		one := &wr.SGL[0]
+		if rng.Intn(4) == 0 { // rsocket's receive: no SGE
+			wr.SGL, one = nil, nil
+		}
 		slot := uint32(rng.Intn(int(q.mask) + 1))
 		stale := make([]byte, size)
 		rng.Read(stale)
@@ -35,7 +39,7 @@ func TestRecvOneMatchesGeneric(t *testing.T) {
 		fillRecv(q, slot, &wr)
 		want := bytes.Clone(mem)
 		copy(mem, stale)
-		fillRecvOne(q, slot, wr.ID, &wr.SGL[0])
+		fillRecvOne(q, slot, wr.ID, one)
 		if !bytes.Equal(want, mem) {
 			t.Fatalf("%+v: fillRecvOne wrote\n% x\nfillRecv\n% x", wr, mem, want)
 		}
@@ -44,8 +48,8 @@ func TestRecvOneMatchesGeneric(t *testing.T) {
 
 // TestPostRecvOneRefusals: a lone one-SGE receive the short path cannot
 // post goes to the list's path, which refuses it as it refuses any list
-// (the count, the error, the queue untouched); one it can post lands in
-// the next slot.
+// (the count, the error, the queue untouched); one it can post (one SGE or
+// none) lands in the next slot.
 func TestPostRecvOneRefusals(t *testing.T) {
 	fk, c := testContext(t)
 	qp := testQP(t, fk, c, qpSpec{rqSlots: 4, rqLog2: 6})
@@ -60,7 +64,7 @@ func TestPostRecvOneRefusals(t *testing.T) {
 	if !bytes.Equal(before, q.mem) {
 		t.Fatal("a refused receive changed the queue")
 	}
-	for i := uint64(0); i < 3; i++ { // 4 slots: 3 usable
+	for i := uint64(0); i < 2; i++ { // 4 slots: 3 usable
 		if n, err := qp.PostRecv(one(10+i, 64)); n != 1 || err != nil {
 			t.Fatalf("receive %d: %d, %v", i, n, err)
 		}
@@ -68,6 +72,13 @@ func TestPostRecvOneRefusals(t *testing.T) {
 			ne.Uint64(w[40:]) != 0x1000 || ne.Uint32(w[48:]) != 64 || ne.Uint32(w[52:]) != 3 {
 			t.Errorf("receive %d's WQE % x", i, w[:56])
 		}
+	}
+	// rsocket's receive, no SGE: the third slot, length and SGE count 0
+	if n, err := qp.PostRecv([]provider.RecvWR{{ID: 12}}); n != 1 || err != nil {
+		t.Fatalf("a receive without an SGE: %d, %v", n, err)
+	}
+	if w := slotBytes(q, 2); ne.Uint64(w[0:]) != 12 || ne.Uint32(w[8:]) != 0 || ne.Uint32(w[16:]) != 0 || ne.Uint32(w[20:]) != 0 || ne.Uint32(w[28:]) != 0 {
+		t.Errorf("the receive without an SGE: WQE % x", w[:32])
 	}
 	before = bytes.Clone(q.mem)
 	if n, err := qp.PostRecv(one(20, 64)); n != 0 || !errors.Is(err, unix.ENOMEM) {
