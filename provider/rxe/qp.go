@@ -437,9 +437,9 @@ func isOne(wrs []provider.RecvWR) bool { return len(wrs) == 1 && len(wrs[0].SGL)
 // postOne posts wr, a receive of at most one SGE alone in its list,
 // without the list's loops; false if it posted nothing, for any reason:
 // post then posts wr or says why it cannot. FakePostRecv under callgrind:
-// 201 -> 138 instructions a receive; rsocket's receives without an SGE
-// took the list's path until session 34 (~110 instructions a message more,
-// test/perf/rstreamcg.sh).
+// 201 -> 138 instructions a receive; rsocket's reposts (no SGE) took the
+// list's path before, ~170 instructions each against ~85 here
+// (test/perf/rstreamcg.sh).
 func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
 	var s *provider.SGE
 	if len(wr.SGL) != 0 {
