@@ -179,21 +179,18 @@ boot_pair
 # program cannot make a correct kernel panic, and 6.12's rxe has panicked
 # under TCG mid-run on a corrupt slab (test/rig/README.md); a second panic
 # fails the run. Any other failure after a command started is never retried.
+# kind: boot-failed if a guest's boot failed (either guest), else panicked.
 retry= kind=
 for i in 0 1; do
   [ -e "$work/rc$i" ] || continue
   # shellcheck disable=SC1090
-  r=$(rc=0 started=1; . "$work/rc$i"; if [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then echo "$why"; fi)
-  [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r" kind=boot-failed
+  r=$(rc=0 why= started=1; . "$work/rc$i"
+    if [ -z "$started" ] && { [ "$rc" = 124 ] || [ "$rc" = 125 ]; }; then echo "boot-failed $why"
+    elif [ "$rc" = 125 ]; then case $why in "Kernel panic"*) echo "panicked $why" ;; esac; fi)
+  [ -n "$r" ] || continue
+  retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: ${r#* }"
+  [ "$kind" = boot-failed ] || kind=${r%% *}
 done
-if [ -z "$retry" ]; then
-  for i in 0 1; do
-    [ -e "$work/rc$i" ] || continue
-    # shellcheck disable=SC1090
-    r=$(rc=0 why=; . "$work/rc$i"; if [ "$rc" = 125 ]; then case $why in "Kernel panic"*) echo "$why" ;; esac; fi)
-    [ -z "$r" ] || retry="${retry:+$retry; }guest $([ "$i" = 0 ] && echo A || echo B) ${ks[$i]}: $r" kind=panicked
-  done
-fi
 if [ -n "$retry" ]; then
   for n in "A-${ks[0]}" "B-${ks[1]}"; do mv -f "$RIG_OUT/pair-$n.log" "$RIG_OUT/pair-$n.log.$kind" 2>/dev/null || true; done
   case $kind in
