@@ -17,7 +17,8 @@
 //
 // and the stores a doorbell needs, each a single access of its width so that
 // the device never sees a torn value: Store64BE, Store32BE and Copy64 (a
-// 64-byte BlueFlame chunk in ascending 8-byte stores).
+// 64-byte BlueFlame chunk in ascending 8-byte stores). CopyWC64 is FlushWC,
+// Copy64 and FlushWC in one call, the BlueFlame write of a one-chunk WQE.
 //
 // An mlx5 send doorbell, for example (ABI-NOTES §4):
 //
@@ -33,12 +34,16 @@
 // files named *_unsafe.go and a name like x_amd64_unsafe.go carries no
 // architecture constraint. Each is a NOSPLIT leaf in assembly that allocates
 // nothing; a call to one is also a compiler barrier, as the Go compiler cannot
-// move memory accesses across a call it cannot see into.
+// move memory accesses across a call it cannot see into. The exception is
+// amd64's ToDevice, which needs no instruction: it is Go, one sync/atomic
+// load that inlines and that the compiler does not move memory accesses
+// across (TestToDeviceOrder reads the code to check it), because the call
+// made every post and poll spill its registers around a bare RET.
 //
 // Checked here: the amd64 tests run natively; cross_test.go vets and links the
 // package for arm64 and riscv64 (the fallback) and builds it for 386,
 // disassembles the amd64 and arm64 binaries to check every function's
-// instruction words, and runs the arm64 and riscv64 test binaries under
+// instruction words (and amd64's ToDevice where it is inlined), and runs the arm64 and riscv64 test binaries under
 // qemu-user when qemu-user-static is installed. Run by hand:
 //
 //	GOARCH=arm64 go vet ./doorbell

@@ -5,9 +5,6 @@
 
 // func ToDevice()
 // A call is a compiler barrier; x86 TSO orders the stores themselves.
-TEXT ·ToDevice(SB), NOSPLIT, $0-0
-	RET
-
 // func FromDevice()
 TEXT ·FromDevice(SB), NOSPLIT, $0-0
 	LFENCE
@@ -55,4 +52,27 @@ TEXT ·Copy64(SB), NOSPLIT, $0-16
 	MOVQ	R9, 40(DI)
 	MOVQ	R10, 48(DI)
 	MOVQ	R11, 56(DI)
+	RET
+
+TEXT ·CopyWC64(SB), NOSPLIT, $0-16
+	MOVQ	dst+0(FP), DI
+	MOVQ	src+8(FP), SI
+	SFENCE
+	MOVQ	0(SI), AX
+	MOVQ	8(SI), BX
+	MOVQ	16(SI), CX
+	MOVQ	24(SI), DX
+	MOVQ	32(SI), R8
+	MOVQ	40(SI), R9
+	MOVQ	48(SI), R10
+	MOVQ	56(SI), R11
+	MOVQ	AX, 0(DI)
+	MOVQ	BX, 8(DI)
+	MOVQ	CX, 16(DI)
+	MOVQ	DX, 24(DI)
+	MOVQ	R8, 32(DI)
+	MOVQ	R9, 40(DI)
+	MOVQ	R10, 48(DI)
+	MOVQ	R11, 56(DI)
+	SFENCE
 	RET

@@ -54,3 +54,20 @@ TEXT ·Copy64(SB), NOSPLIT|NOFRAME, $0-16
 	STP	(R6, R7), 32(R0)
 	STP	(R8, R9), 48(R0)
 	RET
+
+// func CopyWC64(dst, src unsafe.Pointer)
+// DSB ST, Copy64's loads and pairwise stores, DSB ST.
+TEXT ·CopyWC64(SB), NOSPLIT|NOFRAME, $0-16
+	MOVD	dst+0(FP), R0
+	MOVD	src+8(FP), R1
+	DSB	$14
+	LDP	0(R1), (R2, R3)
+	LDP	16(R1), (R4, R5)
+	LDP	32(R1), (R6, R7)
+	LDP	48(R1), (R8, R9)
+	STP	(R2, R3), 0(R0)
+	STP	(R4, R5), 16(R0)
+	STP	(R6, R7), 32(R0)
+	STP	(R8, R9), 48(R0)
+	DSB	$14
+	RET

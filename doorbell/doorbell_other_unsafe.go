@@ -43,3 +43,7 @@ func Store32BE(addr unsafe.Pointer, v uint32) { panic(unsupported) }
 // Copy64 would copy 64 bytes to MMIO with ascending 8-byte stores. It
 // panics: this architecture has no implementation.
 func Copy64(dst, src unsafe.Pointer) { panic(unsupported) }
+
+// CopyWC64 would be FlushWC, Copy64 and FlushWC in one call. It panics:
+// this architecture has no implementation.
+func CopyWC64(dst, src unsafe.Pointer) { panic(unsupported) }

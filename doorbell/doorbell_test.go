@@ -99,28 +99,34 @@ func TestStoreRecord(t *testing.T) {
 
 func TestCopy64(t *testing.T) {
 	requireSupported(t)
-	src := region(t, 0x55)
-	dst := region(t, 0xaa)
-	sb := src.Bytes()
-	for i := range 64 {
-		sb[128+i] = byte(i + 1)
-	}
-	for _, off := range []int{0, 64, 192, dst.Len() - 64} {
-		doorbell.Copy64(dst.Pointer(off), src.Pointer(128))
-		db := dst.Bytes()
-		if !bytes.Equal(db[off:off+64], sb[128:192]) {
-			t.Fatalf("Copy64 to offset %d: got % x", off, db[off:off+64])
+	// CopyWC64 copies as Copy64 does, between its two flushes.
+	for name, copy64 := range map[string]func(dst *mmap.Region, off int, src *mmap.Region){
+		"Copy64":   func(d *mmap.Region, off int, s *mmap.Region) { doorbell.Copy64(d.Pointer(off), s.Pointer(128)) },
+		"CopyWC64": func(d *mmap.Region, off int, s *mmap.Region) { doorbell.CopyWC64(d.Pointer(off), s.Pointer(128)) },
+	} {
+		src := region(t, 0x55)
+		dst := region(t, 0xaa)
+		sb := src.Bytes()
+		for i := range 64 {
+			sb[128+i] = byte(i + 1)
 		}
-		untouched(t, db, off, off+64, 0xaa)
-		for i := range db {
-			db[i] = 0xaa
+		for _, off := range []int{0, 64, 192, dst.Len() - 64} {
+			copy64(dst, off, src)
+			db := dst.Bytes()
+			if !bytes.Equal(db[off:off+64], sb[128:192]) {
+				t.Fatalf("%s to offset %d: got % x", name, off, db[off:off+64])
+			}
+			untouched(t, db, off, off+64, 0xaa)
+			for i := range db {
+				db[i] = 0xaa
+			}
 		}
-	}
-	// The source is only read.
-	untouched(t, sb, 128, 192, 0x55)
-	for i := range 64 {
-		if sb[128+i] != byte(i+1) {
-			t.Fatalf("source byte %d changed", 128+i)
+		// The source is only read.
+		untouched(t, sb, 128, 192, 0x55)
+		for i := range 64 {
+			if sb[128+i] != byte(i+1) {
+				t.Fatalf("%s: source byte %d changed", name, 128+i)
+			}
 		}
 	}
 }
@@ -144,6 +150,7 @@ func TestNoAllocs(t *testing.T) {
 		doorbell.Copy64(a.Pointer(64), b.Pointer(0))
 		doorbell.Store64BE(a.Pointer(8), 2)
 		doorbell.FlushWC()
+		doorbell.CopyWC64(a.Pointer(128), b.Pointer(0))
 		doorbell.FromDevice()
 	})
 	if n != 0 {
@@ -163,6 +170,7 @@ func TestUnsupportedPanics(t *testing.T) {
 		"Store64BE":  func() { doorbell.Store64BE(r.Pointer(0), 1) },
 		"Store32BE":  func() { doorbell.Store32BE(r.Pointer(0), 1) },
 		"Copy64":     func() { doorbell.Copy64(r.Pointer(0), r.Pointer(64)) },
+		"CopyWC64":   func() { doorbell.CopyWC64(r.Pointer(0), r.Pointer(64)) },
 	} {
 		func() {
 			defer func() {

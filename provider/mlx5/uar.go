@@ -255,14 +255,14 @@ func (b *bfreg) ringOne(wqe *[wqeBB]byte) {
 	if b.shared {
 		b.mu.Lock()
 	}
-	doorbell.FlushWC()
 	at := b.page.ptr(b.reg + b.offset)
 	if b.bfSize >= wqeBB {
-		doorbell.Copy64(at, bbAddr(wqe))
+		doorbell.CopyWC64(at, bbAddr(wqe)) // FlushWC, Copy64, FlushWC
 	} else {
+		doorbell.FlushWC()
 		doorbell.Store64BE(at, be.Uint64(wqe[:8]))
+		doorbell.FlushWC()
 	}
-	doorbell.FlushWC()
 	b.offset ^= b.bfSize
 	if b.shared {
 		b.mu.Unlock()
