@@ -172,6 +172,35 @@ func TestToDeviceOrder(t *testing.T) {
 	}
 }
 
+// TestPublishOrder checks amd64's Publish32 in release (order_test.go): the
+// entry's store, the compiler barrier's load, then one plain MOVL of the
+// index, with no locked XCHG and no call into doorbell.
+func TestPublishOrder(t *testing.T) {
+	gocmd := skipCross(t)
+	bin := testBinary(t, gocmd, "amd64", t.TempDir())
+	out, err := exec.Command(gocmd, "tool", "objdump", "-s", `doorbell_test\.release$`, bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool objdump: %v\n%s", err, out)
+	}
+	want := []*regexp.Regexp{
+		regexp.MustCompile(`MOVL \$0x33, 0\(AX\)`),
+		regexp.MustCompile(`MOVL github\.com/goverbs/goverbs/doorbell\.order\(SB\), `),
+		regexp.MustCompile(`MOVL \$0x44, 0\(BX\)`),
+	}
+	i := 0
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "XCHG") || strings.Contains(line, "CALL github.com/goverbs/goverbs/doorbell.") {
+			t.Errorf("release: a locked store or a call is left; Publish32 should be a plain store:\n%s", out)
+		}
+		if i < len(want) && want[i].MatchString(line) {
+			i++
+		}
+	}
+	if i < len(want) {
+		t.Errorf("amd64 release: %s missing or out of order; disassembly:\n%s", want[i], out)
+	}
+}
+
 func TestUnderQEMU(t *testing.T) {
 	gocmd := skipCross(t)
 	dir := t.TempDir()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -132,7 +133,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 			return 0, nil
 		}
 		s.head = head
-		q.cons.Store(head) // release: the kernel may reuse the slots
+		doorbell.Publish32(q.cons, head) // release: the kernel may reuse the slots
 	}
 	s.readers.Add(-1)
 	return n, nil

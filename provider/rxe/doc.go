@@ -18,7 +18,10 @@
 // completion queue: a post fills the slots at the producer index and
 // publishes the new index with one store-release; a poll reads the producer
 // index with a load-acquire, copies the completions and publishes the
-// consumer index with a store-release.
+// consumer index with a store-release. The store-releases are
+// doorbell.Publish32: on amd64 a plain store after a compiler barrier (an
+// x86 store is a release store; sync/atomic's Store would be a locked
+// XCHG), on arm64 STLR.
 //
 // # Costs
 //

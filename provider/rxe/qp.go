@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
@@ -170,7 +171,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
-	q.prod.Store(prod) // release: the WQEs are complete before the kernel sees the index
+	doorbell.Publish32(q.prod, prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
 	return qp.ring(out, len(wrs))
 }
@@ -409,7 +410,7 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR) (int, error) {
 		prod = (prod + 1) & q.mask
 	}
 	rq.prod = prod
-	q.prod.Store(prod) // release
+	doorbell.Publish32(q.prod, prod) // release
 	rq.mu.Unlock()
 	return len(wrs), nil
 }
@@ -459,7 +460,7 @@ func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
 	fillRecvOne(q, prod, wr.ID, s)
 	prod = (prod + 1) & q.mask
 	rq.prod = prod
-	q.prod.Store(prod) // release
+	doorbell.Publish32(q.prod, prod) // release
 	rq.mu.Unlock()
 	return true
 }

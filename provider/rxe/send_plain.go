@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 )
@@ -64,7 +65,7 @@ func (qp *QP) postPlain(wr *provider.SendWR) (int, error) {
 	n := qp.fillPlain(q, prod, wr)
 	prod = (prod + 1) & q.mask
 	sq.prod = prod
-	q.prod.Store(prod) // release: the WQE is complete before the kernel sees the index
+	doorbell.Publish32(q.prod, prod) // release: the WQE is complete before the kernel sees the index
 	sq.mu.Unlock()
 	out := uint64(n)
 	if wr.Opcode == provider.WRRDMARead {

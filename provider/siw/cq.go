@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/provider"
 )
 
@@ -133,7 +134,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 			c.Flags = provider.WCWithInv
 			c.Imm = e.InvalStag()
 		}
-		w.Store(0) // release: the kernel may reuse the entry
+		doorbell.Publish32(w, 0) // release: the kernel may reuse the entry
 		get++
 	}
 	s.readers.Add(-1)

@@ -22,12 +22,14 @@
 // are 0, and drops completions when the CQ is full).
 //
 // A post writes the entry, then stores the 32-bit word that holds flags,
-// num_sge and opcode with one atomic store; an entry whose flags are still
-// valid is a full queue (ENOMEM, nothing posted). A poll loads a CQE's
-// flags word atomically, copies the entry if it is valid, and stores 0.
-// What each atomic of PostRecv is for is in recvQueue.post: per entry an
-// acquire load and a release store (sequentially consistent in Go), per
-// call the queue's lock.
+// num_sge and opcode with one atomic store (a send's is sequentially
+// consistent: the doorbell rule below reads the previous entry after it;
+// a receive's is a release store, doorbell.Publish32); an entry whose flags
+// are still valid is a full queue (ENOMEM, nothing posted). A poll loads a
+// CQE's flags word atomically, copies the entry if it is valid, and stores
+// 0 (a release store). What each atomic of PostRecv is for is in
+// recvQueue.post: per entry an acquire load and a release store, per call
+// the queue's lock.
 //
 // # The doorbell rule
 //

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
@@ -461,7 +462,7 @@ func (qp *QP) PostRecv(wrs []provider.RecvWR) (int, error) {
 		}
 		e.Id = wr.ID
 		e.Sge[0] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-		flags.Store(flagWord(abi.SIW_WQE_VALID, 1, 0)) // release: id and SGE first
+		doorbell.Publish32(flags, flagWord(abi.SIW_WQE_VALID, 1, 0)) // release: id and SGE first
 		rq.put = put + 1
 		rq.mu.unlock()
 		return 1, nil
@@ -531,12 +532,11 @@ const maxRecvBytes = 1 << 31
 // the kernel can see the entry valid); nothing orders one entry against
 // another, and there is no Dekker pattern with the kernel (unlike the send
 // queue's doorbell rule), so nothing stronger. Go's sync/atomic has no
-// release-only store: the publishing Store is sequentially consistent (one
-// XCHG on amd64, a locked instruction; STLR on arm64), the load is a plain
-// MOV on amd64 (LDAR on arm64). A store-release in assembly (a plain MOVL
-// on amd64) was tried: the call it costs made PostRecv 182 instructions
-// instead of 167 (before the one-SGE path below; 138 now) and no faster,
-// natively or under TCG, so the XCHG stays.
+// release-only store (its Store is one XCHG on amd64, a locked
+// instruction); doorbell.Publish32 is one: on amd64 a compiler barrier and
+// a plain MOVL, inlined (STLR on arm64), where a store-release in assembly
+// (tried before) cost a call. The load is a plain MOV on amd64 (LDAR on
+// arm64).
 // The lock (spinLock) is the one concurrent posters need (two atomic
 // read-modify-writes: the CAS that takes it, the exchange that frees it);
 // held from reading put to writing it back.
@@ -596,9 +596,9 @@ func (rq *recvQueue) post(op string, wrs []provider.RecvWR, qpState *atomic.Uint
 	n := len(wrs) - 1
 	for i := range n {
 		_, flags := r.recvEntry(put + uint32(i))
-		flags.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
+		doorbell.Publish32(flags, flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[i].SGL)), 0)) // release: id and SGEs first
 	}
-	last.Store(flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
+	doorbell.Publish32(last, flagWord(abi.SIW_WQE_VALID, uint8(len(wrs[n].SGL)), 0)) // the last, in order
 	rq.put = put + uint32(len(wrs))
 	rq.mu.unlock()
 	return len(wrs), nil
