@@ -9,11 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestSingleThreadedRig: on rxe, which ignores the promise, single-threaded
+// TestSingleThreadedRig: on rxe, whose single-threaded queues take no lock
+// and whose single-threaded CQs' Poll does not count itself, single-threaded
 // CQs and QPs work as any others: CreateQP refuses a single-threaded QP on
 // a CQ without the promise (EINVAL, no syscall), takes one without it on
 // single-threaded CQs, and a loopback pair of single-threaded QPs carries
-// SENDs, each completing once, then flushes a receive on ERR. siw creates
+// SENDs, each completing once, across a resize of both CQs, then flushes a
+// receive on ERR. siw creates
 // them too.
 func TestSingleThreadedRig(t *testing.T) {
 	rigtest.Require(t)
@@ -85,6 +87,16 @@ func TestSingleThreadedRig(t *testing.T) {
 			if n, err := cq.Poll(wc); n != 0 || err != nil {
 				t.Errorf("after the traffic: Poll = %d, %v, want nothing more", n, err)
 			}
+			// A resize remaps the queue the lock-free Poll reads.
+			if err := cq.Resize(128); err != nil {
+				t.Fatalf("Resize: %v", err)
+			}
+		}
+		for i := range uint64(10) {
+			e.recv(t, b, nil, 1500+i)
+			e.send(t, a, 500+i)
+			await(ca, 500+i, WCSuccess)
+			await(cb, 1500+i, WCSuccess)
 		}
 		e.recv(t, b, nil, 2000)
 		if err := b.Modify(&QPAttr{State: QPStateErr}, QPAttrState); err != nil {

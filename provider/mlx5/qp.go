@@ -3,13 +3,13 @@ package mlx5
 import (
 	"fmt"
 	"math/bits"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/queuelock"
 )
 
 // maxWQEBytes is the largest send WQE the DS field (6 bits of 16-byte
@@ -81,27 +81,6 @@ func (r *recvQueue) retire() (uint64, bool) {
 	return id, true
 }
 
-// queueLock is a queue's mutex, or no lock at all on a single-threaded
-// QP (off), where the program orders the calls that touch the queue.
-type queueLock struct {
-	mu  sync.Mutex
-	off bool
-}
-
-// Lock locks l, unless it is off.
-func (l *queueLock) Lock() {
-	if !l.off {
-		l.mu.Lock()
-	}
-}
-
-// Unlock unlocks l, unless it is off.
-func (l *queueLock) Unlock() {
-	if !l.off {
-		l.mu.Unlock()
-	}
-}
-
 // qp is a queue pair: one buffer holding the receive ring then the send
 // ring, and its doorbell record, in user memory the kernel pinned.
 type qp struct {
@@ -120,9 +99,9 @@ type qp struct {
 	rcq              *cq
 	state            atomic.Uint32 // provider.QPState
 
-	sqMu     queueLock
+	sqMu     queuelock.Mutex
 	sq       sendQueue
-	rqMu     queueLock
+	rqMu     queuelock.Mutex
 	rq       recvQueue
 	closed   atomic.Bool
 	released bool
@@ -264,7 +243,7 @@ func (c *context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 		sigAll: a.SignalAll}
 	q.sq.shape.setPlain()
 	single := a.SingleThreaded
-	q.sqMu.off, q.rqMu.off, q.sq.single, q.rq.single = single, single, single, single
+	q.sqMu.Off, q.rqMu.Off, q.sq.single, q.rq.single = single, single, single, single
 
 	s := &qpSetup{q: q}
 	s.in.BufAddr = uint64(mem.Addr())

@@ -37,7 +37,7 @@ func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 			if err != nil {
 				return nil, err
 			}
-			cq := &CQ{c: c, handle: cr.Handle}
+			cq := &CQ{c: c, handle: cr.Handle, single: a.SingleThreaded}
 			cq.st.Store(newCQState(q))
 			return cq, nil
 		},
@@ -57,6 +57,10 @@ type CQ struct {
 	c      *Context
 	handle uint32
 	st     atomic.Pointer[cqState] // the current queue, or why there is none
+	// single: created with CQAttr.SingleThreaded. Poll then does not count
+	// itself among the readers: the program orders it with Resize and
+	// Close, so no swap happens while it reads.
+	single bool
 
 	mu sync.Mutex // serializes Resize and Close
 }
@@ -90,22 +94,25 @@ func newCQState(q *queue) *cqState { return &cqState{q: q, head: q.cons.Load() &
 // current before it reads the queue: a concurrent Close or Resize swaps
 // the state, waits for the old one's readers and then unmaps, so the
 // entries read are real ones; Poll publishes them only if its state is
-// still current.
+// still current. A single-threaded CQ's Poll skips the count and the
+// checks (two locked adds): nothing swaps the state while it runs.
 func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	s := cq.st.Load()
 	q := s.q
 	if q == nil {
 		return 0, s.err
 	}
-	s.readers.Add(1)
-	if cur := cq.st.Load(); cur != s {
-		// Swapped between the two loads: the swapper may have found no
-		// reader and unmapped q already.
-		s.readers.Add(-1)
-		if cur.q == nil {
-			return 0, cur.err
+	if !cq.single {
+		s.readers.Add(1)
+		if cur := cq.st.Load(); cur != s {
+			// Swapped between the two loads: the swapper may have found
+			// no reader and unmapped q already.
+			s.readers.Add(-1)
+			if cur.q == nil {
+				return 0, cur.err
+			}
+			return 0, nil // resized: the next Poll reads the new queue
 		}
-		return 0, nil // resized: the next Poll reads the new queue
 	}
 	prod := q.prod.Load() & q.mask // acquire: the entries before prod are complete
 	head := s.head
@@ -123,7 +130,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		n++
 	}
 	if n > 0 {
-		if cur := cq.st.Load(); cur != s {
+		if cur := cq.st.Load(); cur != s { // never, if single
 			// Closed, or resized: the kernel moved the unpolled
 			// entries to the new queue; read them there next time.
 			s.readers.Add(-1)
@@ -135,7 +142,9 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		s.head = head
 		doorbell.Publish32(q.cons, head) // release: the kernel may reuse the slots
 	}
-	s.readers.Add(-1)
+	if !cq.single {
+		s.readers.Add(-1)
+	}
 	return n, nil
 }
 

@@ -67,7 +67,11 @@
 // the Polls that counted themselves on the old state (two atomic adds a
 // Poll) and then unmap the old queue, so a Poll in flight reads real
 // entries, never unmapped memory, and publishes nothing if its state was
-// replaced. Every fast-path method of a closed
+// replaced. A single-threaded QP (provider.QPAttr.SingleThreaded) has its
+// queues' mutexes off, and a single-threaded CQ's Poll does not count
+// itself (the program orders those calls with each other and with Resize
+// and Close): a post and a poll then make no locked instruction on amd64
+// (the doorbell is a syscall either way). An SRQ keeps its mutex. Every fast-path method of a closed
 // object returns an error wrapping provider.ErrClosed. A resize whose new
 // queue cannot be mapped leaves Poll returning that error until another
 // resize succeeds.

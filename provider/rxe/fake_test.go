@@ -128,6 +128,7 @@ type qpSpec struct {
 	sqLog2, rqLog2   uint32
 	cap              provider.QPCap
 	srq              bool
+	single           bool // provider.QPAttr.SingleThreaded
 	handle, qpn      uint32
 }
 
@@ -149,7 +150,7 @@ func testQP(t testing.TB, fk *fakeRXE, c *Context, s qpSpec) *QP {
 	if s.handle == 0 {
 		s.handle = 7
 	}
-	attr := provider.QPAttr{Type: s.typ, Cap: s.cap}
+	attr := provider.QPAttr{Type: s.typ, Cap: s.cap, SingleThreaded: s.single}
 	if s.srq {
 		attr.SRQ = &SRQ{}
 	}
@@ -179,7 +180,14 @@ func testQP(t testing.TB, fk *fakeRXE, c *Context, s qpSpec) *QP {
 // testCQ creates a CQ with slots slots of 2^log2 bytes.
 func testCQ(t testing.TB, fk *fakeRXE, c *Context, slots int, log2 uint32) (*CQ, *queue) {
 	t.Helper()
-	st, err := c.CreateCQ(provider.CQAttr{CQE: slots - 1})
+	return testCQAttr(t, fk, c, slots, log2, provider.CQAttr{})
+}
+
+// testCQAttr is testCQ with a (CQE is set from slots).
+func testCQAttr(t testing.TB, fk *fakeRXE, c *Context, slots int, log2 uint32, a provider.CQAttr) (*CQ, *queue) {
+	t.Helper()
+	a.CQE = slots - 1
+	st, err := c.CreateCQ(a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/queuelock"
 	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
@@ -48,6 +48,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 	}
 	room := uint32(sq.slotSize() - sendWQESize)
 	qp.sq = sendQueue{
+		mu:   queuelock.Mutex{Off: a.SingleThreaded},
 		q:    sq,
 		prod: sq.prod.Load() & sq.mask,
 		caps: provider.SendQueueCaps{Type: a.Type, MaxSGE: min(cr.Cap.MaxSendSGE, room/uint32(sgeSize)),
@@ -61,6 +62,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 			return nil, err
 		}
 		qp.rq = newRecvQueue(rq, cr.Cap.MaxRecvSGE)
+		qp.rq.mu.Off = a.SingleThreaded // an SRQ's queue, shared, keeps its lock
 	}
 	if a.Type == provider.QPTypeRC || a.Type == provider.QPTypeUC {
 		c.qpMu.Lock()
@@ -81,7 +83,9 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 //
 // PostSend and PostRecv are safe for concurrent use: each queue has a mutex,
 // held while the list is checked and copied in (not across the doorbell
-// write). Modified may run concurrently with both.
+// write). Modified may run concurrently with both. A single-threaded QP
+// (provider.QPAttr.SingleThreaded) has its queues' mutexes off: the program
+// orders its calls.
 type QP struct {
 	c      *Context
 	typ    provider.QPType
@@ -96,7 +100,7 @@ type QP struct {
 var _ provider.QP = (*QP)(nil)
 
 type sendQueue struct {
-	mu   sync.Mutex
+	mu   queuelock.Mutex // off on a single-threaded QP
 	q    *queue
 	prod uint32 // producer index (masked); we are the only producer
 	ssn  uint32 // send sequence number, as librxe numbers WQEs
@@ -371,7 +375,7 @@ func (qp *QP) Close() error {
 
 // recvQueue is a QP's receive queue or an SRQ's queue.
 type recvQueue struct {
-	mu     sync.Mutex
+	mu     queuelock.Mutex // off on a single-threaded QP's own queue
 	q      *queue
 	prod   uint32
 	maxSGE uint32
