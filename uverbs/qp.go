@@ -24,8 +24,10 @@ type QPInit struct {
 	// domain); its CQs must be created with CQOptions.SingleThreaded
 	// (CreateQP refuses others). A provider may then post without a lock:
 	// mlx5's PostSend and PostRecv make no locked instruction (its post
-	// and poll pair: docs/COST.md), nor do rxe's on amd64 (their queues'
-	// mutexes are off; an SRQ keeps its own); siw ignores it. When the
+	// and poll pair: docs/COST.md), nor do rxe's and siw's on amd64 (their
+	// queues' locks are off; an SRQ keeps its own), but for siw's send
+	// entry, whose publishing store the doorbell rule needs sequentially
+	// consistent. When the
 	// device goes away, a post in progress on such a QP is not waited for.
 	// A QP without it may complete to a single-threaded CQ.
 	SingleThreaded bool

@@ -10,13 +10,14 @@ import (
 )
 
 // TestSingleThreadedRig: on rxe, whose single-threaded queues take no lock
-// and whose single-threaded CQs' Poll does not count itself, single-threaded
-// CQs and QPs work as any others: CreateQP refuses a single-threaded QP on
-// a CQ without the promise (EINVAL, no syscall), takes one without it on
-// single-threaded CQs, and a loopback pair of single-threaded QPs carries
-// SENDs, each completing once, across a resize of both CQs, then flushes a
-// receive on ERR. siw creates
-// them too.
+// and whose single-threaded CQs' Poll does not count itself (siw's
+// likewise), single-threaded CQs and QPs work as any others: CreateQP
+// refuses a single-threaded QP on a CQ without the promise (EINVAL, no
+// syscall), takes one without it on single-threaded CQs, and a loopback
+// pair of single-threaded QPs carries SENDs, each completing once, across a
+// resize of both CQs, then flushes a receive on ERR. siw creates them too
+// (its RC QPs carry data only once rdma_cm connects them; the fake-kernel
+// TestSingleThreaded in provider/siw runs its lock-free paths).
 func TestSingleThreadedRig(t *testing.T) {
 	rigtest.Require(t)
 	t.Run("rxe0", func(t *testing.T) {

@@ -25,7 +25,7 @@ func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 			if err != nil {
 				return nil, err
 			}
-			cq := &CQ{c: c, handle: cr.Handle, id: resp.CqId}
+			cq := &CQ{c: c, handle: cr.Handle, id: resp.CqId, single: a.SingleThreaded}
 			r.ctrl().Store(abi.SIW_NOTIFY_NOT)
 			cq.st.Store(&cqState{r: r})
 			return cq, nil
@@ -46,6 +46,9 @@ type CQ struct {
 	handle uint32
 	id     uint32
 	st     atomic.Pointer[cqState]
+	// single: created with CQAttr.SingleThreaded. Poll then does not count
+	// itself among the readers: the program orders it with Close.
+	single bool
 
 	mu sync.Mutex // serializes Close
 }
@@ -97,7 +100,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	if cq.c.lost.Load() {
 		return 0, errDeviceLost
 	}
-	if !cq.enter(s) {
+	if !cq.single && !cq.enter(s) {
 		if cur := cq.st.Load(); cur.r == nil {
 			return 0, cur.err
 		}
@@ -111,7 +114,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		if v&cqeWord(abi.SIW_WQE_VALID, 0, 0) == 0 {
 			break
 		}
-		if cq.st.Load() != s {
+		if !cq.single && cq.st.Load() != s {
 			break // closed meanwhile: the kernel CQ is gone
 		}
 		// The completion, written field by field (toWC, by hand: it is
@@ -137,7 +140,9 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		doorbell.Publish32(w, 0) // release: the kernel may reuse the entry
 		get++
 	}
-	s.readers.Add(-1)
+	if !cq.single {
+		s.readers.Add(-1)
+	}
 	if n == 0 {
 		if cur := cq.st.Load(); cur.r == nil {
 			return 0, cur.err

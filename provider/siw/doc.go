@@ -123,7 +123,10 @@
 // lock and may run concurrently with Close, which replaces the CQ's state,
 // waits for the Polls and Arms that counted themselves on the old one (two
 // atomic adds each) and then unmaps the ring, so no reader touches
-// unmapped memory. Every fast-path method of a closed object returns an
+// unmapped memory. A single-threaded QP (provider.QPAttr.SingleThreaded)
+// has both its rings' locks off, and a single-threaded CQ's Poll does not
+// count itself (the program orders those calls, Close included); an SRQ
+// keeps its lock. Every fast-path method of a closed object returns an
 // error wrapping provider.ErrClosed. siw CQs cannot be resized.
 //
 // It owns siw's driver data, its kernel-mapped rings and its write()

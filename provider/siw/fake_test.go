@@ -96,6 +96,14 @@ func testQP(t testing.TB, fk *fakeSIW, c *Context, nsq, nrq uint32, srq bool, si
 	if srq {
 		attr.SRQ = &SRQ{}
 	}
+	return testQPAttr(t, fk, c, nsq, nrq, attr)
+}
+
+// testQPAttr is testQP with the attributes a (an RC QP on an SRQ if a.SRQ
+// is set).
+func testQPAttr(t testing.TB, fk *fakeSIW, c *Context, nsq, nrq uint32, attr provider.QPAttr) (*QP, *ring, *ring) {
+	t.Helper()
+	srq := attr.SRQ != nil
 	st, err := c.CreateQP(attr)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +134,14 @@ func testQP(t testing.TB, fk *fakeSIW, c *Context, nsq, nrq uint32, srq bool, si
 
 func testCQ(t testing.TB, fk *fakeSIW, c *Context, n uint32) (*CQ, *ring) {
 	t.Helper()
-	st, err := c.CreateCQ(provider.CQAttr{CQE: int(n)})
+	return testCQAttr(t, fk, c, n, provider.CQAttr{})
+}
+
+// testCQAttr is testCQ with the attributes a (CQE is set from n).
+func testCQAttr(t testing.TB, fk *fakeSIW, c *Context, n uint32, a provider.CQAttr) (*CQ, *ring) {
+	t.Helper()
+	a.CQE = int(n)
+	st, err := c.CreateCQ(a)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/queuelock"
 	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
@@ -38,7 +38,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 		return nil, err
 	}
 	qp := &QP{c: c, handle: cr.Handle, qpn: cr.QPN, sigAll: a.SignalAll, db: writedoorbell.New(cr.Handle)}
-	qp.sq = sendQueue{r: sq, caps: provider.SendQueueCaps{Type: a.Type,
+	qp.sq = sendQueue{mu: queuelock.Mutex{Off: a.SingleThreaded}, r: sq, caps: provider.SendQueueCaps{Type: a.Type,
 		MaxSGE: min(cr.Cap.MaxSendSGE, abi.SIW_MAX_SGE), MaxInline: min(cr.Cap.MaxInlineData, abi.SIW_MAX_INLINE)}}
 	if a.SRQ == nil {
 		rq, err := mapRing(c.f, "receive queue", resp.RqKey, resp.NumRqe, rqeSize, 0)
@@ -47,6 +47,7 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 			return nil, err
 		}
 		qp.rq = &recvQueue{c: c, r: rq, maxSGE: min(cr.Cap.MaxRecvSGE, abi.SIW_MAX_SGE)}
+		qp.rq.mu.off = a.SingleThreaded // an SRQ's queue, shared, keeps its lock
 	}
 	return qp, nil
 }
@@ -54,8 +55,8 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUr
 // QP is a siw queue pair: its send and receive rings are kernel memory
 // mapped from the command file. PostSend and PostRecv are safe for
 // concurrent use (a lock per ring, held while the list is checked and
-// written, and across the doorbell write; see the package doc).
-// Modified may run concurrently with both.
+// written, and across the doorbell write; see the package doc), unless it
+// is single-threaded. Modified may run concurrently with both.
 type QP struct {
 	c      *Context
 	handle uint32
@@ -70,7 +71,7 @@ type QP struct {
 var _ provider.QP = (*QP)(nil)
 
 type sendQueue struct {
-	mu   sync.Mutex
+	mu   queuelock.Mutex // off on a single-threaded QP
 	r    *ring
 	put  uint32 // next entry to write; we are the only producer
 	caps provider.SendQueueCaps
@@ -639,15 +640,19 @@ func (rq *recvQueue) close() error {
 // parking. tryLock and unlock are one atomic read-modify-write each (a
 // CAS; an exchange on amd64) and inline, without the calls sync.Mutex's
 // slow paths add to its caller (the values they keep live are spilled to
-// the stack on every call).
-type spinLock struct{ v atomic.Uint32 }
+// the stack on every call). A single-threaded QP's receive queue has it
+// off: every method then returns at once (the program orders the calls).
+type spinLock struct {
+	v   atomic.Uint32
+	off bool
+}
 
-func (l *spinLock) tryLock() bool { return l.v.CompareAndSwap(0, 1) }
+func (l *spinLock) tryLock() bool { return l.off || l.v.CompareAndSwap(0, 1) }
 
 // lock waits for the lock: a few tries, then a runtime.Gosched between
 // tries, so that a holder that lost its thread gets one back.
 func (l *spinLock) lock() {
-	for i := 0; ; i++ {
+	for i := 0; !l.off; i++ {
 		if l.v.Load() == 0 && l.v.CompareAndSwap(0, 1) {
 			return
 		}
@@ -657,4 +662,8 @@ func (l *spinLock) lock() {
 	}
 }
 
-func (l *spinLock) unlock() { l.v.Store(0) }
+func (l *spinLock) unlock() {
+	if !l.off {
+		l.v.Store(0)
+	}
+}

@@ -30,3 +30,7 @@ func (m *Mutex) Unlock() {
 		m.mu.Unlock()
 	}
 }
+
+// TryLock locks m if it is free and reports whether it did; it always
+// succeeds on a mutex that is off.
+func (m *Mutex) TryLock() bool { return m.Off || m.mu.TryLock() }
