@@ -133,7 +133,9 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		if cur := cq.st.Load(); cur != s { // never, if single
 			// Closed, or resized: the kernel moved the unpolled
 			// entries to the new queue; read them there next time.
-			s.readers.Add(-1)
+			if !cq.single {
+				s.readers.Add(-1)
+			}
 			if cur.q == nil {
 				return 0, cur.err
 			}
