@@ -24,11 +24,11 @@ type lossPair struct {
 }
 
 const (
-	lossKindRecv = 1 << 40
-	lossBatch    = 8
+	lossKindRecv uint64 = 1 << 40 // a uint64: past a 32-bit int
+	lossBatch           = 8
 )
 
-func lossID(pair, kind, seq int) uint64 { return uint64(pair)<<32 | uint64(kind) | uint64(seq) }
+func lossID(pair int, kind uint64, seq int) uint64 { return uint64(pair)<<32 | kind | uint64(seq) }
 
 // testNothingLost posts many work requests over several QP pairs, forces
 // half of the pairs to the error state midway, and checks that every
@@ -55,7 +55,7 @@ func testNothingLost(t *testing.T, e *env) {
 	var completions, posted int
 
 	record := func(p *lossPair, pi int, w uverbs.WorkCompletion) {
-		kind := int(w.ID & lossKindRecv)
+		kind := w.ID & lossKindRecv
 		seq := int(w.ID & 0xffffffff)
 		if int(w.ID>>32&0xff) != pi || seq >= perPair {
 			t.Fatalf("pair %d: completion for a request never posted: %s", pi, fmtWC(w))
