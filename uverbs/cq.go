@@ -47,9 +47,8 @@ type CQOptions struct {
 	// then poll without a lock: mlx5's Poll makes no locked instruction
 	// (rdma-core's IBV_CREATE_CQ_ATTR_SINGLE_THREADED), nor do rxe's and
 	// siw's on amd64 (they skip the two atomic adds that let Close and
-	// Resize run beside a Poll). A QP created with
-	// QPInit.SingleThreaded needs such CQs. Completion events still arrive
-	// from any goroutine.
+	// Resize run beside a Poll). A QP created with QPInit.SingleThreaded
+	// needs such CQs. Completion events still arrive from any goroutine.
 	SingleThreaded bool
 }
 

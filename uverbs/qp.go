@@ -25,11 +25,10 @@ type QPInit struct {
 	// (CreateQP refuses others). A provider may then post without a lock:
 	// mlx5's PostSend and PostRecv make no locked instruction (its post
 	// and poll pair: docs/COST.md), nor do rxe's and siw's on amd64 (their
-	// queues' locks are off; an SRQ keeps its own), but for siw's send
-	// entry, whose publishing store the doorbell rule needs sequentially
-	// consistent. When the
-	// device goes away, a post in progress on such a QP is not waited for.
-	// A QP without it may complete to a single-threaded CQ.
+	// queues' locks are off; an SRQ keeps its own) but for the one
+	// exchange of siw's send entry, which its doorbell rule needs. When
+	// the device goes away, a post in progress on such a QP is not waited
+	// for. A QP without it may complete to a single-threaded CQ.
 	SingleThreaded bool
 }
 
