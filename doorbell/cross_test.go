@@ -142,62 +142,46 @@ func TestInstructions(t *testing.T) {
 	}
 }
 
-// TestToDeviceOrder checks what amd64's ToDevice relies on: inlined, it is
-// one load of doorbell.order, and the compiler keeps a store before it ahead
-// of it and a store after it behind it (publish, in order_test.go, stores
-// a WQE word, calls ToDevice and stores a record word), with no call left.
-func TestToDeviceOrder(t *testing.T) {
+// TestInlinedOrder checks what amd64's inlined ToDevice and Publish32 rely
+// on, in the code of order_test.go's helpers: the compiler keeps a store
+// before the barrier's load of doorbell.order ahead of it and a store after
+// it behind it, and no call into doorbell is left (publish: store,
+// ToDevice, store); Publish32's index store is a plain MOVL, no locked
+// XCHG (release: entry store, Publish32).
+func TestInlinedOrder(t *testing.T) {
 	gocmd := skipCross(t)
 	bin := testBinary(t, gocmd, "amd64", t.TempDir())
-	out, err := exec.Command(gocmd, "tool", "objdump", "-s", `doorbell_test\.publish$`, bin).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go tool objdump: %v\n%s", err, out)
-	}
-	want := []*regexp.Regexp{
-		regexp.MustCompile(`MOVL \$0x11, 0\(AX\)`),
-		regexp.MustCompile(`MOVL github\.com/goverbs/goverbs/doorbell\.order\(SB\), `),
-		regexp.MustCompile(`MOVL \$0x22, 0x4\(AX\)`),
-	}
-	i := 0
-	for line := range strings.Lines(string(out)) {
-		if strings.Contains(line, "CALL github.com/goverbs/goverbs/doorbell.") {
-			t.Errorf("publish calls into doorbell; ToDevice should inline:\n%s", out)
-		}
-		if i < len(want) && want[i].MatchString(line) {
-			i++
-		}
-	}
-	if i < len(want) {
-		t.Errorf("amd64 publish: %s missing or out of order; disassembly:\n%s", want[i], out)
-	}
-}
-
-// TestPublishOrder checks amd64's Publish32 in release (order_test.go): the
-// entry's store, the compiler barrier's load, then one plain MOVL of the
-// index, with no locked XCHG and no call into doorbell.
-func TestPublishOrder(t *testing.T) {
-	gocmd := skipCross(t)
-	bin := testBinary(t, gocmd, "amd64", t.TempDir())
-	out, err := exec.Command(gocmd, "tool", "objdump", "-s", `doorbell_test\.release$`, bin).CombinedOutput()
-	if err != nil {
-		t.Fatalf("go tool objdump: %v\n%s", err, out)
-	}
-	want := []*regexp.Regexp{
-		regexp.MustCompile(`MOVL \$0x33, 0\(AX\)`),
-		regexp.MustCompile(`MOVL github\.com/goverbs/goverbs/doorbell\.order\(SB\), `),
-		regexp.MustCompile(`MOVL \$0x44, 0\(BX\)`),
-	}
-	i := 0
-	for line := range strings.Lines(string(out)) {
-		if strings.Contains(line, "XCHG") || strings.Contains(line, "CALL github.com/goverbs/goverbs/doorbell.") {
-			t.Errorf("release: a locked store or a call is left; Publish32 should be a plain store:\n%s", out)
-		}
-		if i < len(want) && want[i].MatchString(line) {
-			i++
-		}
-	}
-	if i < len(want) {
-		t.Errorf("amd64 release: %s missing or out of order; disassembly:\n%s", want[i], out)
+	const barrier = `MOVL github\.com/goverbs/goverbs/doorbell\.order\(SB\), `
+	for _, c := range []struct {
+		fn     string
+		forbid []string
+		want   []string
+	}{
+		{"publish", []string{"CALL github.com/goverbs/goverbs/doorbell."},
+			[]string{`MOVL \$0x11, 0\(AX\)`, barrier, `MOVL \$0x22, 0x4\(AX\)`}},
+		{"release", []string{"XCHG", "CALL github.com/goverbs/goverbs/doorbell."},
+			[]string{`MOVL \$0x33, 0\(AX\)`, barrier, `MOVL \$0x44, 0\(BX\)`}},
+	} {
+		t.Run(c.fn, func(t *testing.T) {
+			out, err := exec.Command(gocmd, "tool", "objdump", "-s", `doorbell_test\.`+c.fn+`$`, bin).CombinedOutput()
+			if err != nil {
+				t.Fatalf("go tool objdump: %v\n%s", err, out)
+			}
+			i := 0
+			for line := range strings.Lines(string(out)) {
+				for _, f := range c.forbid {
+					if strings.Contains(line, f) {
+						t.Errorf("amd64 %s has %q; the barrier should inline to a plain load and store:\n%s", c.fn, f, out)
+					}
+				}
+				if i < len(c.want) && regexp.MustCompile(c.want[i]).MatchString(line) {
+					i++
+				}
+			}
+			if i < len(c.want) {
+				t.Errorf("amd64 %s: %s missing or out of order; disassembly:\n%s", c.fn, c.want[i], out)
+			}
+		})
 	}
 }
 

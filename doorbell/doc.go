@@ -37,7 +37,7 @@
 // move memory accesses across a call it cannot see into. The exception is
 // amd64's ToDevice, which needs no instruction: it is Go, one sync/atomic
 // load that inlines and that the compiler does not move memory accesses
-// across (TestToDeviceOrder reads the code to check it), because the call
+// across (TestInlinedOrder reads the code to check it), because the call
 // made every post and poll spill its registers around a bare RET.
 //
 // Checked here: the amd64 tests run natively; cross_test.go vets and links the

@@ -40,19 +40,24 @@ TEXT ·Store32BE(SB), NOSPLIT|NOFRAME, $0-12
 	MOVW	R1, (R0)
 	RET
 
+// COPY64 copies the 64 bytes at R1 to R0: all eight words loaded first,
+// then stored pairwise in ascending order (Copy64's body; CopyWC64's
+// between its DSBs).
+#define COPY64 \
+	LDP	0(R1), (R2, R3); \
+	LDP	16(R1), (R4, R5); \
+	LDP	32(R1), (R6, R7); \
+	LDP	48(R1), (R8, R9); \
+	STP	(R2, R3), 0(R0); \
+	STP	(R4, R5), 16(R0); \
+	STP	(R6, R7), 32(R0); \
+	STP	(R8, R9), 48(R0)
+
 // func Copy64(dst, src unsafe.Pointer)
-// Load all eight words first, then store them pairwise in ascending order.
 TEXT ·Copy64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD	dst+0(FP), R0
 	MOVD	src+8(FP), R1
-	LDP	0(R1), (R2, R3)
-	LDP	16(R1), (R4, R5)
-	LDP	32(R1), (R6, R7)
-	LDP	48(R1), (R8, R9)
-	STP	(R2, R3), 0(R0)
-	STP	(R4, R5), 16(R0)
-	STP	(R6, R7), 32(R0)
-	STP	(R8, R9), 48(R0)
+	COPY64
 	RET
 
 // func CopyWC64(dst, src unsafe.Pointer)
@@ -61,13 +66,6 @@ TEXT ·CopyWC64(SB), NOSPLIT|NOFRAME, $0-16
 	MOVD	dst+0(FP), R0
 	MOVD	src+8(FP), R1
 	DSB	$14
-	LDP	0(R1), (R2, R3)
-	LDP	16(R1), (R4, R5)
-	LDP	32(R1), (R6, R7)
-	LDP	48(R1), (R8, R9)
-	STP	(R2, R3), 0(R0)
-	STP	(R4, R5), 16(R0)
-	STP	(R6, R7), 32(R0)
-	STP	(R8, R9), 48(R0)
+	COPY64
 	DSB	$14
 	RET

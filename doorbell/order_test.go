@@ -8,7 +8,7 @@ import (
 )
 
 // publish is a post's shape in miniature: a WQE word, the barrier, then the
-// doorbell-record word. TestToDeviceOrder reads its amd64 code.
+// doorbell-record word. TestInlinedOrder reads its amd64 code.
 //
 //go:noinline
 func publish(p *[2]uint32) {
@@ -27,7 +27,7 @@ func TestPublish(t *testing.T) {
 }
 
 // release is a queue's publication in miniature: an entry word, then the
-// index word through Publish32. TestPublishOrder reads its amd64 code.
+// index word through Publish32. TestInlinedOrder reads its amd64 code.
 //
 //go:noinline
 func release(entry *uint32, index *atomic.Uint32) {

@@ -81,14 +81,7 @@ func TestCQResizeRemaps(t *testing.T) {
 	fk, c := testContext(t)
 	cq, kq := testCQ(t, fk, c, 4, 7)
 	putWC(kq, abi.IbUverbsWc{WrId: 1})
-	st, err := cq.Resize(30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, out := st.Udata()
-	mi := fk.addQueue(32, 7)
-	putMI(out, mi)
-	nq := fk.queueAt(mi)
+	st, nq := beginResize(t, fk, cq)
 	putWC(nq, abi.IbUverbsWc{WrId: 1}) // the kernel copied the unpolled entry
 	putWC(nq, abi.IbUverbsWc{WrId: 2})
 	if _, err := st.Complete(31); err != nil {
@@ -104,6 +97,21 @@ func TestCQResizeRemaps(t *testing.T) {
 	if _, err := cq.Poll(wc[:]); err == nil {
 		t.Errorf("Poll after Close succeeded")
 	}
+}
+
+// beginResize starts resizing cq to 31 entries: the kernel's answer names
+// a new queue of 32 slots of 128 bytes, which it returns with the setup to
+// complete (Complete(31)) once the test has filled it.
+func beginResize(t *testing.T, fk *fakeRXE, cq *CQ) (provider.Setup[uint32, struct{}], *queue) {
+	t.Helper()
+	st, err := cq.Resize(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out := st.Udata()
+	mi := fk.addQueue(32, 7)
+	putMI(out, mi)
+	return st, fk.queueAt(mi)
 }
 
 // TestQueueHeaderChecks feeds mapQueue headers a broken kernel could send.

@@ -64,14 +64,8 @@ func TestSingleThreaded(t *testing.T) {
 		}
 	}
 
-	st, err := cq.Resize(30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, out := st.Udata()
-	mi := fk.addQueue(32, 7)
-	putMI(out, mi)
-	putWC(fk.queueAt(mi), abi.IbUverbsWc{WrId: 99})
+	st, nq := beginResize(t, fk, cq)
+	putWC(nq, abi.IbUverbsWc{WrId: 99})
 	if _, err := st.Complete(31); err != nil {
 		t.Fatal(err)
 	}
