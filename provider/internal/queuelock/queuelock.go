@@ -2,7 +2,8 @@
 // single-threaded queue turns off (provider.QPAttr.SingleThreaded: the
 // program orders every call on the QP as one goroutine's calls, so a post
 // need not take a lock, as with rdma-core's thread domains). mlx5's and
-// rxe's send and receive queues use it; a lock that is on costs what
+// rxe's send and receive queues and siw's send queue use it (siw's receive
+// queue has a spin lock of its own); a lock that is on costs what
 // sync.Mutex's uncontended Lock and Unlock cost (two locked instructions),
 // one that is off a test of a bool.
 package queuelock
