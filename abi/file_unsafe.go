@@ -31,7 +31,7 @@ func (realKernel) Ioctl(fd int, req uint, arg []byte) error {
 // and a stop-the-world waits for it, so it is only for calls that cannot
 // wait on a device, the network or a disk.
 func (realKernel) IoctlQuick(fd int, req uint, arg []byte) error {
-	_, _, e := unix.RawSyscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&arg[0])))
+	_, e := rawSyscall3(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&arg[0])))
 	runtime.KeepAlive(arg)
 	if e != 0 {
 		return e
@@ -56,10 +56,10 @@ func (realKernel) Doorbell(fd int, p []byte) (int, error) {
 	// 20 µs retake threshold, and the handoff and re-acquisition of the P
 	// then doubled rxe's ping-pong latency (measured: 2.0× → 1.28× of
 	// ibv_rc_pingpong's). The P stays held for the call's duration.
-	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+	n, e := rawSyscall3(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	runtime.KeepAlive(p)
 	if e != 0 {
-		return int(n), e
+		return 0, e
 	}
 	return int(n), nil
 }

@@ -1,0 +1,38 @@
+package abi
+
+import (
+	"errors"
+	"os"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestRawSyscall checks rawSyscall3's result and errno convention, and the
+// real kernel's doorbell write and quick ioctl built on it, against a pipe.
+func TestRawSyscall(t *testing.T) {
+	if pid, e := rawSyscall3(unix.SYS_GETPID, 0, 0, 0); e != 0 || int(pid) != os.Getpid() {
+		t.Fatalf("getpid: %d, %v; want %d, 0", pid, e, os.Getpid())
+	}
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	msg := []byte("doorbell")
+	if n, err := (realKernel{}).Doorbell(p[1], msg); err != nil || n != len(msg) {
+		t.Fatalf("Doorbell on a pipe: %d, %v; want %d, nil", n, err, len(msg))
+	}
+	got := make([]byte, 16)
+	if n, err := unix.Read(p[0], got); err != nil || string(got[:n]) != string(msg) {
+		t.Fatalf("read back %q, %v; want %q", got[:n], err, msg)
+	}
+	// A terminal's ioctl on a pipe: the errno comes back as the error.
+	if err := (realKernel{}).IoctlQuick(p[0], unix.TCGETS, make([]byte, 64)); !errors.Is(err, unix.ENOTTY) {
+		t.Fatalf("IoctlQuick on a pipe: %v; want ENOTTY", err)
+	}
+	unix.Close(p[1])
+	if n, err := (realKernel{}).Doorbell(p[1], msg); !errors.Is(err, unix.EBADF) || n != 0 {
+		t.Fatalf("Doorbell on a closed descriptor: %d, %v; want 0, EBADF", n, err)
+	}
+}
