@@ -348,6 +348,7 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ci := openRig(t, name, PolicyIoctl)
 			cw := openRig(t, name, PolicyWrite)
+			ca := openRig(t, name, PolicyAuto) // QueryGID's flat path (abi.File.QuickIoctl)
 			ai, err := ci.QueryDevice()
 			if err != nil {
 				t.Fatal(err)
@@ -400,6 +401,13 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 				if err != nil || ew != e {
 					t.Errorf("QueryGID(%d, %d) by sysfs = %+v, %v; table %+v", e.Port, e.Index, ew, err, e)
 				}
+				ea, err := ca.QueryGID(e.Port, e.Index)
+				if err != nil || ea != e {
+					t.Errorf("QueryGID(%d, %d) by the flat ioctl = %+v, %v; table %+v", e.Port, e.Index, ea, err, e)
+				}
+			}
+			if tr := ca.Transports()["QueryGID"]; tr != CommandIoctl {
+				t.Errorf("QueryGID's transport under PolicyAuto: %v, want ioctl", tr)
 			}
 			p1, err := ci.QueryPort(1)
 			if err != nil {
@@ -409,14 +417,20 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 			if p1.GIDTableLen > uint32(len(gi)) {
 				_, erri := ci.QueryGID(1, int(p1.GIDTableLen)-1)
 				_, errw := cw.QueryGID(1, int(p1.GIDTableLen)-1)
-				if !errors.Is(erri, unix.ENODATA) || !errors.Is(errw, unix.ENODATA) {
-					t.Errorf("unused GID: ioctl %v, sysfs %v; want ENODATA", erri, errw)
+				_, erra := ca.QueryGID(1, int(p1.GIDTableLen)-1)
+				if !errors.Is(erri, unix.ENODATA) || !errors.Is(errw, unix.ENODATA) || !errors.Is(erra, unix.ENODATA) {
+					t.Errorf("unused GID: ioctl %v, sysfs %v, flat %v; want ENODATA", erri, errw, erra)
 				}
 			}
 			_, erri := ci.QueryGID(1, int(p1.GIDTableLen))
 			_, errw := cw.QueryGID(1, int(p1.GIDTableLen))
-			if !errors.Is(erri, unix.EINVAL) || !errors.Is(errw, unix.EINVAL) {
-				t.Errorf("GID past the table: ioctl %v, sysfs %v; want EINVAL", erri, errw)
+			_, erra := ca.QueryGID(1, int(p1.GIDTableLen))
+			if !errors.Is(erri, unix.EINVAL) || !errors.Is(errw, unix.EINVAL) || !errors.Is(erra, unix.EINVAL) {
+				t.Errorf("GID past the table: ioctl %v, sysfs %v, flat %v; want EINVAL", erri, errw, erra)
+			}
+			var oe *OpError
+			if !errors.As(erra, &oe) || oe.Verb != "QueryGID" || oe.Device != name {
+				t.Errorf("flat QueryGID's error %v names no verb and device", erra)
 			}
 			_, erri = ci.QueryPort(int(ai.PhysPortCnt) + 1)
 			_, errw = cw.QueryPort(int(ai.PhysPortCnt) + 1)
