@@ -38,6 +38,11 @@ func (c *Command) Extended() bool { return c.Num&cmdFlagExtended != 0 }
 // ioctl says so, and returns the transport that carried the command.
 func (f *File) Invoke(c *Command) (Transport, error) {
 	if f.ioctlAllowed(objectDevice, methodInvokeWrite) {
+		if f.quick && f.rule.Load() == 0 {
+			if done, err := f.flatInvoke(c); done {
+				return TransportIoctl, err
+			}
+		}
 		err := f.invokeIoctl(c)
 		if !IsNoIoctl(err) {
 			return TransportIoctl, err

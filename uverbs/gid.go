@@ -136,17 +136,17 @@ func (c *Context) queryGID(e *GIDEntry, port, index int) error {
 		return argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
 	if c.rec.Load() == nil && !c.closed.Load() {
-		// The flat path (abi.File.QuickIoctl): one call to the kernel with
+		// The flat path (abi.File.FlatIoctl): one call to the kernel with
 		// the attributes on the stack. It declines on a fake kernel and
 		// under a forced transport; a kernel without the method sends us
 		// on to the general path, which falls back to sysfs.
 		var out [gidEntrySize]byte
-		attrs := [...]abi.QuickAttr{
+		attrs := [...]abi.FlatAttr{
 			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, Len: 8, Data: uint64(port)},
 			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, Len: 8, Data: uint64(index)},
 			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, Len: 4},
 		}
-		if done, err := c.file.QuickIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, attrs[:],
+		if done, err := c.file.FlatIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, true, attrs[:],
 			abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:]); done {
 			c.noteTransport(verb, abi.TransportIoctl)
 			if err != nil {

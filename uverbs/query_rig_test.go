@@ -348,7 +348,7 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ci := openRig(t, name, PolicyIoctl)
 			cw := openRig(t, name, PolicyWrite)
-			ca := openRig(t, name, PolicyAuto) // QueryGID's flat path (abi.File.QuickIoctl)
+			ca := openRig(t, name, PolicyAuto) // QueryGID's flat path (abi.File.FlatIoctl)
 			ai, err := ci.QueryDevice()
 			if err != nil {
 				t.Fatal(err)
