@@ -10,4 +10,11 @@
 // attribute builder, write() framing and the command file, the one syscall
 // chokepoint. It imports only internal/kernel (the syscall seam); it knows
 // nothing of verbs objects.
+//
+// Two ways to the kernel: the builder (Ioctl, Prepared), which any command
+// can take and the fake kernels of the tests answer; and the flat path
+// (File.FlatIoctl, and INVOKE_WRITE inside Invoke), which the cheapest
+// commands take on the real kernel under the plain transport rule: the
+// attributes on the caller's stack and one syscall, declining (before or
+// after the syscall) whenever the builder's path must decide instead.
 package abi

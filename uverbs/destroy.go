@@ -69,20 +69,36 @@ func (l *lifetime) fastRelease() { l.fast.Add(^uint64(0)) }
 // naming verb) if the object is closed or closing. A nil error must be
 // paired with done.
 func (l *lifetime) use(verb, dev string) error {
-	if !l.acquire() {
-		return &OpError{Verb: verb, Device: dev, Err: ErrClosed}
+	if l.word.Add(1)&lifeClosing == 0 { // acquire, inlined: use inlines too
+		return nil
 	}
-	return nil
+	return l.refuseUse(verb, dev)
+}
+
+// refuseUse is use's way out once Close has begun (see refuse).
+//
+//go:noinline
+func (l *lifetime) refuseUse(verb, dev string) error {
+	l.done()
+	return &OpError{Verb: verb, Device: dev, Err: ErrClosed}
 }
 
 // acquire is use without the error: false if the object is closed or
 // closing. A true result must be paired with done.
 func (l *lifetime) acquire() bool {
-	if l.word.Add(1)&lifeClosing != 0 {
-		l.done() // the count went up; a Close may be waiting on it
-		return false
+	if l.word.Add(1)&lifeClosing == 0 {
+		return true
 	}
-	return true
+	return l.refuse()
+}
+
+// refuse is acquire's way out once Close has begun, out of line so that
+// acquire inlines: the count went up, and a Close may be waiting on it.
+//
+//go:noinline
+func (l *lifetime) refuse() bool {
+	l.done()
+	return false
 }
 
 // done drops a reference taken by use.
@@ -188,7 +204,9 @@ func (c *Context) destroyObject(verb string, object, method uint16, handle uint3
 		// builder's path below is needed.
 		attrs := [1]abi.FlatAttr{{ID: 0, Data: uint64(handle)}}
 		if done, err := c.file.FlatIoctl(object, method, write.Quick, attrs[:], respAttr, resp); done {
-			c.noteTransport(verb, abi.TransportIoctl)
+			if !c.transportNoted(verb, abi.TransportIoctl) {
+				c.noteTransportSlow(verb, abi.TransportIoctl)
+			}
 			switch {
 			case err == nil, errors.Is(err, abi.ErrNoOutput): // the builder's path leaves resp as it is too
 				return nil

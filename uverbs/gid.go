@@ -148,7 +148,9 @@ func (c *Context) queryGID(e *GIDEntry, port, index int) error {
 		}
 		if done, err := c.file.FlatIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, true, attrs[:],
 			abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:]); done {
-			c.noteTransport(verb, abi.TransportIoctl)
+			if !c.transportNoted(verb, abi.TransportIoctl) {
+				c.noteTransportSlow(verb, abi.TransportIoctl)
+			}
 			if err != nil {
 				return opError(verb, c.dev.Name, abi.TransportIoctl, err)
 			}
