@@ -299,26 +299,27 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 		return PortAttr{}, argError("QueryPort", c.dev.Name, "port %d out of range 1..255", port)
 	}
 	var ex abi.IbUverbsQueryPortRespEx
-	out := abi.Bytes(&ex)
-	p := c.prepared(&c.portQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, buildPortQuery)
-	b := p.Take()
-	defer p.Done(b)
-	if c.cpuOnly {
-		// rxe and siw read the netdev's link speed under rtnl_lock, a
-		// mutex held only by other CPU-bound network configuration.
-		b.Quick()
+	// rxe and siw read the netdev's link speed under rtnl_lock, a mutex
+	// held only by other CPU-bound network configuration: quick there.
+	tr := abi.TransportIoctl
+	attrs := [1]abi.FlatAttr{{ID: abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, Len: 8, Data: uint64(port)}} // CONST_IN: 8 bytes inline
+	done := false
+	if c.rec.Load() == nil && !c.closed.Load() {
+		// The flat path (abi.File.FlatIoctl), as QueryGID's.
+		if done, err = c.file.FlatIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.cpuOnly, attrs[:],
+			abi.UVERBS_ATTR_QUERY_PORT_RESP, abi.Bytes(&ex)); done {
+			if !c.transportNoted("QueryPort", tr) {
+				c.noteTransportSlow("QueryPort", tr)
+			}
+			if err != nil {
+				return PortAttr{}, opError("QueryPort", c.dev.Name, tr, err)
+			}
+		}
 	}
-	b.SetUint64(portQueryNum, uint64(port))
-	tr, err := c.ioctl("QueryPort", b, func() error {
-		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
-		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp), Quick: c.cpuOnly}
-		return c.fallback("QueryPort", &cmd)
-	})
-	if err != nil {
-		return PortAttr{}, err
-	}
-	if tr == abi.TransportIoctl {
-		copy(out, b.Output(portQueryResp))
+	if !done {
+		if tr, err = c.queryPortBuilt(port, &ex); err != nil {
+			return PortAttr{}, err
+		}
 	}
 	r := &ex.LegacyResp
 	a := PortAttr{
@@ -337,6 +338,27 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 		a.ActiveSpeedEx = ne.Uint32(ex.Reserved[2:6])
 	}
 	return a, nil
+}
+
+// queryPortBuilt is QueryPort's command through the builder (and the
+// write form where the kernel has no ioctl), into *ex.
+func (c *Context) queryPortBuilt(port int, ex *abi.IbUverbsQueryPortRespEx) (abi.Transport, error) {
+	p := c.prepared(&c.portQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, buildPortQuery)
+	b := p.Take()
+	defer p.Done(b)
+	if c.cpuOnly {
+		b.Quick()
+	}
+	b.SetUint64(portQueryNum, uint64(port))
+	tr, err := c.ioctl("QueryPort", b, func() error {
+		req := abi.IbUverbsQueryPort{PortNum: uint8(port)}
+		cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_QUERY_PORT, In: abi.Bytes(&req), Out: abi.Bytes(&ex.LegacyResp), Quick: c.cpuOnly}
+		return c.fallback("QueryPort", &cmd)
+	})
+	if err == nil && tr == abi.TransportIoctl {
+		copy(abi.Bytes(ex), b.Output(portQueryResp))
+	}
+	return tr, err
 }
 
 // QUERY_PORT's attributes, in the order buildPortQuery adds them.

@@ -377,6 +377,12 @@ func TestRigQueryTransportsAgree(t *testing.T) {
 					t.Errorf("QueryPort(%d):\nioctl %+v\nwrite %+v", p, pi, pw)
 				}
 				t.Logf("port %d: cap_flags2 %#x, active_speed_ex %d by ioctl", p, pi.CapFlags2, pi.ActiveSpeedEx)
+				if pa, err := ca.QueryPort(p); err != nil || pa != pi {
+					t.Errorf("QueryPort(%d):\nflat  %+v, %v\nioctl %+v", p, pa, err, pi)
+				}
+			}
+			if _, err := ca.QueryPort(int(ai.PhysPortCnt) + 1); !errors.Is(err, unix.EINVAL) {
+				t.Errorf("flat QueryPort of a port past the device's: %v; want EINVAL", err)
 			}
 			gi, err := ci.QueryGIDTable()
 			if err != nil {
