@@ -170,6 +170,7 @@ type verbTransport struct {
 	tr   abi.Transport
 }
 
+// noteTransport records that verb's last call went by tr (Transports).
 func (c *Context) noteTransport(verb string, tr abi.Transport) {
 	if !c.transportNoted(verb, tr) {
 		c.noteTransportSlow(verb, tr)
@@ -189,9 +190,8 @@ func (c *Context) transportNoted(verb string, tr abi.Transport) bool {
 const transportSlots = 64
 
 // noteTransportSlow is noteTransport's record of a verb's first call or a
-// change, out of line: the check every command makes stays a short
-// function without the lock and its deferred unlock (still above the
-// inliner's budget, 95 against 80).
+// change, out of line: the check every command makes (transportNoted)
+// stays small enough to inline, without the lock and its deferred unlock.
 func (c *Context) noteTransportSlow(verb string, tr abi.Transport) {
 	a := stringAddr(verb)
 	key := uint64(a)<<2 | uint64(tr&3)
