@@ -69,18 +69,12 @@ func (f *File) FlatIoctl(object, method uint16, quick bool, inline []FlatAttr, o
 		return true, ErrClosed
 	}
 	if len(out) > 0 {
-		// The address is taken here, in the last Go frame before the
-		// syscall and with no call in between: out may be on the
-		// caller's stack, which moves only when a function's prologue
-		// grows it (the assembly below has none).
+		// The address is taken here, with nothing but nosplit code
+		// between it and the syscall: out may be on the caller's
+		// stack, which moves only when a function's prologue grows it.
 		binary.NativeEndian.PutUint64(w.attrs[n-1]._union[:], uint64(uintptr(unsafe.Pointer(unsafe.SliceData(out)))))
 	}
-	var e unix.Errno
-	if quick {
-		_, e = rawSyscall3(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&w)))
-	} else {
-		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&w)))
-	}
+	e := f.flatSyscall(quick, unsafe.Pointer(&w))
 	runtime.KeepAlive(out)
 	f.release()
 	switch {
@@ -92,6 +86,21 @@ func (f *File) FlatIoctl(object, method uint16, quick bool, inline []FlatAttr, o
 		return true, ErrNoOutput
 	}
 	return true, nil
+}
+
+// flatSyscall sends the wire at w: a raw syscall if quick, else an
+// ordinary one. It is nosplit, as everything between a flat call's
+// taking of its buffers' addresses and the kernel must be (see
+// FlatIoctl): its frame cannot grow the stack under them.
+//
+//go:nosplit
+func (f *File) flatSyscall(quick bool, w unsafe.Pointer) unix.Errno {
+	if quick {
+		_, e := rawSyscall3(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(w))
+		return e
+	}
+	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(w))
+	return e
 }
 
 // flatInvoke sends c through DEVICE/INVOKE_WRITE the flat way, as
@@ -132,8 +141,8 @@ func (f *File) flatInvoke(c *Command) (done bool, err error) {
 		return true, ErrClosed
 	}
 	// The buffers' addresses, taken here for FlatIoctl's reason: nothing
-	// between them and the syscall may grow the stack (flatIn and
-	// flatOut are nosplit, and so is the runtime's memmove).
+	// between them and the syscall may grow the stack (flatIn, flatOut
+	// and flatSyscall are nosplit, and so is the runtime's memmove).
 	flatIn(&w.attrs[0], c.In)
 	if out >= 0 {
 		flatOut(&w.attrs[out], c.Out)
@@ -144,18 +153,13 @@ func (f *File) flatInvoke(c *Command) (done bool, err error) {
 	if dout >= 0 {
 		flatOut(&w.attrs[dout], c.DriverOut)
 	}
-	var e unix.Errno
-	if c.Quick {
-		_, e = rawSyscall3(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&w)))
-	} else {
-		_, _, e = unix.Syscall(unix.SYS_IOCTL, uintptr(f.fd), rdmaVerbsIoctl, uintptr(unsafe.Pointer(&w)))
-	}
+	e := f.flatSyscall(c.Quick, unsafe.Pointer(&w))
 	runtime.KeepAlive(c)
 	f.release()
-	if e == unix.ENOTTY || e == unix.EPROTONOSUPPORT {
+	switch {
+	case e == unix.ENOTTY || e == unix.EPROTONOSUPPORT:
 		return false, nil
-	}
-	if e != 0 {
+	case e != 0:
 		return true, e
 	}
 	return true, nil

@@ -265,6 +265,23 @@ func (c *Context) ioctlOr(verb string, b *abi.Ioctl, via abi.Transport, fallback
 	return abi.TransportIoctl, nil
 }
 
+// flatIoctl runs verb's command by the flat path (abi.File.FlatIoctl)
+// where the context allows it (no recorder, not closed), noting its
+// transport; err is then the kernel's answer as an *OpError. done false:
+// nothing was decided, and the caller takes the builder's path.
+func (c *Context) flatIoctl(verb string, object, method uint16, quick bool, attrs []abi.FlatAttr, outID uint16, out []byte) (done bool, err error) {
+	if c.rec.Load() != nil || c.closed.Load() {
+		return false, nil
+	}
+	if done, err = c.file.FlatIoctl(object, method, quick, attrs, outID, out); !done {
+		return false, nil
+	}
+	if !c.transportNoted(verb, abi.TransportIoctl) {
+		c.noteTransportSlow(verb, abi.TransportIoctl)
+	}
+	return true, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+}
+
 // getContext runs GET_CONTEXT: by ioctl (then the async fd is allocated
 // separately), or by write, which also returns the async fd.
 func (c *Context) getContext(driverIn, driverOut []byte) error {

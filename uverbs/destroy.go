@@ -199,21 +199,15 @@ func (l *lifetime) closed() <-chan struct{} {
 // is success, so Close after Context.Close returns nil. write.Quick makes
 // the ioctl form quick too (abi.Ioctl.Quick).
 func (c *Context) destroyObject(verb string, object, method uint16, handle uint32, respAttr uint16, resp []byte, write *abi.Command) error {
-	if !c.teardown.Load() && c.rec.Load() == nil && !c.closed.Load() {
-		// The flat path (abi.File.FlatIoctl); it declines where the
-		// builder's path below is needed.
+	if !c.teardown.Load() {
 		attrs := [1]abi.FlatAttr{{ID: 0, Data: uint64(handle)}}
-		if done, err := c.file.FlatIoctl(object, method, write.Quick, attrs[:], respAttr, resp); done {
-			if !c.transportNoted(verb, abi.TransportIoctl) {
-				c.noteTransportSlow(verb, abi.TransportIoctl)
-			}
-			switch {
-			case err == nil, errors.Is(err, abi.ErrNoOutput): // the builder's path leaves resp as it is too
-				return nil
-			case errors.Is(err, ErrClosed) && c.closed.Load():
+		if done, err := c.flatIoctl(verb, object, method, write.Quick, attrs[:], respAttr, resp); done {
+			// A response not written leaves resp as the builder's path
+			// does; a context closed meanwhile destroyed the object.
+			if errors.Is(err, abi.ErrNoOutput) || errors.Is(err, ErrClosed) && c.closed.Load() {
 				return nil
 			}
-			return opError(verb, c.dev.Name, abi.TransportIoctl, err)
+			return err
 		}
 	}
 	s := destroyShape{method, respAttr, len(resp), write.Quick}

@@ -135,29 +135,23 @@ func (c *Context) queryGID(e *GIDEntry, port, index int) error {
 	if port < 1 || port > 255 || index < 0 || index > 1<<31-1 {
 		return argError(verb, c.dev.Name, "port %d, index %d out of range", port, index)
 	}
-	if c.rec.Load() == nil && !c.closed.Load() {
-		// The flat path (abi.File.FlatIoctl): one call to the kernel with
-		// the attributes on the stack. It declines on a fake kernel and
-		// under a forced transport; a kernel without the method sends us
-		// on to the general path, which falls back to sysfs.
-		var out [gidEntrySize]byte
-		attrs := [...]abi.FlatAttr{
-			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, Len: 8, Data: uint64(port)},
-			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, Len: 8, Data: uint64(index)},
-			{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, Len: 4},
+	// The flat path: the attributes on the stack, one syscall. A kernel
+	// without the method sends us on to the builder's, which falls back
+	// to sysfs.
+	var out [gidEntrySize]byte
+	attrs := [...]abi.FlatAttr{
+		{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_PORT, Len: 8, Data: uint64(port)},
+		{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_GID_INDEX, Len: 8, Data: uint64(index)},
+		{ID: abi.UVERBS_ATTR_QUERY_GID_ENTRY_FLAGS, Len: 4},
+	}
+	if done, err := c.flatIoctl(verb, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, true, attrs[:],
+		abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:]); done {
+		if err != nil {
+			return err
 		}
-		if done, err := c.file.FlatIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, true, attrs[:],
-			abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY, out[:]); done {
-			if !c.transportNoted(verb, abi.TransportIoctl) {
-				c.noteTransportSlow(verb, abi.TransportIoctl)
-			}
-			if err != nil {
-				return opError(verb, c.dev.Name, abi.TransportIoctl, err)
-			}
-			decodeGIDEntry(e, out[:])
-			e.Netdev = c.netdevName(e.NetdevIndex)
-			return nil
-		}
+		decodeGIDEntry(e, out[:])
+		e.Netdev = c.netdevName(e.NetdevIndex)
+		return nil
 	}
 	p := c.prepared(&c.gidQuery, abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_GID_ENTRY, buildGIDQuery)
 	b := p.Take()

@@ -303,23 +303,13 @@ func (c *Context) QueryPort(port int) (_ PortAttr, err error) {
 	// held only by other CPU-bound network configuration: quick there.
 	tr := abi.TransportIoctl
 	attrs := [1]abi.FlatAttr{{ID: abi.UVERBS_ATTR_QUERY_PORT_PORT_NUM, Len: 8, Data: uint64(port)}} // CONST_IN: 8 bytes inline
-	done := false
-	if c.rec.Load() == nil && !c.closed.Load() {
-		// The flat path (abi.File.FlatIoctl), as QueryGID's.
-		if done, err = c.file.FlatIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.cpuOnly, attrs[:],
-			abi.UVERBS_ATTR_QUERY_PORT_RESP, abi.Bytes(&ex)); done {
-			if !c.transportNoted("QueryPort", tr) {
-				c.noteTransportSlow("QueryPort", tr)
-			}
-			if err != nil {
-				return PortAttr{}, opError("QueryPort", c.dev.Name, tr, err)
-			}
-		}
-	}
+	done, err := c.flatIoctl("QueryPort", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_QUERY_PORT, c.cpuOnly, attrs[:],
+		abi.UVERBS_ATTR_QUERY_PORT_RESP, abi.Bytes(&ex))
 	if !done {
-		if tr, err = c.queryPortBuilt(port, &ex); err != nil {
-			return PortAttr{}, err
-		}
+		tr, err = c.queryPortBuilt(port, &ex)
+	}
+	if err != nil {
+		return PortAttr{}, err
 	}
 	r := &ex.LegacyResp
 	a := PortAttr{
