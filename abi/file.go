@@ -75,6 +75,7 @@ type File struct {
 	state    atomic.Uint64 // fdClosed | syscalls made through a reference | references held
 	k        kernel.Kernel
 	quick    bool // the real kernel: Ioctl.Quick calls are raw syscalls (realKernel.IoctlQuick); false on a fake
+	cpuClose bool // OpenCPU: the real kernel, and Close's close(2) is a raw syscall
 	path     string
 	driverID uint32
 
@@ -129,7 +130,18 @@ func keyOf(object, method uint16) ioctlKey { return ioctlKey(object)<<16 | ioctl
 // Open opens the uverbs character device at path. driverID is the device's
 // RDMA driver id (from netlink); every ioctl header carries it, and the
 // kernel rejects a wrong one with EINVAL.
-func Open(path string, driverID uint32) (*File, error) {
+func Open(path string, driverID uint32) (*File, error) { return open(path, driverID, false) }
+
+// OpenCPU is Open for a device whose driver does its work on the CPU
+// (rxe, siw: Ioctl.Quick's rule): the open(2) and Close's close(2) are raw
+// syscalls. Opening the character device (devtmpfs) and closing it, which
+// destroys every object left in the context, wait on no device, and as
+// ordinary syscalls, as the longest of a loop's, they let the runtime's
+// monitor take the goroutine's P and resume waking every 20 µs
+// (realKernel.IoctlQuick).
+func OpenCPU(path string, driverID uint32) (*File, error) { return open(path, driverID, true) }
+
+func open(path string, driverID uint32, cpu bool) (*File, error) {
 	f := &File{path: path, driverID: driverID}
 	if open, ok := kernel.LookupFake(path); ok {
 		fd, k, err := open()
@@ -139,11 +151,17 @@ func Open(path string, driverID uint32) (*File, error) {
 		f.fd, f.k = fd, k
 		return f, nil
 	}
-	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	var fd int
+	var err error
+	if cpu {
+		fd, err = rawOpen(path, unix.O_RDWR|unix.O_CLOEXEC)
+	} else {
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CLOEXEC, 0)
+	}
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	f.fd, f.k, f.quick = fd, realKernel{}, true
+	f.fd, f.k, f.quick, f.cpuClose = fd, realKernel{}, true, cpu
 	return f, nil
 }
 
@@ -307,6 +325,9 @@ func (f *File) Close() error {
 		time.Sleep(10 * time.Microsecond)
 	}
 	f.syscalls.Add(1)
+	if f.cpuClose {
+		return CloseCPU(f.fd)
+	}
 	return f.k.Close(f.fd)
 }
 

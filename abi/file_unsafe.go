@@ -91,6 +91,32 @@ func (realKernel) Munmap(b []byte) error {
 
 func (realKernel) Close(fd int) error { return unix.Close(fd) }
 
+// CloseCPU is close(2) as a raw syscall, for a descriptor whose release
+// the kernel does on the CPU (Ioctl.Quick's rule): the command file
+// (OpenCPU) or the async event file of a software device's context.
+func CloseCPU(fd int) error {
+	if _, e := rawSyscall3(unix.SYS_CLOSE, uintptr(fd), 0, 0); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// rawOpen is unix.Open (openat at the working directory, with
+// O_LARGEFILE as unix.Open adds it) as a raw syscall (OpenCPU).
+func rawOpen(path string, flags int) (int, error) {
+	p, err := unix.BytePtrFromString(path)
+	if err != nil {
+		return -1, err
+	}
+	cwd := unix.AT_FDCWD // a variable: the constant -100 is no uintptr
+	fd, e := rawSyscall3(unix.SYS_OPENAT, uintptr(cwd), uintptr(unsafe.Pointer(p)), uintptr(flags|unix.O_LARGEFILE))
+	runtime.KeepAlive(p)
+	if e != 0 {
+		return -1, e
+	}
+	return int(fd), nil
+}
+
 // Bytes views *p as its bytes, for handing a C-layout struct (the generated
 // types) to the kernel. The slice aliases *p.
 func Bytes[T any](p *T) []byte {

@@ -59,10 +59,12 @@ type Context struct {
 	// resolve no address and the creation and destruction of CQs, QPs
 	// and SRQs on the CPU, without waiting on hardware (their only waits
 	// are for the driver's own packet tasks to let go of the object): those
-	// go as quick (raw) syscalls (abi.Ioctl.Quick). mlx5's commands are
-	// firmware round trips and stay ordinary syscalls; memory registration
-	// (page pinning, which can wait for I/O) and AH creation (which can
-	// wait for ARP) stay ordinary everywhere.
+	// go as quick (raw) syscalls (abi.Ioctl.Quick), and so do opening and
+	// closing the context's files (abi.OpenCPU), deregistering memory
+	// (unpinning is CPU work) and registering at most quickPinMax bytes.
+	// mlx5's commands are firmware round trips and stay ordinary syscalls;
+	// larger registrations (page pinning, which can wait for I/O) and AH
+	// creation (which can wait for ARP) stay ordinary everywhere.
 	cpuOnly     bool
 	coreSupport uint64
 
@@ -116,13 +118,18 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	if d.CharDev == "" {
 		return nil, &OpError{Verb: "Open", Device: d.Name, Err: fmt.Errorf("%w: device has no uverbs character device", ErrNoDevice)}
 	}
-	f, err := abi.Open(d.CharDev, uint32(d.Driver))
+	software := d.Driver == DriverRXE || d.Driver == DriverSIW
+	open := abi.Open
+	if software {
+		open = abi.OpenCPU
+	}
+	f, err := open(d.CharDev, uint32(d.Driver))
 	if err != nil {
 		return nil, opError("Open", d.Name, abi.TransportNone, err)
 	}
 	f.SetPolicy(abi.Policy(o.Transport))
-	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: d.Driver == DriverRXE || d.Driver == DriverSIW}
-	c.cpuOnly = c.postNamesQP
+	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: software}
+	c.cpuOnly = software
 	c.asyncFd = -1
 	c.rec.Store(o.Recorder)
 	if sp := c.begin("Open"); sp.rec != nil {
@@ -408,7 +415,11 @@ func (c *Context) Close() (err error) {
 			first = err
 		}
 	case c.asyncFd >= 0:
-		if err := unix.Close(c.asyncFd); err != nil && first == nil {
+		closeFd := unix.Close
+		if c.cpuOnly {
+			closeFd = abi.CloseCPU
+		}
+		if err := closeFd(c.asyncFd); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -152,7 +152,7 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	req := abi.IbUverbsRegMr{Start: addr, Length: uint64(length), HcaVa: iova, PdHandle: pd.handle, AccessFlags: uint32(access)}
 	var resp abi.IbUverbsRegMrResp
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
-	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out}
+	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: pd.ctx.quickPin(length)}
 	if err := pd.ctx.invoke("RegMR", &cmd); err != nil {
 		return nil, err
 	}
@@ -273,6 +273,24 @@ func (mr *MR) rereg(flags Rereg, pd *PD, addr uint64, length int, access Access)
 	return nil
 }
 
+// quickPinMax is the largest registration that goes as a quick (raw)
+// syscall on a software device (Context.cpuOnly). Pinning 16 pages of
+// memory the program has touched is the kernel's CPU work, a few
+// microseconds with every first-touch fault included (a fault that must
+// read a file holds the P through the read, as the same fault in Go code
+// would); a larger one can hold the goroutine's P long enough to matter,
+// so it stays an ordinary syscall. Measured under
+// TCG on siw0 (test/perf/slowloop.sh mr: 4 KiB registered and
+// deregistered): as ordinary syscalls, the loop spent most of its time
+// inside them, so every 10 ms the runtime's monitor found the goroutine
+// unscheduled, took its P in the syscall and went back to waking every
+// 20 µs; as quick ones the kernel ran 25,139 instructions a pair instead of
+// 37,545 (rdma-core's 25,608).
+const quickPinMax = 64 << 10
+
+// quickPin reports whether registering length bytes may be a quick syscall.
+func (c *Context) quickPin(length int) bool { return c.cpuOnly && length <= quickPinMax }
+
 // ctx is the context the MR belongs to (a Rereg may change its PD, never
 // its context): a field set once, read without mu.
 func (mr *MR) ctx() *Context { return mr.c }
@@ -296,7 +314,7 @@ func (mr *MR) Close() error {
 func (mr *MR) destroyKernel() error {
 	req := abi.IbUverbsDeregMr{MrHandle: mr.handle}
 	return mr.ctx().destroyObject("DeregMR", abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_MR_DESTROY, mr.handle, 0, nil,
-		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req)})
+		&abi.Command{Num: abi.IB_USER_VERBS_CMD_DEREG_MR, In: abi.Bytes(&req), Quick: mr.ctx().cpuOnly})
 }
 
 // forget unpins the deregistered MR's memory and drops it from its
