@@ -161,3 +161,26 @@ func icRegMR(b *testing.B, pd *uverbs.PD, buf []byte, n int) {
 		}
 	}
 }
+
+// BenchmarkCreateCQ is CreateCQ (256 entries) and Close on siw over the
+// fake kernel: the user code of ibvcost's create_cq and destroy_cq rows
+// (siw maps its ring from the kernel, as rxe does). Counted by callgrind,
+// icCreateCQ is its loop.
+func BenchmarkCreateCQ(b *testing.B) {
+	c := openAllocs(b, uverbs.DriverSIW)
+	b.ReportAllocs()
+	icCreateCQ(b, c, b.N)
+}
+
+//go:noinline
+func icCreateCQ(b *testing.B, c *uverbs.Context, n int) {
+	for i := 0; i < n; i++ {
+		cq, err := c.CreateCQ(256, uverbs.CQOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cq.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,7 +11,10 @@ import (
 // ioctlKernel answers the slow-path commands of TestAllocsSlowPathVerbs by
 // ioctl, as a 5.x+ kernel does, without allocating: it writes each output
 // attribute's bytes and marks it valid, as the kernel's uverbs_copy_to.
-type ioctlKernel struct{ asyncFd int }
+type ioctlKernel struct {
+	asyncFd int
+	ring    []byte // Mmap's memory
+}
 
 func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 	object, method, n := ne.Uint16(arg[2:]), ne.Uint16(arg[4:]), int(ne.Uint16(arg[6:]))
@@ -42,6 +45,14 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 			ne.PutUint32(out(), 8) // ah_handle
 		case writeCmd == abi.IB_USER_VERBS_CMD_CREATE_AH && id == abi.UVERBS_ATTR_UHW_OUT:
 			ne.PutUint32(out(), 3) // rxe's ah_num (Linux 5.16 and later)
+		case object == abi.UVERBS_OBJECT_CQ && method == abi.UVERBS_METHOD_CQ_CREATE && id == abi.UVERBS_ATTR_CREATE_CQ_HANDLE:
+			ne.PutUint64(a[8:], 9)
+		case object == abi.UVERBS_OBJECT_CQ && method == abi.UVERBS_METHOD_CQ_CREATE && id == abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE:
+			ne.PutUint32(out(), 256)
+		case object == abi.UVERBS_OBJECT_CQ && method == abi.UVERBS_METHOD_CQ_CREATE && id == abi.UVERBS_ATTR_UHW_OUT:
+			o := out() // siw_uresp_create_cq {cq_id, num_cqe, cq_key}
+			ne.PutUint32(o, 5)
+			ne.PutUint32(o[4:], 256)
 		case writeCmd == abi.IB_USER_VERBS_EX_CMD_QUERY_DEVICE|abi.IB_USER_VERBS_CMD_FLAG_EXTENDED && id == 1:
 			o := out()
 			ne.PutUint32(o[len(o)-8:], uint32(len(o))) // response_length: every field valid
@@ -50,11 +61,20 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 	return nil
 }
 
-func (k *ioctlKernel) Write(int, []byte) (int, error)       { return 0, unix.ENOSYS }
-func (k *ioctlKernel) Doorbell(int, []byte) (int, error)    { return 0, unix.ENOSYS }
-func (k *ioctlKernel) Mmap(int, int64, int) ([]byte, error) { return nil, unix.ENODEV }
-func (k *ioctlKernel) Munmap([]byte) error                  { return nil }
-func (k *ioctlKernel) Close(int) error                      { return nil }
+func (k *ioctlKernel) Write(int, []byte) (int, error)    { return 0, unix.ENOSYS }
+func (k *ioctlKernel) Doorbell(int, []byte) (int, error) { return 0, unix.ENOSYS }
+func (k *ioctlKernel) Munmap([]byte) error               { return nil }
+
+// Mmap maps a queue (siw's CQ ring) as the kernel would, in memory the
+// fake keeps: one mapping at a time, reused.
+func (k *ioctlKernel) Mmap(_ int, _ int64, n int) ([]byte, error) {
+	if len(k.ring) < n {
+		k.ring = make([]byte, n)
+	}
+	clear(k.ring[:n])
+	return k.ring[:n], nil
+}
+func (k *ioctlKernel) Close(int) error { return nil }
 
 // TestAllocsSlowPathVerbs: a slow-path verb allocates only what its answer
 // is: nothing for the queries (QueryPort, QueryGID, QueryDevice once the
