@@ -13,8 +13,9 @@
 //
 // Two ways to the kernel: the builder (Ioctl, Prepared), which any command
 // can take and the fake kernels of the tests answer; and the flat path
-// (File.FlatIoctl, and INVOKE_WRITE inside Invoke), which the cheapest
-// commands take on the real kernel under the plain transport rule: the
+// (File.FlatIoctl, File.FlatMethod for a create's many attributes, and
+// INVOKE_WRITE inside Invoke), which the frequent commands take on the real
+// kernel under the plain transport rule: the
 // attributes on the caller's stack and one syscall, declining (before or
 // after the syscall) whenever the builder's path must decide instead.
 package abi

@@ -35,11 +35,20 @@ func TestFlatDeclines(t *testing.T) {
 	if done, err := f.flatInvoke(c); done || err != nil {
 		t.Errorf("flatInvoke on a pipe: done %v, %v; want a decline", done, err)
 	}
+	bufs := []FlatBuf{{ID: 3, Out: true, B: out}, {ID: 4, B: make([]byte, 12)}, {ID: 5, B: []byte{1, 2}}}
+	before := f.Syscalls()
+	if done, valid, err := f.FlatMethod(1, 0, true, attrs, bufs); done || valid != 0 || err != nil || f.Syscalls()-before != 1 {
+		t.Errorf("FlatMethod on a pipe: done %v, valid %#x, %v, %d syscalls; want a decline after one", done, valid, err, f.Syscalls()-before)
+	}
+	before = f.Syscalls()
+	if done, _, _ := f.FlatMethod(1, 0, true, make([]FlatAttr, flatMaxAttrs-len(bufs)+1), bufs); done || f.Syscalls() != before {
+		t.Errorf("FlatMethod took %d attributes, more than its %d", flatMaxAttrs+1, flatMaxAttrs)
+	}
 	if done, _ := f.FlatIoctl(0, 6, true, make([]FlatAttr, flatMaxInline+1), 3, out); done {
 		t.Errorf("FlatIoctl took %d inline attributes, more than its %d", flatMaxInline+1, flatMaxInline)
 	}
 	f.SetPolicy(PolicyIoctl)
-	before := f.Syscalls()
+	before = f.Syscalls()
 	if done, _ := f.FlatIoctl(0, 6, true, attrs, 3, out); done || f.Syscalls() != before {
 		t.Errorf("FlatIoctl under PolicyIoctl: done %v, %d syscalls; want neither", done, f.Syscalls()-before)
 	}
@@ -51,5 +60,8 @@ func TestFlatDeclines(t *testing.T) {
 	f.state.Or(fdClosed)
 	if done, err := f.FlatIoctl(0, 6, true, attrs, 3, out); !done || !errors.Is(err, ErrClosed) {
 		t.Errorf("FlatIoctl on a closed file: done %v, %v; want ErrClosed", done, err)
+	}
+	if done, _, err := f.FlatMethod(1, 0, true, attrs, bufs); !done || !errors.Is(err, ErrClosed) {
+		t.Errorf("FlatMethod on a closed file: done %v, %v; want ErrClosed", done, err)
 	}
 }

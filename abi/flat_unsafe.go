@@ -88,6 +88,80 @@ func (f *File) FlatIoctl(object, method uint16, quick bool, inline []FlatAttr, o
 	return true, nil
 }
 
+// A FlatBuf is a buffer attribute of a FlatMethod, named where it is: an
+// input (PTR_IN; at most 8 bytes go inline, as the builder sends them) or
+// an output (PTR_OUT) the kernel writes in place.
+type FlatBuf struct {
+	ID  uint16
+	Out bool
+	B   []byte
+}
+
+// flatMaxAttrs is how many attributes a FlatMethod carries.
+const flatMaxAttrs = 10
+
+// FlatMethod is FlatIoctl for a method of more attributes, as a create
+// has: up to ten in all, the inline ones and the buffers. After the call
+// each inline attribute's Data is what the kernel left there (a new
+// object's handle, for an attribute of UVERBS_ACCESS_NEW), and bit i of
+// valid is set when the kernel wrote output bufs[i]. It declines, and
+// may be asked again, as FlatIoctl does; a method that creates an object
+// does so only on success, so a kernel's refusal with ENOTTY or
+// EPROTONOSUPPORT left nothing to undo.
+func (f *File) FlatMethod(object, method uint16, quick bool, inline []FlatAttr, bufs []FlatBuf) (done bool, valid uint32, err error) {
+	if !f.quick || f.rule.Load() != 0 || len(inline)+len(bufs) > flatMaxAttrs {
+		return false, 0, nil
+	}
+	var w struct {
+		hdr   IbUverbsIoctlHdr
+		attrs [flatMaxAttrs]IbUverbsAttr
+	}
+	n := len(inline)
+	for i := range inline {
+		a := &inline[i]
+		w.attrs[i] = IbUverbsAttr{AttrId: a.ID, Len: a.Len, Flags: attrFMandatory}
+		binary.NativeEndian.PutUint64(w.attrs[i]._union[:], a.Data)
+	}
+	for i := range bufs {
+		if len(bufs[i].B) > 0xffff {
+			return false, 0, nil // the builder refuses it with its error
+		}
+		w.attrs[n+i] = IbUverbsAttr{AttrId: bufs[i].ID, Len: uint16(len(bufs[i].B)), Flags: attrFMandatory}
+	}
+	total := n + len(bufs)
+	w.hdr = IbUverbsIoctlHdr{Length: uint16(ioctlHdrSize + total*ioctlAttrSize), ObjectId: object, MethodId: method, NumAttrs: uint16(total), DriverId: f.driverID}
+	if !f.acquire() {
+		return true, 0, ErrClosed
+	}
+	// The buffers' addresses, taken here for FlatIoctl's reason: nothing
+	// between them and the syscall may grow the stack.
+	for i := range bufs {
+		if bufs[i].Out {
+			flatOut(&w.attrs[n+i], bufs[i].B)
+		} else {
+			flatIn(&w.attrs[n+i], bufs[i].B)
+		}
+	}
+	e := f.flatSyscall(quick, unsafe.Pointer(&w))
+	runtime.KeepAlive(bufs)
+	f.release()
+	switch {
+	case e == unix.ENOTTY || e == unix.EPROTONOSUPPORT:
+		return false, 0, nil
+	case e != 0:
+		return true, 0, e
+	}
+	for i := range inline {
+		inline[i].Data = binary.NativeEndian.Uint64(w.attrs[i]._union[:])
+	}
+	for i := range bufs {
+		if bufs[i].Out && w.attrs[n+i].Flags&attrFValidOutput != 0 {
+			valid |= 1 << i
+		}
+	}
+	return true, valid, nil
+}
+
 // flatSyscall sends the wire at w: a raw syscall if quick, else an
 // ordinary one. It is nosplit, as everything between a flat call's
 // taking of its buffers' addresses and the kernel must be (see

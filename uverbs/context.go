@@ -289,6 +289,21 @@ func (c *Context) flatIoctl(verb string, object, method uint16, quick bool, attr
 	return true, opError(verb, c.dev.Name, abi.TransportIoctl, err)
 }
 
+// flatMethod is flatIoctl for a method of more attributes
+// (abi.File.FlatMethod): valid says which outputs the kernel wrote.
+func (c *Context) flatMethod(verb string, object, method uint16, quick bool, inline []abi.FlatAttr, bufs []abi.FlatBuf) (done bool, valid uint32, err error) {
+	if c.rec.Load() != nil || c.closed.Load() {
+		return false, 0, nil
+	}
+	if done, valid, err = c.file.FlatMethod(object, method, quick, inline, bufs); !done {
+		return false, 0, nil
+	}
+	if !c.transportNoted(verb, abi.TransportIoctl) {
+		c.noteTransportSlow(verb, abi.TransportIoctl)
+	}
+	return true, valid, opError(verb, c.dev.Name, abi.TransportIoctl, err)
+}
+
 // getContext runs GET_CONTEXT: by ioctl (then the async fd is allocated
 // separately), or by write, which also returns the async fd.
 func (c *Context) getContext(driverIn, driverOut []byte) error {
