@@ -28,21 +28,33 @@ const (
 // CreateCQ prepares a CQ: the driver response is struct rxe_create_cq_resp,
 // the mmap info of the queue the kernel allocates.
 func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
-	return &provider.SetupFunc[provider.CQCreated, provider.CQ]{
-		Out: make([]byte, binary.Size(abi.RxeCreateCqResp{})),
-		Done: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
-			var resp abi.RxeCreateCqResp
-			copy(abi.Bytes(&resp), out)
-			q, err := mapQueue(c.f, "completion", resp.Mi, wcSize)
-			if err != nil {
-				return nil, err
-			}
-			cq := &CQ{c: c, handle: cr.Handle, single: a.SingleThreaded}
-			cq.st.Store(newCQState(q))
-			return cq, nil
-		},
-	}, nil
+	return &cqSetup{cq: CQ{c: c, single: a.SingleThreaded}}, nil
 }
+
+// cqSetup is CreateCQ's setup and, once complete, the CQ's memory: one
+// allocation where a SetupFunc, its closure, the response buffer and the
+// CQ were four (as ahSetup).
+type cqSetup struct {
+	cq   CQ
+	resp abi.RxeCreateCqResp
+}
+
+// Udata is the response buffer: struct rxe_create_cq_resp.
+func (s *cqSetup) Udata() (in, out []byte) { return nil, abi.Bytes(&s.resp) }
+
+// Complete maps the queue and returns the CQ.
+func (s *cqSetup) Complete(cr provider.CQCreated) (provider.CQ, error) {
+	q, err := mapQueue(s.cq.c.f, "completion", s.resp.Mi, wcSize)
+	if err != nil {
+		return nil, err
+	}
+	s.cq.handle = cr.Handle
+	s.cq.st.Store(newCQState(q))
+	return &s.cq, nil
+}
+
+// Abort does nothing: the setup holds no resource.
+func (s *cqSetup) Abort() {}
 
 // CQ is an rxe completion queue: the kernel produces ib_uverbs_wc entries
 // (at the start of each slot, whose size the queue header gives: 128 bytes

@@ -16,22 +16,34 @@ import (
 // siw_uresp_create_cq {cq_id, num_cqe, cq_key}; the mapping holds num_cqe
 // siw_cqe entries followed by struct siw_cq_ctrl, the notification word.
 func (c *Context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated, provider.CQ], error) {
-	return &provider.SetupFunc[provider.CQCreated, provider.CQ]{
-		Out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateCq)))),
-		Done: func(cr provider.CQCreated, out []byte) (provider.CQ, error) {
-			var resp abi.SiwUrespCreateCq
-			copy(abi.Bytes(&resp), out)
-			r, err := mapRing(c.f, "completion queue", resp.CqKey, resp.NumCqe, cqeSize, ctrlSize)
-			if err != nil {
-				return nil, err
-			}
-			cq := &CQ{c: c, handle: cr.Handle, id: resp.CqId, single: a.SingleThreaded}
-			r.ctrl().Store(abi.SIW_NOTIFY_NOT)
-			cq.st.Store(&cqState{r: r})
-			return cq, nil
-		},
-	}, nil
+	return &cqSetup{cq: CQ{c: c, single: a.SingleThreaded}}, nil
 }
+
+// cqSetup is CreateCQ's setup and, once complete, the CQ's memory: one
+// allocation where a SetupFunc, its closure, the response buffer and the
+// CQ were four (as rxe's ahSetup).
+type cqSetup struct {
+	cq   CQ
+	resp abi.SiwUrespCreateCq
+}
+
+// Udata is the response buffer: struct siw_uresp_create_cq.
+func (s *cqSetup) Udata() (in, out []byte) { return nil, abi.Bytes(&s.resp) }
+
+// Complete maps the ring and returns the CQ.
+func (s *cqSetup) Complete(cr provider.CQCreated) (provider.CQ, error) {
+	r, err := mapRing(s.cq.c.f, "completion queue", s.resp.CqKey, s.resp.NumCqe, cqeSize, ctrlSize)
+	if err != nil {
+		return nil, err
+	}
+	s.cq.handle, s.cq.id = cr.Handle, s.resp.CqId
+	r.ctrl().Store(abi.SIW_NOTIFY_NOT)
+	s.cq.st.Store(&cqState{r: r})
+	return &s.cq, nil
+}
+
+// Abort does nothing: the setup holds no resource.
+func (s *cqSetup) Abort() {}
 
 // CQ is a siw completion queue: the kernel writes siw_cqe entries and sets
 // their valid flag; Poll copies valid entries and clears the flag, which
