@@ -97,11 +97,12 @@ type FlatBuf struct {
 	B   []byte
 }
 
-// flatMaxAttrs is how many attributes a FlatMethod carries.
-const flatMaxAttrs = 10
+// flatMaxAttrs is how many attributes a FlatMethod carries (a QP_CREATE
+// has up to 13).
+const flatMaxAttrs = 16
 
 // FlatMethod is FlatIoctl for a method of more attributes, as a create
-// has: up to ten in all, the inline ones and the buffers. After the call
+// has: up to sixteen in all, the inline ones and the buffers. After the call
 // each inline attribute's Data is what the kernel left there (a new
 // object's handle, for an attribute of UVERBS_ACCESS_NEW), and bit i of
 // valid is set when the kernel wrote output bufs[i]. It declines, and

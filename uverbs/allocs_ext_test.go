@@ -38,8 +38,15 @@ func TestAllocsCloseFromOtherPackage(t *testing.T) {
 
 // openAllocs opens a context of driver's provider over the allocation
 // tests' fake kernel (package uverbs' ioctlKernel, which answers by
-// ioctl without allocating).
+// ioctl without allocating), closed when the test ends.
 func openAllocs(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
+	c := openAllocsOpen(tb, driver)
+	tb.Cleanup(func() { c.Close() })
+	return c
+}
+
+// openAllocsOpen is openAllocs for a test that closes the context itself.
+func openAllocsOpen(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
 		tb.Fatal(err)
@@ -51,7 +58,6 @@ func openAllocs(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { c.Close() })
 	return c
 }
 

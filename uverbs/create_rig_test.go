@@ -74,3 +74,65 @@ func TestRigCreateCQTransportsAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestRigCreateQPTransportsAgree creates RC QPs by the flat path, the
+// builder's ioctl and the write command, and checks that they agree on
+// the capacities the kernel gave and that the QP numbers are distinct and
+// not 0. (The rig's other tests move data on QPs the flat path made.)
+func TestRigCreateQPTransportsAgree(t *testing.T) {
+	rigtest.Require(t)
+	for _, name := range []string{"rxe0", "siw0"} {
+		t.Run(name, func(t *testing.T) {
+			policies := []CommandPolicy{PolicyAuto, PolicyIoctl, PolicyWrite}
+			var caps []QPCap
+			for _, p := range policies {
+				c := openRig(t, name, p)
+				pd, err := c.AllocPD()
+				if err != nil {
+					t.Fatal(err)
+				}
+				cq, err := c.CreateCQ(64, CQOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				init := QPInit{Type: QPTypeRC, SendCQ: cq, RecvCQ: cq, SignalAll: true,
+					Cap: QPCap{MaxSendWR: 20, MaxRecvWR: 30, MaxSendSGE: 2, MaxRecvSGE: 3, MaxInlineData: 16}}
+				var qps [2]*QP
+				for i := range qps {
+					if qps[i], err = pd.CreateQP(init); err != nil {
+						t.Fatalf("%v: CreateQP: %v", p, err)
+					}
+				}
+				if qps[0].QPN() == 0 || qps[0].QPN() == qps[1].QPN() || qps[0].Handle() == qps[1].Handle() {
+					t.Errorf("%v: QPNs %d and %d, handles %d and %d: want distinct QPNs, not 0, and distinct handles",
+						p, qps[0].QPN(), qps[1].QPN(), qps[0].Handle(), qps[1].Handle())
+				}
+				got := qps[0].Cap()
+				if got.MaxSendWR < 20 || got.MaxRecvWR < 30 || got.MaxSendSGE < 2 || got.MaxRecvSGE < 3 {
+					t.Errorf("%v: Cap %+v, want at least what was asked (%+v)", p, got, init.Cap)
+				}
+				caps = append(caps, got)
+				want := "ioctl"
+				if p == PolicyWrite {
+					want = "write"
+				}
+				if tr := c.Transports()["CreateQP"]; tr.String() != want {
+					t.Errorf("%v: CreateQP went by %v, want %s", p, tr, want)
+				}
+				for _, qp := range qps {
+					if err := qp.Close(); err != nil {
+						t.Fatalf("%v: Close: %v", p, err)
+					}
+				}
+				cq.Close()
+				pd.Close()
+			}
+			for i, cp := range caps {
+				if cp != caps[0] {
+					t.Errorf("%v: Cap %+v, want %v's %+v", policies[i], cp, policies[0], caps[0])
+				}
+			}
+			t.Logf("Cap of a QP asked for 20/30 WRs, 2/3 SGEs, 16 B inline: %+v", caps[0])
+		})
+	}
+}

@@ -66,37 +66,83 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	if sp := pd.ctx.begin("CreateQP"); sp.rec != nil {
 		defer func() { sp.end(err) }()
 	}
+	dev := pd.ctx.dev.Name
+	if err := pd.checkQPInit(&init); err != nil {
+		return nil, err
+	}
+	// Every handle that goes into the command is held open until it returns.
+	held, err := holdQPHandles(pd, &init, dev)
+	if err != nil {
+		return nil, err
+	}
+	defer held.done()
+	return pd.createQP(init)
+}
+
+// checkQPInit is CreateQP's check of init against its type and the PD's
+// context.
+func (pd *PD) checkQPInit(init *QPInit) error {
 	c := pd.ctx
 	dev := c.dev.Name
 	switch {
 	case init.Type == QPTypeXRCTgt:
-		return nil, argError("CreateQP", dev, "an XRC target QP belongs to an XRC domain: XRCD.CreateTargetQP")
+		return argError("CreateQP", dev, "an XRC target QP belongs to an XRC domain: XRCD.CreateTargetQP")
 	case init.Type != QPTypeRC && init.Type != QPTypeUC && init.Type != QPTypeUD:
-		return nil, argError("CreateQP", dev, "QP type %v", init.Type)
+		return argError("CreateQP", dev, "QP type %v", init.Type)
 	case init.SendCQ == nil || init.RecvCQ == nil:
-		return nil, argError("CreateQP", dev, "a QP needs a send CQ and a receive CQ")
+		return argError("CreateQP", dev, "a QP needs a send CQ and a receive CQ")
 	case init.SendCQ.ctx != c || init.RecvCQ.ctx != c || (init.SRQ != nil && init.SRQ.pd.ctx != c):
-		return nil, argError("CreateQP", dev, "CQs and SRQ must belong to the PD's context")
+		return argError("CreateQP", dev, "CQs and SRQ must belong to the PD's context")
 	case init.SRQ != nil && init.SRQ.xrc:
-		return nil, argError("CreateQP", dev, "an XRC SRQ feeds XRC target QPs only (its senders name it)")
+		return argError("CreateQP", dev, "an XRC SRQ feeds XRC target QPs only (its senders name it)")
 	case init.SRQ != nil && (init.Cap.MaxRecvWR != 0 || init.Cap.MaxRecvSGE != 0):
-		return nil, argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
+		return argError("CreateQP", dev, "a QP with an SRQ has no receive queue of its own: MaxRecvWR and MaxRecvSGE must be 0")
 	case init.SingleThreaded && (!init.SendCQ.single || !init.RecvCQ.single):
-		return nil, argError("CreateQP", dev, "a single-threaded QP needs single-threaded CQs (CQOptions.SingleThreaded)")
+		return argError("CreateQP", dev, "a single-threaded QP needs single-threaded CQs (CQOptions.SingleThreaded)")
 	}
-	// Every handle that goes into the command is held open until it returns.
-	for _, o := range []struct {
-		l    *lifetime
-		what string
-	}{{&pd.lifetime, "PD"}, {&init.SendCQ.lifetime, "send CQ"}, {&init.RecvCQ.lifetime, "receive CQ"}, {srqLifetime(init.SRQ), "SRQ"}} {
-		if o.l == nil {
+	return nil
+}
+
+// qpHandles are the objects a QP_CREATE names, held open (lifetime.use)
+// for the command's duration; nil entries hold nothing.
+type qpHandles [4]*lifetime
+
+// holdQPHandles holds pd, init's CQs and its SRQ open, or releases what it
+// took and says which was closed.
+func holdQPHandles(pd *PD, init *QPInit, dev string) (qpHandles, error) {
+	h := qpHandles{&pd.lifetime, &init.SendCQ.lifetime, &init.RecvCQ.lifetime, srqLifetime(init.SRQ)}
+	for i, l := range h {
+		if l == nil {
 			continue
 		}
-		if err := o.l.use("CreateQP", dev); err != nil {
-			return nil, &OpError{Verb: "CreateQP", Device: dev, Err: fmt.Errorf("the %s: %w", o.what, ErrClosed)}
+		if err := l.use("CreateQP", dev); err != nil {
+			// use took nothing; those after i are not taken yet.
+			var taken qpHandles
+			copy(taken[:i], h[:i])
+			taken.done()
+			what := [...]string{"PD", "send CQ", "receive CQ", "SRQ"}[i]
+			return qpHandles{}, &OpError{Verb: "CreateQP", Device: dev, Err: fmt.Errorf("the %s: %w", what, ErrClosed)}
 		}
-		defer o.l.done()
 	}
+	return h, nil
+}
+
+// done releases the handles held.
+func (h qpHandles) done() {
+	for _, l := range h {
+		if l != nil {
+			l.done()
+		}
+	}
+}
+
+// createQP is CreateQP once its arguments are checked and its handles
+// held. (Split from it, as createCQ from CreateCQ, so that the defers are
+// open-coded: CreateQP's, deferred in a loop, went through the runtime's
+// defer records.)
+func (pd *PD) createQP(init QPInit) (_ *QP, err error) {
+	c := pd.ctx
+	dev := c.dev.Name
 	pa := provider.QPAttr{Type: init.Type, Cap: init.Cap, SendCQ: init.SendCQ.prov, RecvCQ: init.RecvCQ.prov, SignalAll: init.SignalAll,
 		SingleThreaded: init.SingleThreaded}
 	if init.SRQ != nil {
@@ -109,12 +155,87 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	in, out := setup.Udata()
 	tag := c.qps.reserve()
 	defer c.qps.abandon(tag, &err) // a failed create frees the slot
+	r, err := pd.createQPCommand(&init, tag, in, out)
+	if err != nil {
+		setup.Abort()
+		return nil, err
+	}
+	capOut := &r.cap
+	init.Cap = QPCap{MaxSendWR: capOut.MaxSendWr, MaxRecvWR: capOut.MaxRecvWr, MaxSendSGE: capOut.MaxSendSge, MaxRecvSGE: capOut.MaxRecvSge, MaxInlineData: capOut.MaxInlineData}
+	qp := &QP{pd: pd, handle: r.handle, qpn: r.qpn, init: init, tag: tag}
+	prov, err := setup.Complete(provider.QPCreated{Handle: r.handle, QPN: qp.qpn, Cap: init.Cap})
+	if err != nil {
+		qp.destroyKernel()
+		return nil, opError("CreateQP", dev, abi.TransportNone, err)
+	}
+	qp.setProvider(prov)
+	c.qps.set(tag, qp)
+	return qp, nil
+}
+
+// qpCreated is the kernel's answer to QP_CREATE.
+type qpCreated struct {
+	handle, qpn uint32
+	cap         abi.IbUverbsQpCap
+}
+
+// createQPCommand sends QP_CREATE for init with user handle tag: by the
+// flat path where it can (abi.File.FlatMethod), else by the builder
+// (createQPBuilt).
+func (pd *PD) createQPCommand(init *QPInit, tag uint64, in, out []byte) (r qpCreated, err error) {
+	c := pd.ctx
+	inline := [8]abi.FlatAttr{
+		{ID: abi.UVERBS_ATTR_CREATE_QP_HANDLE}, // UVERBS_ACCESS_NEW: the kernel writes the handle here
+		{ID: abi.UVERBS_ATTR_CREATE_QP_PD_HANDLE, Data: uint64(pd.handle)},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_SEND_CQ_HANDLE, Data: uint64(init.SendCQ.handle)},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_RECV_CQ_HANDLE, Data: uint64(init.RecvCQ.handle)},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_USER_HANDLE, Len: 8, Data: tag},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_TYPE, Len: 8, Data: uint64(init.Type)},
+	}
+	ni := 6
+	if init.SRQ != nil {
+		inline[ni] = abi.FlatAttr{ID: abi.UVERBS_ATTR_CREATE_QP_SRQ_HANDLE, Data: uint64(init.SRQ.handle)}
+		ni++
+	}
+	if init.SignalAll {
+		inline[ni] = abi.FlatAttr{ID: abi.UVERBS_ATTR_CREATE_QP_FLAGS, Len: 4, Data: abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL}
+		ni++
+	}
 	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
 		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
-	var capOut abi.IbUverbsQpCap
 	var qpn [4]byte
-	var handle uint32
+	bufs := [5]abi.FlatBuf{
+		{ID: abi.UVERBS_ATTR_CREATE_QP_CAP, B: abi.Bytes(&capIn)},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, Out: true, B: abi.Bytes(&r.cap)},
+		{ID: abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, Out: true, B: qpn[:]},
+	}
+	nb := 3
+	if len(in) > 0 {
+		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_IN, B: in}
+		nb++
+	}
+	if len(out) > 0 {
+		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_OUT, Out: true, B: out}
+		nb++
+	}
+	done, _, err := c.flatMethod("CreateQP", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, c.cpuOnly, inline[:ni], bufs[:nb])
+	if !done {
+		return pd.createQPBuilt(init, tag, in, out)
+	}
+	if err != nil {
+		return qpCreated{}, err
+	}
+	// Outputs the kernel did not write stay zero, as the builder's do.
+	r.handle, r.qpn = uint32(inline[0].Data), ne.Uint32(qpn[:])
+	return r, nil
+}
 
+// createQPBuilt is createQPCommand by the builder, with CREATE_QP by
+// write where the kernel has no method.
+func (pd *PD) createQPBuilt(init *QPInit, tag uint64, in, out []byte) (r qpCreated, err error) {
+	c := pd.ctx
+	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
+		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	defer b.Release()
 	if c.cpuOnly {
@@ -133,8 +254,8 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 	if init.SignalAll {
 		b.Uint32In(abi.UVERBS_ATTR_CREATE_QP_FLAGS, abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL)
 	}
-	capA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, len(abi.Bytes(&capOut)))
-	qpnA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, len(qpn))
+	capA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, len(abi.Bytes(&r.cap)))
+	qpnA := b.PtrOutLen(abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, 4)
 	b.UHW(in, out)
 	tr, err := c.ioctl("CreateQP", b, func() error {
 		req := abi.IbUverbsCreateQp{UserHandle: tag, PdHandle: pd.handle, SendCqHandle: init.SendCQ.handle, RecvCqHandle: init.RecvCQ.handle,
@@ -151,30 +272,21 @@ func (pd *PD) CreateQP(init QPInit) (_ *QP, err error) {
 		if err := c.fallback("CreateQP", &cmd); err != nil {
 			return err
 		}
-		handle = resp.QpHandle
-		ne.PutUint32(qpn[:], resp.Qpn)
-		capOut = abi.IbUverbsQpCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSge: resp.MaxSendSge, MaxRecvSge: resp.MaxRecvSge, MaxInlineData: resp.MaxInlineData}
+		r.handle, r.qpn = resp.QpHandle, resp.Qpn
+		r.cap = abi.IbUverbsQpCap{MaxSendWr: resp.MaxSendWr, MaxRecvWr: resp.MaxRecvWr, MaxSendSge: resp.MaxSendSge, MaxRecvSge: resp.MaxRecvSge, MaxInlineData: resp.MaxInlineData}
 		return nil
 	})
 	if err != nil {
-		setup.Abort()
-		return nil, err
+		return qpCreated{}, err
 	}
 	if tr == abi.TransportIoctl {
-		handle = uint32(b.Result(h))
-		copy(abi.Bytes(&capOut), b.Output(capA))
-		copy(qpn[:], b.Output(qpnA))
+		r.handle = uint32(b.Result(h))
+		copy(abi.Bytes(&r.cap), b.Output(capA))
+		if v := b.Output(qpnA); len(v) == 4 {
+			r.qpn = ne.Uint32(v)
+		}
 	}
-	init.Cap = QPCap{MaxSendWR: capOut.MaxSendWr, MaxRecvWR: capOut.MaxRecvWr, MaxSendSGE: capOut.MaxSendSge, MaxRecvSGE: capOut.MaxRecvSge, MaxInlineData: capOut.MaxInlineData}
-	qp := &QP{pd: pd, handle: handle, qpn: ne.Uint32(qpn[:]), init: init, tag: tag}
-	prov, err := setup.Complete(provider.QPCreated{Handle: handle, QPN: qp.qpn, Cap: init.Cap})
-	if err != nil {
-		qp.destroyKernel()
-		return nil, opError("CreateQP", dev, abi.TransportNone, err)
-	}
-	qp.setProvider(prov)
-	c.qps.set(tag, qp)
-	return qp, nil
+	return r, nil
 }
 
 // QPN is the queue pair number peers address it by.

@@ -24,15 +24,27 @@ func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	default:
 		return nil, fmt.Errorf("rxe: QP type %v: %w", a.Type, provider.ErrNotSupported)
 	}
-	return &provider.SetupFunc[provider.QPCreated, provider.QP]{
-		Out: make([]byte, len(abi.Bytes(new(abi.RxeCreateQpResp)))),
-		Done: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
-			var resp abi.RxeCreateQpResp
-			copy(abi.Bytes(&resp), out)
-			return c.newQP(a, cr, resp)
-		},
-	}, nil
+	return &qpSetup{c: c, a: a}, nil
 }
+
+// qpSetup is CreateQP's setup, the response buffer inside it: one
+// allocation where a SetupFunc, its closure and the buffer were three.
+type qpSetup struct {
+	c    *Context
+	a    provider.QPAttr
+	resp abi.RxeCreateQpResp
+}
+
+// Udata is the response buffer.
+func (s *qpSetup) Udata() (in, out []byte) { return nil, abi.Bytes(&s.resp) }
+
+// Complete maps the queues and returns the QP.
+func (s *qpSetup) Complete(cr provider.QPCreated) (provider.QP, error) {
+	return s.c.newQP(s.a, cr, s.resp)
+}
+
+// Abort does nothing: the setup holds no resource.
+func (s *qpSetup) Abort() {}
 
 func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCreateQpResp) (*QP, error) {
 	sq, err := mapQueue(c.f, "send", resp.SqMi, sendWQESize+sgeSize)

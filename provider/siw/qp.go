@@ -22,15 +22,27 @@ func (c *Context) CreateQP(a provider.QPAttr) (provider.Setup[provider.QPCreated
 	if a.Type != provider.QPTypeRC {
 		return nil, fmt.Errorf("siw: QP type %v: iWARP carries RC only: %w", a.Type, provider.ErrNotSupported)
 	}
-	return &provider.SetupFunc[provider.QPCreated, provider.QP]{
-		Out: make([]byte, len(abi.Bytes(new(abi.SiwUrespCreateQp)))),
-		Done: func(cr provider.QPCreated, out []byte) (provider.QP, error) {
-			var resp abi.SiwUrespCreateQp
-			copy(abi.Bytes(&resp), out)
-			return c.newQP(a, cr, resp)
-		},
-	}, nil
+	return &qpSetup{c: c, a: a}, nil
 }
+
+// qpSetup is CreateQP's setup, the response buffer inside it: one
+// allocation where a SetupFunc, its closure and the buffer were three.
+type qpSetup struct {
+	c    *Context
+	a    provider.QPAttr
+	resp abi.SiwUrespCreateQp
+}
+
+// Udata is the response buffer.
+func (s *qpSetup) Udata() (in, out []byte) { return nil, abi.Bytes(&s.resp) }
+
+// Complete maps the queues and returns the QP.
+func (s *qpSetup) Complete(cr provider.QPCreated) (provider.QP, error) {
+	return s.c.newQP(s.a, cr, s.resp)
+}
+
+// Abort does nothing: the setup holds no resource.
+func (s *qpSetup) Abort() {}
 
 func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.SiwUrespCreateQp) (*QP, error) {
 	sq, err := mapRing(c.f, "send queue", resp.SqKey, resp.NumSqe, sqeSize, 0)
