@@ -97,6 +97,21 @@ type FlatBuf struct {
 	B   []byte
 }
 
+// FlatUHW puts the driver's private data (UVERBS_ATTR_UHW_IN and _OUT) in
+// bufs from index n, each only when not empty, as Ioctl.UHW adds them, and
+// returns the new count.
+func FlatUHW(bufs []FlatBuf, n int, in, out []byte) int {
+	if len(in) > 0 {
+		bufs[n] = FlatBuf{ID: attrUHWIn, B: in}
+		n++
+	}
+	if len(out) > 0 {
+		bufs[n] = FlatBuf{ID: attrUHWOut, Out: true, B: out}
+		n++
+	}
+	return n
+}
+
 // flatMaxAttrs is how many attributes a FlatMethod carries (a QP_CREATE
 // has up to 13).
 const flatMaxAttrs = 16

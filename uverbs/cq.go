@@ -197,15 +197,7 @@ func (c *Context) createCQCommand(a cqCommand, in, out []byte) (handle, got uint
 	}
 	var respCQE [4]byte
 	bufs := [3]abi.FlatBuf{{ID: abi.UVERBS_ATTR_CREATE_CQ_RESP_CQE, Out: true, B: respCQE[:]}}
-	nb := 1
-	if len(in) > 0 {
-		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_IN, B: in}
-		nb++
-	}
-	if len(out) > 0 {
-		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_OUT, Out: true, B: out}
-		nb++
-	}
+	nb := abi.FlatUHW(bufs[:], 1, in, out)
 	done, valid, err := c.flatMethod("CreateCQ", abi.UVERBS_OBJECT_CQ, abi.UVERBS_METHOD_CQ_CREATE, c.cpuOnly, inline[:ni], bufs[:nb])
 	if !done {
 		return c.createCQBuilt(a, in, out)

@@ -42,13 +42,7 @@ func TestRigCreateCQTransportsAgree(t *testing.T) {
 					}
 				}
 				sizes = append(sizes, got)
-				want := "ioctl"
-				if p == PolicyWrite {
-					want = "write"
-				}
-				if tr := c.Transports()["CreateCQ"]; tr.String() != want {
-					t.Errorf("%v: CreateCQ went by %v, want %s", p, tr, want)
-				}
+				checkTransport(t, c, "CreateCQ", p)
 				a, err := c.QueryDevice()
 				if err != nil {
 					t.Fatal(err)
@@ -112,13 +106,7 @@ func TestRigCreateQPTransportsAgree(t *testing.T) {
 					t.Errorf("%v: Cap %+v, want at least what was asked (%+v)", p, got, init.Cap)
 				}
 				caps = append(caps, got)
-				want := "ioctl"
-				if p == PolicyWrite {
-					want = "write"
-				}
-				if tr := c.Transports()["CreateQP"]; tr.String() != want {
-					t.Errorf("%v: CreateQP went by %v, want %s", p, tr, want)
-				}
+				checkTransport(t, c, "CreateQP", p)
 				for _, qp := range qps {
 					if err := qp.Close(); err != nil {
 						t.Fatalf("%v: Close: %v", p, err)
@@ -134,5 +122,18 @@ func TestRigCreateQPTransportsAgree(t *testing.T) {
 			}
 			t.Logf("Cap of a QP asked for 20/30 WRs, 2/3 SGEs, 16 B inline: %+v", caps[0])
 		})
+	}
+}
+
+// checkTransport checks that verb's last call on c went by the transport
+// policy p asks for (the flat path is ioctl's).
+func checkTransport(t *testing.T, c *Context, verb string, p CommandPolicy) {
+	t.Helper()
+	want := "ioctl"
+	if p == PolicyWrite {
+		want = "write"
+	}
+	if tr := c.Transports()[verb]; tr.String() != want {
+		t.Errorf("%v: %s went by %v, want %s", p, verb, tr, want)
 	}
 }

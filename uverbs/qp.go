@@ -209,15 +209,7 @@ func (pd *PD) createQPCommand(init *QPInit, tag uint64, in, out []byte) (r qpCre
 		{ID: abi.UVERBS_ATTR_CREATE_QP_RESP_CAP, Out: true, B: abi.Bytes(&r.cap)},
 		{ID: abi.UVERBS_ATTR_CREATE_QP_RESP_QP_NUM, Out: true, B: qpn[:]},
 	}
-	nb := 3
-	if len(in) > 0 {
-		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_IN, B: in}
-		nb++
-	}
-	if len(out) > 0 {
-		bufs[nb] = abi.FlatBuf{ID: abi.UVERBS_ATTR_UHW_OUT, Out: true, B: out}
-		nb++
-	}
+	nb := abi.FlatUHW(bufs[:], 3, in, out)
 	done, _, err := c.flatMethod("CreateQP", abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE, c.cpuOnly, inline[:ni], bufs[:nb])
 	if !done {
 		return pd.createQPBuilt(init, tag, in, out)
