@@ -135,10 +135,10 @@ func Open(path string, driverID uint32) (*File, error) { return open(path, drive
 // OpenCPU is Open for a device whose driver does its work on the CPU
 // (rxe, siw: Ioctl.Quick's rule): the open(2) and Close's close(2) are raw
 // syscalls. Opening the character device (devtmpfs) and closing it, which
-// destroys every object left in the context, wait on no device, and as
-// ordinary syscalls, as the longest of a loop's, they let the runtime's
-// monitor take the goroutine's P and resume waking every 20 µs
-// (realKernel.IoctlQuick).
+// destroys every object left in the context, wait on no device; as
+// ordinary syscalls they were the longest of a loop of opens and closes,
+// and the runtime's monitor took the goroutine's P in them and went back
+// to waking every 20 µs (realKernel.IoctlQuick).
 func OpenCPU(path string, driverID uint32) (*File, error) { return open(path, driverID, true) }
 
 func open(path string, driverID uint32, cpu bool) (*File, error) {
