@@ -173,6 +173,12 @@ func (pd *PD) createQP(init QPInit) (_ *QP, err error) {
 	return qp, nil
 }
 
+// qpCapWire is q as QP_CREATE carries it.
+func qpCapWire(q QPCap) abi.IbUverbsQpCap {
+	return abi.IbUverbsQpCap{MaxSendWr: q.MaxSendWR, MaxRecvWr: q.MaxRecvWR, MaxSendSge: q.MaxSendSGE,
+		MaxRecvSge: q.MaxRecvSGE, MaxInlineData: q.MaxInlineData}
+}
+
 // qpCreated is the kernel's answer to QP_CREATE.
 type qpCreated struct {
 	handle, qpn uint32
@@ -201,8 +207,7 @@ func (pd *PD) createQPCommand(init *QPInit, tag uint64, in, out []byte) (r qpCre
 		inline[ni] = abi.FlatAttr{ID: abi.UVERBS_ATTR_CREATE_QP_FLAGS, Len: 4, Data: abi.IB_UVERBS_QP_CREATE_SQ_SIG_ALL}
 		ni++
 	}
-	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
-		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
+	capIn := qpCapWire(init.Cap)
 	var qpn [4]byte
 	bufs := [5]abi.FlatBuf{
 		{ID: abi.UVERBS_ATTR_CREATE_QP_CAP, B: abi.Bytes(&capIn)},
@@ -226,8 +231,7 @@ func (pd *PD) createQPCommand(init *QPInit, tag uint64, in, out []byte) (r qpCre
 // write where the kernel has no method.
 func (pd *PD) createQPBuilt(init *QPInit, tag uint64, in, out []byte) (r qpCreated, err error) {
 	c := pd.ctx
-	capIn := abi.IbUverbsQpCap{MaxSendWr: init.Cap.MaxSendWR, MaxRecvWr: init.Cap.MaxRecvWR, MaxSendSge: init.Cap.MaxSendSGE,
-		MaxRecvSge: init.Cap.MaxRecvSGE, MaxInlineData: init.Cap.MaxInlineData}
+	capIn := qpCapWire(init.Cap)
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_QP, abi.UVERBS_METHOD_QP_CREATE)
 	defer b.Release()
 	if c.cpuOnly {
