@@ -87,7 +87,10 @@ type File struct {
 	rule atomic.Uint32
 	// invokes: the kept INVOKE_WRITE call of each command (invokeIoctl),
 	// made on first use: legacy command n at n, extended command n at 64+n.
-	invokes  [128]atomic.Pointer[Kept[invokeShape]]
+	// The table itself is made on first use too: the flat path (flatInvoke)
+	// sends most commands without it, and as a field its 1 KiB was most
+	// of what an Open allocated and cleared.
+	invokes  atomic.Pointer[invokeTable]
 	writeFor sync.Map // ioctlKey → struct{}: methods that said EPROTONOSUPPORT
 
 	syscalls atomic.Uint64 // syscalls made without a reference (munmap, close)

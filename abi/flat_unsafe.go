@@ -94,7 +94,10 @@ func (f *File) FlatIoctl(object, method uint16, quick bool, inline []FlatAttr, o
 type FlatBuf struct {
 	ID  uint16
 	Out bool
-	B   []byte
+	// Optional sends the attribute without UVERBS_ATTR_F_MANDATORY (as
+	// Ioctl.Optional): a kernel that does not know it ignores it.
+	Optional bool
+	B        []byte
 }
 
 // FlatUHW puts the driver's private data (UVERBS_ATTR_UHW_IN and _OUT) in
@@ -147,6 +150,9 @@ func (f *File) FlatMethod(object, method uint16, quick bool, inline []FlatAttr, 
 			return false, 0, nil // the builder refuses it with its error
 		}
 		w.attrs[n+i] = IbUverbsAttr{AttrId: bufs[i].ID, Len: uint16(len(bufs[i].B)), Flags: attrFMandatory}
+		if bufs[i].Optional {
+			w.attrs[n+i].Flags = 0
+		}
 	}
 	total := n + len(bufs)
 	w.hdr = IbUverbsIoctlHdr{Length: uint16(ioctlHdrSize + total*ioctlAttrSize), ObjectId: object, MethodId: method, NumAttrs: uint16(total), DriverId: f.driverID}

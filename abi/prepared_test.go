@@ -149,7 +149,7 @@ func TestInvokeKeptAndFresh(t *testing.T) {
 			t.Errorf("command %d reached the kernel with in %v, driver in %v; want %v, %v", i, in, din, c.In, c.DriverIn)
 		}
 	}
-	if p := f.invokes[3].Load(); p == nil || p.Shape != shapeOf(cmds[0]) {
+	if p := f.invokeTable()[3].Load(); p == nil || p.Shape != shapeOf(cmds[0]) {
 		t.Fatalf("the kept call of command 3 is %+v, want the first command's shape", p)
 	}
 }

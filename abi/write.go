@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 )
 
 // Command is one write-style uverbs command (IB_USER_VERBS_CMD_* or
@@ -54,6 +55,18 @@ func (f *File) Invoke(c *Command) (Transport, error) {
 	return TransportWrite, f.write(c)
 }
 
+// invokeTable holds a file's kept INVOKE_WRITE calls (File.invokes).
+type invokeTable [128]atomic.Pointer[Kept[invokeShape]]
+
+// invokeTable is f's table of kept calls, made on first use.
+func (f *File) invokeTable() *invokeTable {
+	if t := f.invokes.Load(); t != nil {
+		return t
+	}
+	f.invokes.CompareAndSwap(nil, new(invokeTable))
+	return f.invokes.Load()
+}
+
 // invokeIoctl tunnels c through DEVICE/INVOKE_WRITE. The outputs stay in
 // the builder and are copied out here, so c's buffers never escape and the
 // call allocates nothing. A command goes through the file's prepared call
@@ -65,10 +78,10 @@ func (f *File) invokeIoctl(c *Command) error {
 	var p *Prepared
 	slot := c.Num // legacy commands in the first half, extended ones in the second
 	if c.Extended() {
-		slot = c.Num&^cmdFlagExtended + uint32(len(f.invokes)/2)
+		slot = c.Num&^cmdFlagExtended + uint32(len(invokeTable{})/2)
 	}
-	if slot < uint32(len(f.invokes)) {
-		if k := Keep(&f.invokes[slot], s, objectDevice, methodInvokeWrite); k.Shape.same(s) {
+	if slot < uint32(len(invokeTable{})) {
+		if k := Keep(&f.invokeTable()[slot], s, objectDevice, methodInvokeWrite); k.Shape.same(s) {
 			p = k.P
 			b = p.Take()
 		}

@@ -190,3 +190,36 @@ func icCreateCQ(b *testing.B, c *uverbs.Context, n int) {
 		}
 	}
 }
+
+// BenchmarkOpenClose is Open and Close of a siw context over the fake
+// kernel: the user code of ibvcost's open_device and close_device rows.
+// The fake's own share is one allocation an Open (its kernel) and a dup(2)
+// (the async event fd Close closes).
+func BenchmarkOpenClose(b *testing.B) {
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { unix.Close(pipe[0]); unix.Close(pipe[1]) })
+	const path = "/dev/infiniband/uverbs-allocs-openclose"
+	b.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) {
+		fd, err := unix.Dup(pipe[0])
+		return 1000, uverbs.NewAllocsKernel(fd), err
+	}))
+	d := uverbs.Device{Name: "allocs0", CharDev: path, Driver: uverbs.DriverSIW}
+	b.ReportAllocs()
+	icOpenClose(b, d, b.N)
+}
+
+//go:noinline
+func icOpenClose(b *testing.B, d uverbs.Device, n int) {
+	for i := 0; i < n; i++ {
+		c, err := uverbs.Open(d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -78,6 +78,9 @@ type Context struct {
 	transportsMu  sync.Mutex
 	transports    []verbTransport
 	transportSeen [transportSlots]atomic.Uint64
+	// transportsBuf is transports' first array: Open's own note (the
+	// first) allocates nothing.
+	transportsBuf [4]verbTransport
 	// The live objects, released by Close; a CQ's, QP's or SRQ's tag
 	// here is its user handle, which the kernel's events name it by.
 	cqs      registry[CQ]
@@ -131,6 +134,7 @@ func OpenWith(d Device, o OpenOptions) (_ *Context, err error) {
 	c := &Context{dev: d, file: f, dead: make(chan struct{}), lostCh: make(chan struct{}), postNamesQP: software}
 	c.cpuOnly = software
 	c.asyncFd = -1
+	c.transports = c.transportsBuf[:0]
 	c.rec.Store(o.Recorder)
 	if sp := c.begin("Open"); sp.rec != nil {
 		defer func() { sp.end(err) }()
@@ -314,6 +318,32 @@ func (c *Context) flatAllowed() bool { return c.rec.Load() == nil && !c.closed.L
 // getContext runs GET_CONTEXT: by ioctl (then the async fd is allocated
 // separately), or by write, which also returns the async fd.
 func (c *Context) getContext(driverIn, driverOut []byte) error {
+	var vectors [4]byte
+	var sup [8]byte
+	bufs := [4]abi.FlatBuf{
+		{ID: abi.UVERBS_ATTR_GET_CONTEXT_NUM_COMP_VECTORS, Out: true, B: vectors[:]},
+		{ID: abi.UVERBS_ATTR_GET_CONTEXT_CORE_SUPPORT, Out: true, Optional: true, B: sup[:]},
+	}
+	nb := abi.FlatUHW(bufs[:], 2, driverIn, driverOut)
+	done, valid, err := c.flatMethod("Open", abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT, c.cpuOnly, nil, bufs[:nb])
+	if !done {
+		return c.getContextBuilt(driverIn, driverOut)
+	}
+	if err != nil {
+		return err
+	}
+	if valid&1 != 0 {
+		c.numCompVectors = int(ne.Uint32(vectors[:]))
+	}
+	if valid&2 != 0 { // optional: an older kernel may leave it
+		c.coreSupport = ne.Uint64(sup[:])
+	}
+	return nil
+}
+
+// getContextBuilt is getContext by the builder, with GET_CONTEXT by write
+// where the kernel has no method.
+func (c *Context) getContextBuilt(driverIn, driverOut []byte) error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_DEVICE, abi.UVERBS_METHOD_GET_CONTEXT)
 	defer b.Release()
 	if c.cpuOnly {
@@ -350,6 +380,20 @@ func (c *Context) getContext(driverIn, driverOut []byte) error {
 // allocAsyncFD creates the async event file (ASYNC_EVENT_ALLOC), which the
 // ioctl form of GET_CONTEXT does not.
 func (c *Context) allocAsyncFD() error {
+	inline := [1]abi.FlatAttr{{ID: abi.UVERBS_ATTR_ASYNC_EVENT_ALLOC_FD_HANDLE}} // UVERBS_ACCESS_NEW: the kernel writes the fd here
+	done, _, err := c.flatMethod("Open", abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC, c.cpuOnly, inline[:], nil)
+	if !done {
+		return c.allocAsyncFDBuilt()
+	}
+	if err != nil {
+		return err
+	}
+	c.asyncFd = int(int32(inline[0].Data))
+	return nil
+}
+
+// allocAsyncFDBuilt is allocAsyncFD by the builder.
+func (c *Context) allocAsyncFDBuilt() error {
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_ASYNC_EVENT, abi.UVERBS_METHOD_ASYNC_EVENT_ALLOC)
 	defer b.Release()
 	if c.cpuOnly {

@@ -137,3 +137,53 @@ func checkTransport(t *testing.T, c *Context, verb string, p CommandPolicy) {
 		t.Errorf("%v: %s went by %v, want %s", p, verb, tr, want)
 	}
 }
+
+// TestRigOpenTransportsAgree opens contexts by the flat path (PolicyAuto:
+// GET_CONTEXT and ASYNC_EVENT_ALLOC by abi.File.FlatMethod), the
+// builder's ioctl and the write command (which returns the async fd with
+// the context), and checks that they agree on what the kernel said: the
+// completion vectors, the core support bits, an async event file that is
+// open and the kernel's (an event channel's fd reads EAGAIN when empty).
+func TestRigOpenTransportsAgree(t *testing.T) {
+	rigtest.Require(t)
+	for _, name := range []string{"rxe0", "siw0"} {
+		t.Run(name, func(t *testing.T) {
+			type opened struct {
+				vectors int
+				support uint64
+			}
+			var got []opened
+			policies := []CommandPolicy{PolicyAuto, PolicyIoctl, PolicyWrite}
+			for _, p := range policies {
+				c := openRig(t, name, p)
+				checkTransport(t, c, "Open", p)
+				fd := c.asyncFd
+				if fd < 0 {
+					t.Fatalf("%v: no async event fd", p)
+				}
+				unix.SetNonblock(fd, true)
+				var buf [16]byte
+				if _, err := unix.Read(fd, buf[:]); err != unix.EAGAIN {
+					t.Errorf("%v: read of the empty async event fd %d: %v, want EAGAIN", p, fd, err)
+				}
+				got = append(got, opened{c.NumCompVectors(), c.coreSupport})
+				if err := c.Close(); err != nil {
+					t.Fatalf("%v: Close: %v", p, err)
+				}
+				if err := unix.Close(fd); err != unix.EBADF {
+					t.Errorf("%v: the async event fd %d after Close: close says %v, want EBADF", p, fd, err)
+				}
+			}
+			for i, o := range got {
+				if o.vectors < 1 || o.vectors != got[0].vectors {
+					t.Errorf("%v: %d completion vectors, want ≥ 1 and as %v's %d", policies[i], o.vectors, policies[0], got[0].vectors)
+				}
+				// The write command has no core support answer (0).
+				if policies[i] != PolicyWrite && o.support != got[0].support {
+					t.Errorf("%v: core support %#x, want %v's %#x", policies[i], o.support, policies[0], got[0].support)
+				}
+			}
+			t.Logf("completion vectors %d, core support %#x", got[0].vectors, got[0].support)
+		})
+	}
+}

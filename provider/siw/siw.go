@@ -19,11 +19,14 @@ func (Driver) Name() string { return "siw" }
 // NewContext opens a context: siw answers GET_CONTEXT with
 // siw_uresp_alloc_ctx and refuses a shorter response (EINVAL).
 func (Driver) NewContext(k provider.Kernel) (provider.Context, error) {
-	var resp abi.SiwUrespAllocCtx
-	if err := k.GetContext(nil, abi.Bytes(&resp)); err != nil {
+	// The response is read into the context it makes: it escapes through
+	// the Kernel interface, and on its own would be a second allocation.
+	c := &Context{k: k, f: k.File()}
+	if err := k.GetContext(nil, abi.Bytes(&c.resp)); err != nil {
 		return nil, err
 	}
-	return &Context{k: k, f: k.File(), devID: resp.DevId}, nil
+	c.devID = c.resp.DevId
+	return c, nil
 }
 
 // Context is a siw context: the command file the rings are mapped from and
@@ -32,6 +35,7 @@ type Context struct {
 	k     provider.Kernel
 	f     *abi.File
 	devID uint32
+	resp  abi.SiwUrespAllocCtx // GET_CONTEXT's answer (NewContext)
 	// lost is set when the device is gone (DeviceLost): every fast path
 	// then fails with errDeviceLost.
 	lost atomic.Bool
