@@ -7,6 +7,7 @@
 # compare the two sides, not the figures with untraced ones).
 #   test/perf/ktrace.sh                                  # VERB=cq DEV=siw0 N=1000
 #   VERB=mr DEV=rxe0 N=2000 FUNCS="ib_uverbs_ioctl" test/perf/ktrace.sh
+#   VERB=mr FUNCS=none EVENTS="kmem/mm_page_alloc" test/perf/ktrace.sh  # events only
 # VERB and N are test/perf/slowloop's (and insns/slowloop.c's); FUNCS the
 # traced functions (default: ib_uverbs_ioctl __x64_sys_munmap
 # __x64_sys_mmap); events under MIN a call on both sides (default 0.01:
@@ -28,7 +29,7 @@ if [ "${1:-}" = --guest ]; then
     echo 0 > $T/tracing_on; echo > $T/trace
     for e in sched/sched_switch sched/sched_wakeup timer/hrtimer_expire_entry irq_vectors/call_function_entry \
       irq_vectors/call_function_single_entry irq_vectors/reschedule_entry irq_vectors/local_timer_entry \
-      tlb/tlb_flush raw_syscalls/sys_enter exceptions/page_fault_user signal/signal_deliver; do
+      tlb/tlb_flush raw_syscalls/sys_enter exceptions/page_fault_user signal/signal_deliver ${EVENTS:-}; do
       [ -e $T/events/$e/enable ] && echo 1 > $T/events/$e/enable
     done
     echo 1 > $T/tracing_on
@@ -42,9 +43,11 @@ if [ "${1:-}" = --guest ]; then
       for (i = 1; i <= NF; i++) if ($i ~ /:$/ && $i !~ /^[0-9.]+:$/) { ev = $i; break }
       if (ev ~ /sys_enter/ && match($0, /NR [0-9]+/)) ev = ev substr($0, RSTART, RLENGTH)
       if (ev ~ /tlb_flush/ && match($0, /reason:[^(]*/)) ev = ev substr($0, RSTART + 7, RLENGTH - 7)
+      if (ev ~ /mm_page_alloc/ && match($0, /order=[0-9]+/)) ev = ev substr($0, RSTART, RLENGTH) ($0 ~ /__GFP_ZERO/ ? "_zero" : "")
       gsub(/ +$/, "", ev); gsub(/ /, "_", ev)
       c[ev]++ }
       END { for (e in c) printf "EVENT %s %s %.3f\n", side, e, c[e] / n }'
+    [ "${FUNCS:-}" = none ] && continue
     for f in ${FUNCS:-ib_uverbs_ioctl __x64_sys_munmap __x64_sys_mmap}; do
       echo 0 > $T/tracing_on; echo > $T/trace
       echo "$f" > $T/set_graph_function; echo 1 > $T/max_graph_depth
@@ -75,6 +78,7 @@ cp "$0" "$bin/ktrace.sh"
 echo "ktrace: goverbs at $(cd "$top" && git describe --always --dirty), kernel ${KERNEL:-6.1}, '${RIG_APPEND}'"
 env=(VERB="'${VERB:-cq}'" DEV="'${DEV:-siw0}'" N="'${N:-1000}'" ROUNDS="'${ROUNDS:-3}'")
 [ -n "${FUNCS:-}" ] && env+=(FUNCS="'$FUNCS'")
+[ -n "${EVENTS:-}" ] && env+=(EVENTS="'$EVENTS'")
 rc=0
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- "${env[*]} ktrace.sh --guest" > "$log" 2>&1 || rc=$?
 [ $rc = 0 ] || { tail -n 30 "$log"; echo "ktrace.sh: the guest failed (exit $rc)" >&2; exit "$rc"; }
