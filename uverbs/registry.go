@@ -1,6 +1,9 @@
 package uverbs
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // registry is a context's table of its live objects of one kind. The
 // kernel names a CQ, QP or SRQ in its completion and async events by the
@@ -18,6 +21,12 @@ type registry[T any] struct {
 	mu    sync.Mutex
 	slots []regSlot[T]
 	free  []uint32 // indexes of unused slots
+	// taken is set by the first take, under mu: a table never used
+	// (a context opened and closed, with nothing made in it) is drained
+	// without the lock, ~70 instructions each of Context.Close's five.
+	// A take that sets it after collect's load is one that would have
+	// waited for collect's lock, and found the table drained, anyway.
+	taken atomic.Bool
 }
 
 type regSlot[T any] struct {
@@ -57,6 +66,9 @@ func (r *registry[T]) take(v *T) uint64 {
 	} else {
 		i = uint32(len(r.slots))
 		r.slots = append(r.slots, regSlot[T]{})
+		if i == 0 {
+			r.taken.Store(true)
+		}
 	}
 	s := &r.slots[i]
 	s.gen++
@@ -127,6 +139,9 @@ func (r *registry[T]) list() []*T { return r.collect(false) }
 // collect returns the objects in use (set, not only reserved) and, with
 // free, frees every slot in use, reserved ones included.
 func (r *registry[T]) collect(free bool) []*T {
+	if !r.taken.Load() {
+		return nil
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var vs []*T
