@@ -97,6 +97,11 @@ var _ provider.CQ = (*CQ)(nil)
 // errCQClosed reports a poll of a closed CQ.
 var errCQClosed = fmt.Errorf("rxe: completion queue: %w", provider.ErrClosed)
 
+// closedCQ is every closed CQ's state, shared: a state without a queue is
+// never written (Poll and Arm return its err before they touch a field),
+// and one allocation less at each Close.
+var closedCQ = &cqState{err: errCQClosed}
+
 func newCQState(q *queue) *cqState { return &cqState{q: q, head: q.cons.Load() & q.mask} }
 
 // Poll copies up to len(wc) completions out of the queue: one load-acquire
@@ -292,7 +297,7 @@ func (cq *CQ) Close() error {
 	if old.q == nil && errors.Is(old.err, provider.ErrClosed) {
 		return nil
 	}
-	cq.st.Store(&cqState{err: errCQClosed})
+	cq.st.Store(closedCQ)
 	if old.q != nil {
 		return old.release()
 	}
