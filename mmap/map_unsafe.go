@@ -64,3 +64,12 @@ func (r *Region) Addr() uintptr {
 	}
 	return uintptr(unsafe.Pointer(unsafe.SliceData(r.b)))
 }
+
+// Owns reports whether b lies wholly within the mapping of a Region that is
+// open: memory off the Go heap that stays where it is until that Region is
+// closed. uverbs' RegMR asks it to skip the pin (runtime.Pinner) and the
+// bookkeeping that memory from the Go heap needs. It takes no lock: a load
+// and a binary search over the open Regions.
+func Owns(b []byte) bool {
+	return len(b) > 0 && ownsRange(uintptr(unsafe.Pointer(unsafe.SliceData(b))), len(b))
+}

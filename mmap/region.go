@@ -77,6 +77,7 @@ func AnonymousOpts(size int, o Options) (*Region, error) {
 		return nil, fmt.Errorf("mmap: anonymous mapping of %d bytes: %w", n, err)
 	}
 	r := &Region{b: b, size: n}
+	own(r.Addr(), n)
 	if !o.CopyOnFork {
 		if err := unix.Madvise(b, unix.MADV_DONTFORK); err != nil {
 			r.Close()
@@ -114,6 +115,7 @@ func (r *Region) Close() error {
 		return nil
 	}
 	b := r.b
+	disown(r.Addr()) // before the unmap: the range may be mapped again at once
 	r.b = nil
 	if err := unmapMem(b); err != nil {
 		return fmt.Errorf("mmap: munmap of %d bytes: %w", r.size, err)
