@@ -84,18 +84,7 @@ func TestAllocsSlowPathVerbs(t *testing.T) {
 	if raceBuild {
 		t.Skip("the race detector's sync.Pool drops items; `make unit` runs this test without -race")
 	}
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pipe[1])
-	const path = "/dev/infiniband/uverbs-allocs-test"
-	defer kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, &ioctlKernel{asyncFd: pipe[0]}, nil })()
-	c, err := Open(Device{Name: "allocs0", CharDev: path, Driver: DriverMTHCA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openIoctlKernel(t, "/dev/infiniband/uverbs-allocs-test", DriverMTHCA)
 	for _, v := range []struct {
 		name string
 		want float64
@@ -127,4 +116,21 @@ func TestAllocsSlowPathVerbs(t *testing.T) {
 			t.Errorf("%s: %.1f allocations per call, want %v", v.name, n, v.want)
 		}
 	}
+}
+
+// openIoctlKernel opens a context of driver's provider over an ioctlKernel
+// registered at path, closed (and the fake unregistered) when t ends.
+func openIoctlKernel(t *testing.T, path string, driver DriverID) *Context {
+	var pipe [2]int
+	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pipe[1]) })
+	t.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, &ioctlKernel{asyncFd: pipe[0]}, nil }))
+	c, err := Open(Device{Name: "fake0", CharDev: path, Driver: driver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }

@@ -3,27 +3,14 @@ package uverbs
 import (
 	"testing"
 
-	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
-	"golang.org/x/sys/unix"
 )
 
 // TestRegMRTracksOnlyHeapMemory: RegMR of an open mmap.Region's memory
 // neither pins it nor puts the MR in the context's table (mmap.Owns); a
 // Go heap slice is pinned and tabled until its MR is closed.
 func TestRegMRTracksOnlyHeapMemory(t *testing.T) {
-	var pipe [2]int
-	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(pipe[1])
-	const path = "/dev/infiniband/uverbs-regmr-owned"
-	defer kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, &ioctlKernel{asyncFd: pipe[0]}, nil })()
-	c, err := Open(Device{Name: "owned0", CharDev: path, Driver: DriverRXE})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := openIoctlKernel(t, "/dev/infiniband/uverbs-regmr-owned", DriverRXE)
 	pd, err := c.AllocPD()
 	if err != nil {
 		t.Fatal(err)
