@@ -55,8 +55,12 @@ func (f *File) Invoke(c *Command) (Transport, error) {
 	return TransportWrite, f.write(c)
 }
 
+// invokeSlots is the length of an invokeTable: legacy commands in the
+// first half, extended ones in the second.
+const invokeSlots = 128
+
 // invokeTable holds a file's kept INVOKE_WRITE calls (File.invokes).
-type invokeTable [128]atomic.Pointer[Kept[invokeShape]]
+type invokeTable [invokeSlots]atomic.Pointer[Kept[invokeShape]]
 
 // invokeTable is f's table of kept calls, made on first use.
 func (f *File) invokeTable() *invokeTable {
@@ -78,9 +82,9 @@ func (f *File) invokeIoctl(c *Command) error {
 	var p *Prepared
 	slot := c.Num // legacy commands in the first half, extended ones in the second
 	if c.Extended() {
-		slot = c.Num&^cmdFlagExtended + uint32(len(invokeTable{})/2)
+		slot = c.Num&^cmdFlagExtended + invokeSlots/2
 	}
-	if slot < uint32(len(invokeTable{})) {
+	if slot < invokeSlots {
 		if k := Keep(&f.invokeTable()[slot], s, objectDevice, methodInvokeWrite); k.Shape.same(s) {
 			p = k.P
 			b = p.Take()

@@ -1,6 +1,7 @@
 package mmap
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,7 @@ func own(start uintptr, n int) {
 		old = *p
 	}
 	s := span{start, start + uintptr(n)}
-	i, _ := slices.BinarySearchFunc(old, s.start, func(e span, a uintptr) int { return cmpAddr(e.start, a) })
+	i, _ := slices.BinarySearchFunc(old, s.start, func(e span, a uintptr) int { return cmp.Compare(e.start, a) })
 	next := slices.Insert(slices.Clone(old), i, s)
 	owned.spans.Store(&next)
 }
@@ -40,22 +41,12 @@ func disown(start uintptr) {
 	if p == nil {
 		return
 	}
-	i, found := slices.BinarySearchFunc(*p, start, func(e span, a uintptr) int { return cmpAddr(e.start, a) })
+	i, found := slices.BinarySearchFunc(*p, start, func(e span, a uintptr) int { return cmp.Compare(e.start, a) })
 	if !found {
 		return
 	}
 	next := slices.Delete(slices.Clone(*p), i, i+1)
 	owned.spans.Store(&next)
-}
-
-func cmpAddr(a, b uintptr) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ownsRange reports whether [start, start+n) lies within one open Region's

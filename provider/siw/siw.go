@@ -25,17 +25,15 @@ func (Driver) NewContext(k provider.Kernel) (provider.Context, error) {
 	if err := k.GetContext(nil, abi.Bytes(&c.resp)); err != nil {
 		return nil, err
 	}
-	c.devID = c.resp.DevId
 	return c, nil
 }
 
 // Context is a siw context: the command file the rings are mapped from and
 // the doorbells are written to.
 type Context struct {
-	k     provider.Kernel
-	f     *abi.File
-	devID uint32
-	resp  abi.SiwUrespAllocCtx // GET_CONTEXT's answer (NewContext)
+	k    provider.Kernel
+	f    *abi.File
+	resp abi.SiwUrespAllocCtx // GET_CONTEXT's answer (NewContext): the device's dev_id
 	// lost is set when the device is gone (DeviceLost): every fast path
 	// then fails with errDeviceLost.
 	lost atomic.Bool
