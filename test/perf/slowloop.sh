@@ -11,7 +11,8 @@
 # with N1 and N2 calls (default 2000 and 6000) between marks; the
 # difference over N2-N1 is one call (open, set-up and exit cancel). "pd" is
 # an alloc and a dealloc, "cq" a create (256 entries, no channel) and a
-# destroy, "mr" a registration of 4 KiB and its deregistration, "modify" an
+# destroy, "mr" a registration of 4 KiB and its deregistration ("mr:BYTES"
+# of an anonymous mapping of BYTES), "modify" an
 # RC QP's RESET -> INIT -> RESET, "ah" an address handle to the port's own
 # GID created and destroyed, "open" an open and a close of a context; "cm_id" a
 # CREATE_ID and a DESTROY_ID on one event channel, "cm_resolve" an ID

@@ -2,7 +2,8 @@
  * slowloop.c: test/perf/slowloop (main.go) through rdma-core's libibverbs: one
  * slow-path verb N times on a device, for test/perf/slowloop.sh.
  *   slowloop DEVICE VERB N [ADDR]
- * (VERB: query_device, query_port, query_gid, pd, cq, mr (reg and dereg of 4 KiB),
+ * (VERB: query_device, query_port, query_gid, pd, cq, mr (reg and dereg of 4 KiB;
+ * mr:BYTES of an anonymous mapping of BYTES, populated as mmap.Anonymous's),
  * modify (RESET -> INIT -> RESET of an RC QP), ah (create and destroy an AH
  * to port 1's own RoCE v2 IPv4 GID), open; cm_id, cm_resolve
  * through librdmacm on one event channel, as main.go says.)
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -126,7 +128,16 @@ int main(int argc, char **argv)
 	/* mr and modify's objects, made before every loop (main.go makes the same). */
 	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
-	static char buf[4096] __attribute__((aligned(4096)));
+	static char page[4096] __attribute__((aligned(4096)));
+	char *buf = page;
+	size_t buf_len = sizeof page;
+	if (!strncmp(argv[2], "mr:", 3)) {
+		buf_len = strtoul(argv[2] + 3, NULL, 10);
+		buf = mmap(NULL, buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (buf == MAP_FAILED)
+			return 1;
+		argv[2] = "mr";
+	}
 	struct ibv_qp_init_attr qa = { .send_cq = cq0, .recv_cq = cq0, .qp_type = IBV_QPT_RC,
 				       .cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1, .max_recv_sge = 1 } };
 	struct ibv_qp *qp0 = pd0 && cq0 ? ibv_create_qp(pd0, &qa) : NULL;
@@ -175,7 +186,7 @@ int main(int argc, char **argv)
 			struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
 			err = !cq || ibv_destroy_cq(cq);
 		} else if (!strcmp(argv[2], "mr")) {
-			struct ibv_mr *mr = ibv_reg_mr(pd0, buf, sizeof buf,
+			struct ibv_mr *mr = ibv_reg_mr(pd0, buf, buf_len,
 						       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 			err = !mr || ibv_dereg_mr(mr);
 		} else if (!strcmp(argv[2], "ah")) {

@@ -7,7 +7,8 @@
 //
 // VERB is query_device, query_port, query_gid, pd (an alloc and a
 // dealloc), cq (a create of 256 entries and a destroy), mr (a
-// registration of 4 KiB and its deregistration), modify (an RC QP's
+// registration of 4 KiB and its deregistration; mr:BYTES registers an
+// anonymous mapping of BYTES instead), modify (an RC QP's
 // RESET -> INIT -> RESET), ah (an address handle to the port's own RoCE v2
 // IPv4 GID, as ibvcost's create_ah, and its destroy), open (an open and a
 // close of a context), or one of the
@@ -105,6 +106,13 @@ func run(name, verb string, n int) error {
 		return err
 	}
 	defer qp0.Close()
+	mrSize := 4096
+	if size, ok := strings.CutPrefix(verb, "mr:"); ok {
+		if mrSize, err = strconv.Atoi(size); err != nil {
+			return fmt.Errorf("verb %s: %w", verb, err)
+		}
+		verb = "mr"
+	}
 	var f func() error
 	switch verb {
 	case "query_device":
@@ -122,7 +130,7 @@ func run(name, verb string, n int) error {
 			return pd.Close()
 		}
 	case "mr":
-		buf, err := mmap.Anonymous(4096)
+		buf, err := mmap.Anonymous(mrSize)
 		if err != nil {
 			return err
 		}
