@@ -7,6 +7,7 @@ import (
 
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 // The fast path runs on two RC QPs of one device connected to each other
@@ -269,8 +270,9 @@ func (f *fast) run() error {
 
 	// poll_cq: 16 polls, each returning one completion (one entry asked).
 	// 16 signaled 8-byte inline WRITEs are posted and left 2 ms to complete
-	// outside the timing; a batch in which a poll found nothing is
-	// discarded (and the wait doubled).
+	// outside the timing (sleepThread: the thread sleeps as verbs_cost.c's
+	// does); a batch in which a poll found nothing is discarded (and the
+	// wait doubled).
 	write8 := []uverbs.SendWR{{Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled | uverbs.SendInline,
 		SGL: []uverbs.SGE{a.sge(0, 8)}, RemoteAddr: rb.addr(0), RKey: rb.mr.RKey()}}
 	settle := 2 * time.Millisecond
@@ -282,7 +284,7 @@ func (f *fast) run() error {
 					return err
 				}
 			}
-			time.Sleep(settle)
+			sleepThread(settle)
 			got := 0
 			err := p.call("poll_cq", ctx, batchHit, func(*uverbs.Recorder) (bool, error) {
 				for range batchHit {
@@ -422,4 +424,17 @@ func (f *fast) run() error {
 		return fmt.Errorf("msg_rate: %w", err)
 	}
 	return nil
+}
+
+// sleepThread sleeps d in one nanosleep(2) on the calling thread, as
+// verbs_cost.c waits: the thread keeps its CPU and the goroutine its P
+// (ibvcost runs locked to its thread). A time.Sleep would park the
+// goroutine, hand its P to another thread for the timer and hand it back
+// to wake it, so the polls timed next would also measure that hand-over
+// (two threads woken, possibly on the other CPU) where rdma-core's measure
+// none.
+func sleepThread(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	}
 }
