@@ -203,7 +203,9 @@ const (
 	WCWithInv  WCFlags = 1 << 3
 )
 
-// WorkCompletion is one completion (struct ibv_wc).
+// WorkCompletion is one completion (struct ibv_wc). Its fields lie as
+// ib_uverbs_wc's do, which provider/rxe copies into it whole (keep the
+// order: provider/rxe's TestWCLayout checks it).
 type WorkCompletion struct {
 	ID        uint64
 	Status    WCStatus

@@ -192,22 +192,16 @@ func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 }
 
 // copyWC converts the fields of k that need no flag, and zeroes Flags and
-// Imm.
+// Imm. The provider's completion has ib_uverbs_wc's layout and, but for
+// the flags and the immediate, its values (libibverbs' status and opcode
+// numbers are the kernel's), so the conversion is one 48-byte copy
+// (wcView) and a store, where the fields one by one took ~30 instructions
+// a completion (callgrind, BenchmarkICount FakePoll). When k has no flags
+// its ex word is 0 (rxe clears a CQE before it fills it); the store keeps
+// Imm 0 whatever it holds.
 func copyWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
-	*w = provider.WorkCompletion{
-		ID:           k.WrId,
-		Status:       provider.WCStatus(k.Status),
-		Opcode:       provider.WCOpcode(k.Opcode),
-		VendorErr:    k.VendorErr,
-		ByteLen:      k.ByteLen,
-		QPNum:        k.QpNum,
-		SrcQP:        k.SrcQp,
-		PKeyIndex:    k.PkeyIndex,
-		SLID:         k.Slid,
-		SL:           k.Sl,
-		DLIDPathBits: k.DlidPathBits,
-		Port:         k.PortNum,
-	}
+	*w = *wcView(k)
+	w.Imm = 0
 }
 
 // toWCFlags sets w's Flags and Imm from k's flags.

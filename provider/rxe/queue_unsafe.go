@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
+	"github.com/goverbs/goverbs/provider"
 )
 
 // Every unsafe.Pointer of the package lives in this file: the views of the
@@ -147,3 +148,14 @@ func (q *queue) close() error {
 	}
 	return nil
 }
+
+// wcView views a kernel completion as the provider's: the two structs have
+// the same size and field offsets (TestWCLayout; the array below fails to
+// compile if the sizes differ), so copyWC copies one whole.
+func wcView(k *abi.IbUverbsWc) *provider.WorkCompletion {
+	return (*provider.WorkCompletion)(unsafe.Pointer(k))
+}
+
+// A compile-time check that the sizes agree: the index is out of range
+// unless they do.
+var _ = [1]struct{}{}[unsafe.Sizeof(provider.WorkCompletion{})-unsafe.Sizeof(abi.IbUverbsWc{})]
