@@ -1,7 +1,8 @@
 # samples.awk: where the host's time went, from the SAMPLES/SAMPLE and
 # ILABEL lines of test/perf/insns/plugin.c's sampling mode (insns.sh and
 # slowloop.sh with SAMPLE=US): per case and side, host microseconds per op,
-# then the most sampled functions of the N2 run, named from the guest's
+# then the most sampled functions of the N2 run and, per op, of the N2 run
+# less the N1 run, named from the guest's
 # kernel symbols (ksyms) and the Go binaries' (gsyms: "binary address
 # name" lines). Variables: period (SAMPLE), top, ksyms, gsyms, gotab (the
 # Go binary a case's samples are named from), rstab (that binary for
@@ -12,6 +13,20 @@
   function find(tab, n, va,   lo, hi, mid) { lo = 1; hi = n; if (n == 0 || va < A[tab, 1]) return ""
     while (lo < hi) { mid = int((lo + hi + 1) / 2); if (A[tab, mid] <= va) lo = mid; else hi = mid - 1 }
     return N[tab, lo] }
+  # name_samples fills out with run q's samples by function name.
+  function name_samples(q, tab, out,   j, a, name) {
+    for (j = 1; j <= top_n[q]; j++) {
+      a = TA[q, j]
+      if (a ~ /^0xffff/) name = "[k] " find("k", nk, hex(substr(a, 7)))
+      else if (hex(a) < 268435456) name = "[go] " find(tab, ng[tab], hex(a))
+      else if (a ~ /^0x7f/) name = "[lib]"
+      else if (a ~ /^0x5/) name = "[exe]"
+      else name = "[other]"
+      out[name] += TC[q, j]
+    } }
+  # sort_desc orders FN[1..m] by FC, largest first.
+  function sort_desc(m,   x, y, t) {
+    for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (FC[y] > FC[x]) { t = FC[x]; FC[x] = FC[y]; FC[y] = t; t = FN[x]; FN[x] = FN[y]; FN[y] = t } }
   BEGIN {
     # kernel addresses above 2^53 lose their low bits in awk doubles: key
     # them by their low 44 bits, the same for the samples.
@@ -38,19 +53,19 @@
       q = r2[k]; tab = (rstab != "" && order[i] ~ /^rstream/) ? rstab : gotab
       tot = S[q, "kernel"] + S[q, "go"] + S[q, "exe"] + S[q, "lib"] + S[q, "other"]
       printf "\n%s, %s, %d-op run: %d busy samples, %d idle; the most sampled:\n", order[i], side, n2[k], tot, S[q, "idle"]
-      delete F
-      for (j = 1; j <= top_n[q]; j++) {
-        a = TA[q, j]; c = TC[q, j]
-        if (a ~ /^0xffff/) name = "[k] " find("k", nk, hex(substr(a, 7)))
-        else if (hex(a) < 268435456) name = "[go] " find(tab, ng[tab], hex(a))
-        else if (a ~ /^0x7f/) name = "[lib]"
-        else if (a ~ /^0x5/) name = "[exe]"
-        else name = "[other]"
-        F[name] += c
-      }
+      name_samples(q, tab, F)
       m = 0; for (nm in F) { m++; FN[m] = nm; FC[m] = F[nm] }
-      for (x = 1; x <= m; x++) for (y = x + 1; y <= m; y++) if (FC[y] > FC[x]) { t = FC[x]; FC[x] = FC[y]; FC[y] = t; t = FN[x]; FN[x] = FN[y]; FN[y] = t }
+      sort_desc(m)
       for (x = 1; x <= m && x <= top; x++) printf "  %6d %5.1f%%  %s\n", FC[x], tot ? 100 * FC[x] / tot : 0, FN[x]
       delete FN; delete FC
+      # The same per op: the N2 run's samples less the N1 run's (start-up
+      # and exit cancel), in host microseconds; names below the plugin's
+      # 400 busiest blocks in either run are left out.
+      name_samples(r1[k], tab, G)
+      m = 0; for (nm in F) if (nm in G) { m++; FN[m] = nm; FC[m] = (F[nm] - G[nm]) * period / (n2[k] - n1[k]) }
+      sort_desc(m)
+      printf "%s, %s, per op (the %d-op run less the %d-op run), host microseconds:\n", order[i], side, n2[k], n1[k]
+      for (x = 1; x <= m && x <= top; x++) printf "  %8.2f  %s\n", FC[x], FN[x]
+      delete FN; delete FC; delete F; delete G
     }
   }
