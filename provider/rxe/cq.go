@@ -136,12 +136,12 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	n := 0
 	for n < len(wc) && head != prod {
 		k := q.wc(head)
-		copyWC(&wc[n], k) // toWC, inlined
-		if k.WcFlags != 0 {
-			toWCFlags(&wc[n], k)
+		w := &wc[n]
+		if !toWC(w, k) {
+			toWCFlags(w, k)
 		}
-		if st := wc[n].Status; st != provider.WCSuccess && st != provider.WCWRFlushErr {
-			cq.c.errorCompletion(wc[n].QPNum)
+		if st := w.Status; st != provider.WCSuccess && st != provider.WCWRFlushErr {
+			cq.c.errorCompletion(w.QPNum)
 		}
 		head = (head + 1) & q.mask
 		n++
@@ -180,28 +180,30 @@ func (s *cqState) release() error {
 	return s.q.close()
 }
 
-// toWC converts one kernel completion. The part every completion needs
-// (copyWC) is short enough to be inlined into Poll's loop; the flags,
-// which most completions lack (every send completion), are converted out
-// of line.
-func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
-	copyWC(w, k)
-	if k.WcFlags != 0 {
-		toWCFlags(w, k)
-	}
-}
-
-// copyWC converts the fields of k that need no flag, and zeroes Flags and
-// Imm. The provider's completion has ib_uverbs_wc's layout and, but for
-// the flags and the immediate, its values (libibverbs' status and opcode
-// numbers are the kernel's), so the conversion is one 48-byte copy
-// (wcView) and a store, where the fields one by one took ~30 instructions
-// a completion (callgrind, BenchmarkICount FakePoll). When k has no flags
-// its ex word is 0 (rxe clears a CQE before it fills it); the store keeps
-// Imm 0 whatever it holds.
-func copyWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
+// toWC converts one kernel completion: one 48-byte copy (provider's
+// WorkCompletion has ib_uverbs_wc's layout and, but for the flags and the
+// immediate, its values: wcView), then the immediate. GRH and WITH_IMM are
+// the same bits in the kernel's enum and libibverbs', so a completion with
+// no other flag (every send completion, and rsocket's WRITE_WITH_IMMs)
+// needs no translation. It reports false for the others, whose flags the
+// caller then translates out of line (toWCFlags): toWC itself stays small
+// enough to be inlined into Poll's loop. Field by field, with every flag
+// translated out of line, a completion took ~30 instructions more, one
+// with an immediate ~55 (callgrind: BenchmarkICount FakePoll,
+// test/perf/rstreamcg.sh).
+func toWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) bool {
 	*w = *wcView(k)
-	w.Imm = 0
+	switch f := k.WcFlags; {
+	case f == 0: // the common case first
+		w.Imm = 0 // the kernel clears ex when there is no immediate; keep 0 whatever it holds
+	case f&^(kwcGRH|kwcWithImm) != 0:
+		return false
+	case f&kwcWithImm != 0:
+		w.Imm = binary.BigEndian.Uint32(k.Ex[:]) // __be32 on the wire and in the CQE
+	default: // GRH alone
+		w.Imm = 0
+	}
+	return true
 }
 
 // toWCFlags sets w's Flags and Imm from k's flags.
@@ -210,6 +212,7 @@ func copyWC(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 func toWCFlags(w *provider.WorkCompletion, k *abi.IbUverbsWc) {
 	flags := k.WcFlags
 	var pf provider.WCFlags
+	w.Imm = 0 // toWC copied ex in
 	if flags&kwcGRH != 0 {
 		pf |= provider.WCWithGRH
 	}

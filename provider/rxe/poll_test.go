@@ -254,7 +254,9 @@ func FuzzToWC(f *testing.F) {
 		var k abi.IbUverbsWc
 		copy(abi.Bytes(&k), b)
 		var w provider.WorkCompletion
-		toWC(&w, &k)
+		if !toWC(&w, &k) {
+			toWCFlags(&w, &k)
+		}
 		if w.ID != k.WrId || uint32(w.Status) != k.Status || uint32(w.Opcode) != k.Opcode || w.ByteLen != k.ByteLen {
 			t.Fatalf("fields lost: %+v from %+v", w, k)
 		}
@@ -263,6 +265,28 @@ func FuzzToWC(f *testing.F) {
 		}
 		if k.WcFlags&kwcWithImm != 0 && w.Imm != binary.BigEndian.Uint32(k.Ex[:]) {
 			t.Fatalf("imm %#x from % x", w.Imm, k.Ex)
+		}
+		if k.WcFlags&(kwcWithImm|kwcWithInv) == 0 && w.Imm != 0 {
+			t.Fatalf("imm %#x without an immediate or an invalidation (flags %#x)", w.Imm, k.WcFlags)
+		}
+		var want provider.WCFlags
+		for _, m := range []struct {
+			k uint32
+			p provider.WCFlags
+		}{{kwcGRH, provider.WCWithGRH}, {kwcWithImm, provider.WCWithImm}, {kwcIPCSumOK, provider.WCIPCSumOK}} {
+			if k.WcFlags&m.k != 0 {
+				want |= m.p
+			}
+		}
+		if k.WcFlags&kwcWithInv != 0 && k.WcFlags&kwcWithImm == 0 {
+			want |= provider.WCWithInv
+		}
+		if w.Flags != want {
+			t.Fatalf("flags %#x from the kernel's %#x, want %#x", w.Flags, k.WcFlags, want)
+		}
+		if w.QPNum != k.QpNum || w.SrcQP != k.SrcQp || w.VendorErr != k.VendorErr || w.PKeyIndex != k.PkeyIndex ||
+			w.SLID != k.Slid || w.SL != k.Sl || w.DLIDPathBits != k.DlidPathBits || w.Port != k.PortNum {
+			t.Fatalf("fields lost: %+v from %+v", w, k)
 		}
 	})
 }

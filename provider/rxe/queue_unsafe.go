@@ -151,7 +151,7 @@ func (q *queue) close() error {
 
 // wcView views a kernel completion as the provider's: the two structs have
 // the same size and field offsets (TestWCLayout; the array below fails to
-// compile if the sizes differ), so copyWC copies one whole.
+// compile if the sizes differ), so toWC copies one whole.
 func wcView(k *abi.IbUverbsWc) *provider.WorkCompletion {
 	return (*provider.WorkCompletion)(unsafe.Pointer(k))
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // TestWCLayout checks what wcView relies on: provider.WorkCompletion has
-// ib_uverbs_wc's field offsets and sizes, so copyWC's one copy puts every
+// ib_uverbs_wc's field offsets and sizes, so toWC's one copy puts every
 // kernel field in its place.
 func TestWCLayout(t *testing.T) {
 	var w provider.WorkCompletion
