@@ -22,6 +22,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
+	"golang.org/x/sys/unix"
 )
 
 func main() {
@@ -53,6 +55,21 @@ func main() {
 }
 
 func run(name, verb string, n int) error {
+	if cpu := os.Getenv("PIN"); cpu != "" {
+		// PIN=N: the loop's goroutine stays on its thread and the thread
+		// on CPU N (an experiment on where the loop runs; the runtime's
+		// other threads stay free).
+		c, err := strconv.Atoi(cpu)
+		if err != nil {
+			return fmt.Errorf("PIN=%q: %w", cpu, err)
+		}
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(c)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return fmt.Errorf("PIN=%d: %w", c, err)
+		}
+	}
 	devs, err := uverbs.Devices()
 	if err != nil {
 		return err
