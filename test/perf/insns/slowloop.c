@@ -3,7 +3,7 @@
  * slow-path verb N times on a device, for test/perf/slowloop.sh.
  *   slowloop DEVICE VERB N [ADDR]
  * (VERB: query_device, query_port, query_gid, pd, cq, mr (reg and dereg of 4 KiB;
- * mr:BYTES of an anonymous mapping of BYTES, populated as mmap.Anonymous's),
+ * mr:BYTES of an anonymous mapping of BYTES, populated and MADV_DONTFORK as mmap.Anonymous's),
  * modify (RESET -> INIT -> RESET of an RC QP), ah (create and destroy an AH
  * to port 1's own RoCE v2 IPv4 GID), open; cm_id, cm_resolve
  * through librdmacm on one event channel, as main.go says.)
@@ -134,8 +134,10 @@ int main(int argc, char **argv)
 	if (!strncmp(argv[2], "mr:", 3)) {
 		buf_len = strtoul(argv[2] + 3, NULL, 10);
 		buf = mmap(NULL, buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		if (buf == MAP_FAILED)
-			return 1;
+		if (buf_len == 0 || buf == MAP_FAILED || madvise(buf, buf_len, MADV_DONTFORK)) {
+			fprintf(stderr, "slowloop: %s: no mapping of %zu bytes\n", argv[2], buf_len);
+			return 2;
+		}
 		argv[2] = "mr";
 	}
 	struct ibv_qp_init_attr qa = { .send_cq = cq0, .recv_cq = cq0, .qp_type = IBV_QPT_RC,
