@@ -139,20 +139,20 @@ func TestPollRacesClose(t *testing.T) {
 }
 
 // TestReleaseWaitsForPoll: Close and Resize unmap the old queue only once
-// the Polls counted on the old state have left, and a Poll that loads a
-// state already replaced leaves without counting itself for long.
+// the Poll inside the old state's gate has left, and a Poll that loads a
+// state already replaced leaves without staying in its gate.
 func TestReleaseWaitsForPoll(t *testing.T) {
 	fk, c := testContext(t)
 	for _, resize := range []bool{false, true} {
 		cq, _ := testCQ(t, fk, c, 8, 7)
 		s := cq.st.Load()
 		q := s.q
-		s.readers.Add(1) // a Poll between its state check and its last read
+		s.gate.Enter() // a Poll between its state check and its last read
 		var held atomic.Bool
 		held.Store(true)
 		leave := func() { // the Poll leaves, once
 			if held.Swap(false) {
-				s.readers.Add(-1)
+				s.gate.Leave()
 			}
 		}
 		// On a failure below the reader must still leave, or the CQ's
@@ -204,8 +204,8 @@ func TestReleaseWaitsForPoll(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("resize %v: %v", resize, err)
 		}
-		if q.mem != nil || s.readers.Load() != 0 {
-			t.Errorf("resize %v: after the wait, queue mapped %v, readers %d", resize, q.mem != nil, s.readers.Load())
+		if q.mem != nil || s.gate.Busy() {
+			t.Errorf("resize %v: after the wait, queue mapped %v, gate busy %v", resize, q.mem != nil, s.gate.Busy())
 		}
 	}
 }

@@ -4,13 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/pollgate"
 )
 
 // Completion flags as the kernel writes them into ib_uverbs_wc.wc_flags:
@@ -62,15 +62,15 @@ func (s *cqSetup) Abort() {}
 //
 // Poll has a single caller at a time (one poller per CQ). It may run
 // concurrently with Close and Resize, from any goroutine: they replace the
-// state, wait for the Polls counted on the old one and only then unmap its
+// state, wait for the Poll inside the old one's gate and only then unmap its
 // queue, so Poll never reads released memory; after Close it returns an
 // error wrapping provider.ErrClosed. Arm may run from any goroutine.
 type CQ struct {
 	c      *Context
 	handle uint32
 	st     atomic.Pointer[cqState] // the current queue, or why there is none
-	// single: created with CQAttr.SingleThreaded. Poll then does not count
-	// itself among the readers: the program orders it with Resize and
+	// single: created with CQAttr.SingleThreaded. Poll then does not
+	// enter its state's gate: the program orders it with Resize and
 	// Close, so no swap happens while it reads.
 	single bool
 
@@ -83,13 +83,14 @@ type cqState struct {
 	q    *queue
 	head uint32 // consumer index (masked), owned by the poller
 	err  error
-	// readers counts the Polls reading q. Close and Resize swap the state
-	// and then wait for the old one's readers to leave before they unmap
-	// q (release): two atomic adds a Poll, against what made the release
-	// safe before (until session 22), an mmap of private memory over the
-	// queue and a munmap at GC, which cost a CQ's destroy 35-45 µs of its
-	// 120 under TCG (docs/COST.md, session 22).
-	readers atomic.Int32
+	// gate holds the Poll reading q. Close and Resize swap the state and
+	// then wait for the old one's poller to leave before they unmap q
+	// (release): one locked instruction a Poll (two atomic adds until
+	// session 40), against what made the release safe before (until
+	// session 22), an mmap of private memory over the queue and a munmap
+	// at GC, which cost a CQ's destroy 35-45 µs of its 120 under TCG
+	// (docs/COST.md, session 22).
+	gate pollgate.Gate
 }
 
 var _ provider.CQ = (*CQ)(nil)
@@ -107,12 +108,12 @@ func newCQState(q *queue) *cqState { return &cqState{q: q, head: q.cons.Load() &
 // Poll copies up to len(wc) completions out of the queue: one load-acquire
 // of the producer index, the entries, one store-release of the consumer
 // index. It allocates nothing, makes no syscall and takes no lock. It
-// counts itself among its state's readers and checks the state is still
-// current before it reads the queue: a concurrent Close or Resize swaps
-// the state, waits for the old one's readers and then unmaps, so the
-// entries read are real ones; Poll publishes them only if its state is
-// still current. A single-threaded CQ's Poll skips the count and the
-// checks (two locked adds): nothing swaps the state while it runs.
+// enters its state's gate and checks the state is still current before it
+// reads the queue: a concurrent Close or Resize swaps the state, waits for
+// the old one's gate to empty and then unmaps, so the entries read are
+// real ones; Poll publishes them only if its state is still current. A
+// single-threaded CQ's Poll skips the gate and the checks (one locked
+// instruction): nothing swaps the state while it runs.
 func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	s := cq.st.Load()
 	q := s.q
@@ -120,11 +121,11 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		return 0, s.err
 	}
 	if !cq.single {
-		s.readers.Add(1)
+		s.gate.Enter()
 		if cur := cq.st.Load(); cur != s {
 			// Swapped between the two loads: the swapper may have found
-			// no reader and unmapped q already.
-			s.readers.Add(-1)
+			// the gate empty and unmapped q already.
+			s.gate.Leave()
 			if cur.q == nil {
 				return 0, cur.err
 			}
@@ -151,7 +152,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 			// Closed, or resized: the kernel moved the unpolled
 			// entries to the new queue; read them there next time.
 			if !cq.single {
-				s.readers.Add(-1)
+				s.gate.Leave()
 			}
 			if cur.q == nil {
 				return 0, cur.err
@@ -162,21 +163,17 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		doorbell.Publish32(q.cons, head) // release: the kernel may reuse the slots
 	}
 	if !cq.single {
-		s.readers.Add(-1)
+		s.gate.Leave()
 	}
 	return n, nil
 }
 
 // release unmaps s's queue once no Poll reads it. s has been replaced
 // (Close, Resize: cq.mu held), so a Poll that loads it from now on sees
-// the swap at its second load and leaves without reading; those that
-// counted themselves before are waited for. A Poll reads at most len(wc)
-// entries, so the wait is short unless its goroutine was descheduled, and
-// then yielding lets it run.
+// the swap at its second load and leaves without reading; one that
+// entered the gate before is waited for (pollgate).
 func (s *cqState) release() error {
-	for s.readers.Load() != 0 {
-		runtime.Gosched()
-	}
+	s.gate.Wait()
 	return s.q.close()
 }
 

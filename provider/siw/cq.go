@@ -10,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/doorbell"
 	"github.com/goverbs/goverbs/provider"
+	"github.com/goverbs/goverbs/provider/internal/pollgate"
 )
 
 // CreateCQ prepares a CQ: the driver response is struct
@@ -51,15 +52,15 @@ func (s *cqSetup) Abort() {}
 //
 // Poll has a single caller at a time (one poller per CQ), takes no lock
 // and may run concurrently with Close from any goroutine: Close replaces
-// the state, waits for the Polls and Arms counted on the old one and only
-// then unmaps the ring. Arm may run from any goroutine.
+// the state, waits for the Poll in the old one's gate and the Arms counted
+// on it, and only then unmaps the ring. Arm may run from any goroutine.
 type CQ struct {
 	c      *Context
 	handle uint32
 	id     uint32
 	st     atomic.Pointer[cqState]
-	// single: created with CQAttr.SingleThreaded. Poll then does not count
-	// itself among the readers: the program orders it with Close.
+	// single: created with CQAttr.SingleThreaded. Poll then does not
+	// enter its state's gate: the program orders it with Close.
 	single bool
 
 	mu sync.Mutex // serializes Close
@@ -71,13 +72,16 @@ type cqState struct {
 	r   *ring
 	get uint32 // owned by the poller
 	err error
-	// readers counts the Polls and Arms using r: Close waits for them
-	// before it unmaps r (release; rxe's CQ does the same, and says why).
+	// gate holds the Poll using r (one poller: one locked instruction a
+	// Poll) and readers counts the Arms (from any goroutine): Close waits
+	// for both before it unmaps r (release; rxe's CQ does the same, and
+	// says why).
+	gate    pollgate.Gate
 	readers atomic.Int32
 }
 
-// enter counts a reader on s, the state cq.st held a moment ago, and
-// reports whether s is still current; if not, the reader is uncounted
+// enter counts a reader (an Arm) on s, the state cq.st held a moment ago,
+// and reports whether s is still current; if not, the reader is uncounted
 // again and must not touch s.r (Close may have unmapped it already).
 func (cq *CQ) enter(s *cqState) bool {
 	s.readers.Add(1)
@@ -88,9 +92,20 @@ func (cq *CQ) enter(s *cqState) bool {
 	return true
 }
 
+// enterPoll is enter for the poller: it enters s's gate instead.
+func (cq *CQ) enterPoll(s *cqState) bool {
+	s.gate.Enter()
+	if cq.st.Load() != s {
+		s.gate.Leave()
+		return false
+	}
+	return true
+}
+
 // release unmaps s's ring once no Poll or Arm uses it; s has been
-// replaced (Close, cq.mu held), so new readers leave at enter.
+// replaced (Close, cq.mu held), so new ones leave at enter or enterPoll.
 func (s *cqState) release() error {
+	s.gate.Wait()
 	for s.readers.Load() != 0 {
 		runtime.Gosched()
 	}
@@ -117,7 +132,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 	if cq.c.lost.Load() {
 		return 0, errDeviceLost
 	}
-	if !cq.single && !cq.enter(s) {
+	if !cq.single && !cq.enterPoll(s) {
 		if cur := cq.st.Load(); cur.r == nil {
 			return 0, cur.err
 		}
@@ -158,7 +173,7 @@ func (cq *CQ) Poll(wc []provider.WorkCompletion) (int, error) {
 		get++
 	}
 	if !cq.single {
-		s.readers.Add(-1)
+		s.gate.Leave()
 	}
 	if n == 0 {
 		if cur := cq.st.Load(); cur.r == nil {

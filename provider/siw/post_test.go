@@ -434,69 +434,75 @@ func TestPollArm(t *testing.T) {
 	}
 }
 
-// TestCloseWaitsForReaders: Close unmaps the ring only once the Polls and
-// Arms counted on the old state have left; meanwhile new ones see the
-// CQ closed and do not touch the ring.
+// TestCloseWaitsForReaders: Close unmaps the ring only once the Poll in
+// the old state's gate, or an Arm counted on it, has left; meanwhile new
+// ones see the CQ closed and do not touch the ring.
 func TestCloseWaitsForReaders(t *testing.T) {
-	fk, c := testContext(t)
-	cq, _ := testCQ(t, fk, c, 4)
-	s := cq.st.Load()
-	r := s.r
-	if !cq.enter(s) { // a Poll or Arm between its check and its last access
-		t.Fatal("enter refused the current state")
-	}
-	var held atomic.Bool
-	held.Store(true)
-	leave := func() { // the reader leaves, once
-		if held.Swap(false) {
-			s.readers.Add(-1)
+	for _, poll := range []bool{false, true} {
+		fk, c := testContext(t)
+		cq, _ := testCQ(t, fk, c, 4)
+		s := cq.st.Load()
+		r := s.r
+		enter, exit := cq.enter, func(s *cqState) { s.readers.Add(-1) }
+		if poll {
+			enter, exit = cq.enterPoll, func(s *cqState) { s.gate.Leave() }
 		}
-	}
-	// On a failure below the reader must still leave, or testCQ's cleanup
-	// (run after this one) waits in Close for ever.
-	t.Cleanup(leave)
-	done := make(chan error, 1)
-	go func() { done <- cq.Close() }()
-	// Close swaps the state first, then waits; how soon its goroutine
-	// gets there depends on the machine, so wait for the swap itself
-	// (checking the new state's refusals before it would count a second
-	// reader that nothing removes).
-	for deadline := time.Now().Add(10 * time.Second); cq.st.Load() == s; {
+		if !enter(s) { // a Poll or Arm between its check and its last access
+			t.Fatalf("poll %v: enter refused the current state", poll)
+		}
+		var held atomic.Bool
+		held.Store(true)
+		leave := func() { // the reader leaves, once
+			if held.Swap(false) {
+				exit(s)
+			}
+		}
+		// On a failure below the reader must still leave, or testCQ's cleanup
+		// (run after this one) waits in Close for ever.
+		t.Cleanup(leave)
+		done := make(chan error, 1)
+		go func() { done <- cq.Close() }()
+		// Close swaps the state first, then waits; how soon its goroutine
+		// gets there depends on the machine, so wait for the swap itself
+		// (checking the new state's refusals before it would count a second
+		// reader that nothing removes).
+		for deadline := time.Now().Add(10 * time.Second); cq.st.Load() == s; {
+			select {
+			case err := <-done:
+				t.Fatalf("poll %v: Close returned (%v) while a reader was inside", poll, err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("poll %v: Close did not replace the state in 10 s", poll)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		select {
 		case err := <-done:
-			t.Fatalf("Close returned (%v) while a reader was counted", err)
-		default:
+			t.Fatalf("poll %v: Close returned (%v) while a reader was inside", poll, err)
+		case <-time.After(20 * time.Millisecond):
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("Close did not replace the state in 10 s")
+		if r.mem == nil {
+			t.Fatalf("poll %v: the ring was unmapped under a reader", poll)
 		}
-		time.Sleep(time.Millisecond)
-	}
-	select {
-	case err := <-done:
-		t.Fatalf("Close returned (%v) while a reader was counted", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	if r.mem == nil {
-		t.Fatal("the ring was unmapped under a reader")
-	}
-	wc := make([]provider.WorkCompletion, 1)
-	if _, err := cq.Poll(wc); !errors.Is(err, provider.ErrClosed) {
-		t.Errorf("Poll during Close's wait: %v", err)
-	}
-	if err := cq.Arm(false); !errors.Is(err, provider.ErrClosed) {
-		t.Errorf("Arm during Close's wait: %v", err)
-	}
-	if cq.enter(s) {
-		t.Error("enter accepted a replaced state")
-		s.readers.Add(-1)
-	}
-	leave()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if r.mem != nil || s.readers.Load() != 0 {
-		t.Errorf("after the wait: ring mapped %v, readers %d", r.mem != nil, s.readers.Load())
+		wc := make([]provider.WorkCompletion, 1)
+		if _, err := cq.Poll(wc); !errors.Is(err, provider.ErrClosed) {
+			t.Errorf("poll %v: Poll during Close's wait: %v", poll, err)
+		}
+		if err := cq.Arm(false); !errors.Is(err, provider.ErrClosed) {
+			t.Errorf("poll %v: Arm during Close's wait: %v", poll, err)
+		}
+		if cq.enter(s) {
+			t.Errorf("poll %v: enter accepted a replaced state", poll)
+			s.readers.Add(-1)
+		}
+		leave()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if r.mem != nil || s.readers.Load() != 0 || s.gate.Busy() {
+			t.Errorf("poll %v: after the wait: ring mapped %v, readers %d, gate busy %v", poll, r.mem != nil, s.readers.Load(), s.gate.Busy())
+		}
 	}
 }
 
