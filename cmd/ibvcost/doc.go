@@ -10,7 +10,7 @@
 //
 //	ibvcost [-d dev] [-n calls] [-big-n calls] [-mr-max size] [-g gid-index]
 //	        [-json] [-svg file] [-compare files] [-labels a,b] [-load files]
-//	        [-overhead=false] [-paths slow,fast,cm]
+//	        [-overhead=false] [-paths slow,fast,cm] [-cpu n]
 //	        [-perf[=false]] [-v]
 //
 //	-d        device (default rxe0)
@@ -38,6 +38,14 @@
 //	-paths    the rows measured: slow, and any of fast and cm (default all
 //	          three); the rows of a path left out are listed as not measured.
 //	          verbs_cost's -p takes the same list
+//	-cpu      pin the measuring thread to CPU n (sched_setaffinity of that
+//	          thread alone: the runtime's other threads stay unpinned);
+//	          verbs_cost's -c n pins its one thread the same way. Under
+//	          emulation a thread woken from a sleep on the other vCPU meets
+//	          cold translation caches there: the poll_cq row, 16 polls after
+//	          a 2 ms sleep, is mostly its first poll, and a Go process's
+//	          extra threads make that wake-up move more often (docs/COST.md,
+//	          session 40). Default -1: not pinned
 //	-perf     count syscalls with the kernel's perf counters (default on; off
 //	          by default under QEMU TCG, where registering the tracepoint from a
 //	          multi-threaded process can crash the guest: see the last section)

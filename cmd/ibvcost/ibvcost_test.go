@@ -301,6 +301,16 @@ func TestMerge(t *testing.T) {
 	if m, _ := merge([]*Report{a, b, c}); m.Clocksource != "tsc (1 run), hpet (2 runs)" {
 		t.Errorf("merged clocksource %q, want the switch named", m.Clocksource)
 	}
+	if m, _ := merge([]*Report{a, b, c}); m.Pinned != "" {
+		t.Errorf("merged unpinned runs: pinned %q, want empty", m.Pinned)
+	}
+	b.Pinned, c.Pinned = "cpu 0", "cpu 0"
+	if m, _ := merge([]*Report{a, b, c}); m.Pinned != "unpinned (1 run), cpu 0 (2 runs)" {
+		t.Errorf("merged pinning %q, want the difference named", m.Pinned)
+	}
+	if h := header(&Report{Tool: "goverbs", Device: "rxe0", Pinned: "cpu 1"}); !strings.Contains(h, "measuring thread pinned: cpu 1") {
+		t.Errorf("header %q does not name the pinning", h)
+	}
 }
 
 // TestReadsRDMACoreReport reads a report verbs_cost.c wrote in the rig.

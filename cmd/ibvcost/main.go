@@ -39,6 +39,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	overhead := fs.Bool("overhead", true, "measure the uverbs.Recorder's overhead on the fast path")
 	verbose := fs.Bool("v", false, "print each row's name on stderr as it starts")
 	paths := fs.String("paths", "slow,fast,cm", "the `paths` measured: slow, and any of fast and cm (the slow path opens the device the others use)")
+	cpu := fs.Int("cpu", -1, "pin the measuring thread to CPU `n` (sched_setaffinity; verbs_cost's -c); -1: not pinned")
 	perf := fs.Bool("perf", true, "count syscalls with a perf counter on the raw_syscalls:sys_enter tracepoint (off by default under QEMU TCG: see doc)")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: ibvcost [flags]\n\nMeasures what goverbs' slow-path verbs and fast-path operations cost; see `go doc ./cmd/ibvcost`.\n\n")
@@ -62,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "ibvcost: -mr-max: %v\n", err)
 		return 2
 	}
-	p := plan{n: *n, bigN: *bigN, maxMR: maxMR, gid: *gid, overhead: *overhead}
+	p := plan{n: *n, bigN: *bigN, maxMR: maxMR, gid: *gid, overhead: *overhead, cpu: *cpu}
 	if p.fast, p.cm, err = parsePaths(*paths); err != nil {
 		fmt.Fprintf(stderr, "ibvcost: -paths: %v\n", err)
 		return 2
@@ -154,6 +155,7 @@ type plan struct {
 	gid      int   // the source GID's index, -1 to choose
 	overhead bool  // measure the Recorder's overhead (after the fast path)
 	fast, cm bool  // measure the fast path's rows, the CM's rows
+	cpu      int   // pin the measuring thread to this CPU; -1: not pinned
 }
 
 // parsePaths reads -paths: a comma-separated list that names slow and any
@@ -183,6 +185,17 @@ func measure(name string, p plan, noPerf string, stderr, progress io.Writer) (*R
 	n, bigN, maxMR := p.n, p.bigN, p.maxMR
 	rep := &Report{Tool: "goverbs", Device: name, N: n, BigN: bigN, MaxMR: maxMR, Counted: countedCalls,
 		Kernel: kernelRelease(), CPU: cpuModel(), Clocksource: readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource")}
+	if p.cpu >= 0 {
+		// The thread is the main goroutine's, locked in init: the pin
+		// holds for every measurement, and the runtime's other threads
+		// stay where the scheduler puts them.
+		var set unix.CPUSet
+		set.Set(p.cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			return nil, fmt.Errorf("pinning the measuring thread to CPU %d: %w", p.cpu, err)
+		}
+		rep.Pinned = fmt.Sprintf("cpu %d", p.cpu)
+	}
 	b := newBench(rep, specs())
 	b.counted = countedCalls
 	b.verbose = progress

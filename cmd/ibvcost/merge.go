@@ -32,7 +32,7 @@ func readReports(list string) (*Report, error) {
 // and mean; min is the least), and its syscalls those of the first run
 // that counted them. A row skipped in any run keeps the first reason.
 // Overhead is the least per op over the runs. Runs counts the runs merged.
-// Clocksource names every clocksource the runs saw (clocksources).
+// Clocksource and Pinned name every value the runs had (perRun).
 func merge(reps []*Report) (*Report, error) {
 	if len(reps) == 1 {
 		if reps[0].Runs == 0 {
@@ -56,7 +56,8 @@ func merge(reps []*Report) (*Report, error) {
 		}
 	}
 	out.FloorNS = medianI(floors)
-	out.Clocksource = clocksources(reps)
+	out.Clocksource = perRun(reps, func(r *Report) string { return r.Clocksource }, "unknown")
+	out.Pinned = perRun(reps, func(r *Report) string { return r.Pinned }, "unpinned")
 	for _, r0 := range reps[0].Rows {
 		row := r0
 		var med, p99, mean []int64
@@ -121,19 +122,21 @@ func medianI(v []int64) int64 {
 	return s[rank(len(s), 0.5)]
 }
 
-// clocksources is the runs' clocksource, or, when it changed between runs
-// (a TCG guest's kernel can mark the TSC unstable and switch to the HPET
-// minutes after boot, and a clock read then costs a syscall), each one
-// with its count of runs in order of first use: "tsc (1 run), hpet (4
-// runs)", so that a table built across the switch says so.
-func clocksources(reps []*Report) string {
+// perRun is the runs' value of a field (get), or, when it differs between
+// runs, each value with its count of runs in order of first use, an empty
+// one named none: "tsc (1 run), hpet (4 runs)". A table built across a
+// change says so: a TCG guest's kernel can mark the TSC unstable and switch
+// to the HPET minutes after boot (a clock read then costs a syscall), and
+// runs merged from several commands may differ in their pinning.
+func perRun(reps []*Report, get func(*Report) string, none string) string {
 	var names []string
 	count := map[string]int{}
 	for _, r := range reps {
-		if count[r.Clocksource] == 0 {
-			names = append(names, r.Clocksource)
+		v := get(r)
+		if count[v] == 0 {
+			names = append(names, v)
 		}
-		count[r.Clocksource]++
+		count[v]++
 	}
 	if len(names) == 1 {
 		return names[0]
@@ -141,7 +144,7 @@ func clocksources(reps []*Report) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
 		if n == "" {
-			n = "unknown"
+			n = none
 		}
 		parts[i] = fmt.Sprintf("%s (%d run", n, count[names[i]])
 		if count[names[i]] > 1 {

@@ -24,6 +24,9 @@ type Report struct {
 	// TCG "hpet": then reading the clock is a syscall, not a vDSO call).
 	CPU         string `json:"cpu,omitempty"`
 	Clocksource string `json:"clocksource,omitempty"`
+	// Pinned is the CPU the measuring thread was pinned to ("cpu 0":
+	// ibvcost -cpu 0, verbs_cost -c 0), empty if it was not.
+	Pinned string `json:"pinned,omitempty"`
 	// N is the number of timed calls of every row; BigN the number for
 	// memory registrations of 16 MiB and more; MaxMR the largest MR size
 	// measured (larger sizes are listed as skipped).

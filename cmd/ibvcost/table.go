@@ -105,6 +105,9 @@ func header(r *Report) string {
 	if r.Clocksource != "" {
 		fmt.Fprintf(&b, ", clocksource %s", r.Clocksource)
 	}
+	if r.Pinned != "" {
+		fmt.Fprintf(&b, ", measuring thread pinned: %s", r.Pinned)
+	}
 	fmt.Fprintf(&b, "\n  %d timed calls a row (MRs ≥ 16 MiB: %d) after %d counted", r.N, r.BigN, r.Counted)
 	if r.Runs > 1 {
 		fmt.Fprintf(&b, ", in each of %d runs (a row's median and p99: the median of the runs')", r.Runs)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# guest.sh "DEVICES" RUNS N BIG_N MR_MAX [PATHS]: the in-guest half of compare.sh
+# guest.sh "DEVICES" RUNS N BIG_N MR_MAX [PATHS [CPU]]: the in-guest half of compare.sh
 # (runs from /rig/bin). For each device, RUNS runs of each tool, rotating
 # which goes first (with compare.sh's BASE a third tool, ibvcost-base, the
 # older build, joins the rotation); every report is printed between
@@ -7,11 +7,15 @@
 # console. A report's name ends in its run's number, zero-padded so that the
 # host's glob lists the runs in order: the i-th runs of the tools ran next to
 # each other, and ibvcost -compare pairs them (its "paired" column).
-devs=$1 runs=$2 n=$3 bign=$4 mrmax=$5 paths=${6:-slow,fast,cm}
+devs=$1 runs=$2 n=$3 bign=$4 mrmax=$5 paths=${6:-slow,fast,cm} cpu=${7:-}
 # The default is not passed to ibvcost: a BASE build older than -paths
 # would refuse it.
 pflag=
 [ "$paths" = slow,fast,cm ] || pflag="-paths $paths"
+# CPU pins each tool's measuring thread (ibvcost -cpu, verbs_cost -c); a
+# BASE build older than -cpu refuses it.
+cflag= ccflag=
+[ -z "$cpu" ] || cflag="-cpu $cpu" ccflag="-c $cpu"
 # The syscall counters need the raw_syscalls tracepoint's id from tracefs.
 [ -e /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
 cd /tmp || exit 1
@@ -33,12 +37,12 @@ for d in $devs; do
     for t in $order; do
       name=$t-$d-$(printf %03d "$i")
       if [ "$t" = rdma-core ]; then
-        verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" -p "$paths" > "$name.json" || status=1
+        verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" -p "$paths" $ccflag > "$name.json" || status=1
       else
         bin=ibvcost
         [ "$t" = base ] && bin=ibvcost-base
         # -v: a line per row on the console, so a silent console means a hang.
-        "$bin" -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" $pflag -json > "$name.json" || status=1
+        "$bin" -v -perf -d "$d" -n "$n" -big-n "$bign" -mr-max "$mrmax" $pflag $cflag -json > "$name.json" || status=1
       fi
       echo "=====BEGIN $name"
       cat "$name.json"

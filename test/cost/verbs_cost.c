@@ -6,6 +6,7 @@
  *
  *   verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index]
  *              [-p slow,fast,cm]   the paths measured (ibvcost's -paths)
+ *              [-c cpu]            pin this (one) thread to CPU cpu (ibvcost's -cpu)
  *   verbs_cost -H     hold the syscall tracepoint registered until killed
  *
  * The workload runs twice. The counting pass makes COUNTED calls of every
@@ -1354,6 +1355,9 @@ static void read_line(const char *path, const char *key, char *out, size_t n)
 	fclose(f);
 }
 
+/* pinned: "cpu N" with -c N (the report's "pinned"), else empty. */
+static char pinned[16];
+
 static void report(void)
 {
 	struct utsname u;
@@ -1369,6 +1373,10 @@ static void report(void)
 	jstr(cpu);
 	printf(",\n  \"clocksource\": ");
 	jstr(cs);
+	if (pinned[0]) {
+		printf(",\n  \"pinned\": ");
+		jstr(pinned);
+	}
 	printf(",\n  \"n\": %d,\n  \"big_n\": %d,\n  \"max_mr\": %lld,\n  \"counted\": %d,\n  \"floor_ns\": %lld,\n  \"counter\": ",
 	       n_calls, big_n, max_mr, COUNTED, floor_ns);
 	jstr(counter_desc);
@@ -1420,7 +1428,8 @@ int main(int argc, char **argv)
 {
 	const char *name = "rxe0";
 	int o, hold = 0;
-	while ((o = getopt(argc, argv, "d:n:b:m:g:p:H")) != -1) {
+	int pin = -1;
+	while ((o = getopt(argc, argv, "d:n:b:m:g:p:c:H")) != -1) {
 		switch (o) {
 		case 'p': {
 			/* ibvcost's -paths: slow must be there. */
@@ -1448,8 +1457,9 @@ int main(int argc, char **argv)
 		case 'b': big_n = atoi(optarg); break;
 		case 'm': max_mr = atoll(optarg); break;
 		case 'g': gid_index = atoi(optarg); break;
+		case 'c': pin = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index] [-p slow,fast,cm]\n"
+			fprintf(stderr, "usage: verbs_cost [-d dev] [-n calls] [-b big-calls] [-m max-mr-bytes] [-g gid-index] [-p slow,fast,cm] [-c cpu]\n"
 					"       verbs_cost -H\n");
 			return 2;
 		}
@@ -1466,6 +1476,14 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		for (;;)
 			pause();
+	}
+	if (pin >= 0) {
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(pin, &set);
+		if (sched_setaffinity(0, sizeof set, &set))
+			die("pinning to CPU %d: %s", pin, strerror(errno));
+		snprintf(pinned, sizeof pinned, "cpu %d", pin);
 	}
 	if (n_calls < 1 || big_n < 1)
 		die("-n and -b must be positive");
