@@ -11,6 +11,7 @@ import (
 	"github.com/goverbs/goverbs/internal/usermem"
 	"github.com/goverbs/goverbs/provider"
 	"github.com/goverbs/goverbs/provider/internal/queuelock"
+	"github.com/goverbs/goverbs/provider/internal/release"
 	"github.com/goverbs/goverbs/provider/internal/writedoorbell"
 	"golang.org/x/sys/unix"
 )
@@ -649,10 +650,11 @@ func (rq *recvQueue) close() error {
 // cost, and libsiw's lock is a spin lock too). Its critical sections are
 // a few dozen instructions with no syscall and no allocation, so a poster
 // that finds it held spins, yielding its P between tries, rather than
-// parking. tryLock and unlock are one atomic read-modify-write each (a
-// CAS; an exchange on amd64) and inline, without the calls sync.Mutex's
-// slow paths add to its caller (the values they keep live are spilled to
-// the stack on every call). A single-threaded QP's receive queue has it
+// parking. tryLock is one atomic read-modify-write (a CAS) and unlock a
+// release store (package release: on amd64 a plain store, as libsiw's
+// pthread_spin_unlock; an exchange until session 40), both inline, without
+// the calls sync.Mutex's slow paths add to its caller (the values they
+// keep live are spilled to the stack on every call). A single-threaded QP's receive queue has it
 // off: every method then returns at once (the program orders the calls).
 type spinLock struct {
 	v   atomic.Uint32
@@ -676,6 +678,6 @@ func (l *spinLock) lock() {
 
 func (l *spinLock) unlock() {
 	if !l.off {
-		l.v.Store(0)
+		release.Store32(&l.v, 0)
 	}
 }

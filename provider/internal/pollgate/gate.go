@@ -24,6 +24,8 @@ package pollgate
 import (
 	"runtime"
 	"sync/atomic"
+
+	"github.com/goverbs/goverbs/provider/internal/release"
 )
 
 // Gate is the poller's presence. Its zero value is empty.
@@ -34,6 +36,10 @@ type Gate struct {
 // Enter marks the poller inside. Load the queue's state after it, and read
 // the queue only if the state is still the one the closer has not replaced.
 func (g *Gate) Enter() { g.in.Store(1) }
+
+// Leave marks the poller out, after every load and store of its poll: a
+// release store (package release; on amd64 a plain store).
+func (g *Gate) Leave() { release.Store32(&g.in, 0) }
 
 // Busy reports whether the poller is inside.
 func (g *Gate) Busy() bool { return g.in.Load() != 0 }
