@@ -46,8 +46,8 @@ type CQOptions struct {
 	// wakes no Wait in another goroutine (there is none). A provider may
 	// then poll without a lock: mlx5's Poll makes no locked instruction
 	// (rdma-core's IBV_CREATE_CQ_ATTR_SINGLE_THREADED), nor do rxe's and
-	// siw's on amd64 (they skip the two atomic adds that let Close and
-	// Resize run beside a Poll). A QP created with QPInit.SingleThreaded
+	// siw's on amd64 (they skip the exchange that lets Close and Resize
+	// run beside a Poll). A QP created with QPInit.SingleThreaded
 	// needs such CQs. Completion events still arrive from any goroutine.
 	SingleThreaded bool
 }

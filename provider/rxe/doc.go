@@ -64,12 +64,13 @@
 // and copied into the queue (not across the doorbell write). One goroutine
 // polls a CQ at a time; Poll takes no lock and may run concurrently with the
 // CQ's Resize and Close: they replace the CQ's state atomically, wait for
-// the Polls that counted themselves on the old state (two atomic adds a
-// Poll) and then unmap the old queue, so a Poll in flight reads real
+// a Poll inside the old state's gate (an exchange to enter and a release
+// store to leave: one locked instruction a Poll, as rdma-core's spin lock)
+// and then unmap the old queue, so a Poll in flight reads real
 // entries, never unmapped memory, and publishes nothing if its state was
 // replaced. A single-threaded QP (provider.QPAttr.SingleThreaded) has its
-// queues' mutexes off, and a single-threaded CQ's Poll does not count
-// itself (the program orders those calls with each other and with Resize
+// queues' mutexes off, and a single-threaded CQ's Poll does not enter
+// the gate (the program orders those calls with each other and with Resize
 // and Close): a post and a poll then make no locked instruction on amd64
 // (the doorbell is a syscall either way). An SRQ keeps its mutex. Every fast-path method of a closed
 // object returns an error wrapping provider.ErrClosed. A resize whose new
