@@ -119,15 +119,15 @@
 // concurrent use (a lock per ring: a mutex for the send queue, held across
 // PostSend's doorbell as libsiw holds its lock; a spin lock for a receive
 // queue, whose critical section is a few dozen instructions, as libsiw's
-// is). One goroutine polls a CQ at a time; Poll takes no
-// lock and may run concurrently with Close, which replaces the CQ's state,
-// waits for a Poll inside the old one's gate (an exchange to enter and a
-// release store to leave, one locked instruction) and for the Arms that
-// counted themselves on it (two atomic adds each), and then unmaps the ring, so no reader touches
-// unmapped memory. A single-threaded QP (provider.QPAttr.SingleThreaded)
-// has both its rings' locks off, and a single-threaded CQ's Poll does not
-// enter the gate (the program orders those calls, Close included); an SRQ
-// keeps its lock. Every fast-path method of a closed object returns an
+// is). One goroutine polls a CQ at a time; Poll takes no lock and may run
+// concurrently with Close, which replaces the CQ's state, waits for a Poll
+// inside the old one's gate (an exchange to enter and a release store to
+// leave, one locked instruction) and for the Arms that counted themselves
+// on it (two atomic adds each), and then unmaps the ring, so no reader
+// touches unmapped memory. A single-threaded QP
+// (provider.QPAttr.SingleThreaded) has both its rings' locks off, and a
+// single-threaded CQ's Poll does not enter the gate (the program orders
+// those calls, Close included); an SRQ keeps its lock. Every fast-path method of a closed object returns an
 // error wrapping provider.ErrClosed. siw CQs cannot be resized.
 //
 // It owns siw's driver data, its kernel-mapped rings and its write()

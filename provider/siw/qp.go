@@ -654,8 +654,9 @@ func (rq *recvQueue) close() error {
 // release store (package release: on amd64 a plain store, as libsiw's
 // pthread_spin_unlock; an exchange until session 40), both inline, without
 // the calls sync.Mutex's slow paths add to its caller (the values they
-// keep live are spilled to the stack on every call). A single-threaded QP's receive queue has it
-// off: every method then returns at once (the program orders the calls).
+// keep live are spilled to the stack on every call). A single-threaded
+// QP's receive queue has it off: every method then returns at once (the
+// program orders the calls).
 type spinLock struct {
 	v   atomic.Uint32
 	off bool
