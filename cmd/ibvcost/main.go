@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/cpuprofile"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +18,12 @@ import (
 // the calling thread's syscalls.
 func init() { runtime.LockOSThread() }
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	stop := cpuprofile.Start()
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 // countedCalls is how many calls of every row are counted before the timed
 // ones (the median of the counts is reported).

@@ -9,12 +9,16 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/cpuprofile"
 	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 func main() {
 	oneP()
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	stop := cpuprofile.Start()
+	code := run(os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // oneP runs the program on one P (GOMAXPROCS 1) unless the environment

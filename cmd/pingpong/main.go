@@ -5,11 +5,17 @@ import (
 	"io"
 	"os"
 
+	"github.com/goverbs/goverbs/internal/cpuprofile"
 	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	stop := cpuprofile.Start()
+	code := run(os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 // mode is which of rdma-core's examples the program speaks as.
 type mode int

@@ -42,11 +42,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/cpuprofile"
 	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/rsocket"
 )
 
-func main() { os.Exit(run(os.Args, os.Stdout, os.Stderr)) }
+func main() {
+	stop := cpuprofile.Start()
+	code := run(os.Args, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
 
 type testSize struct{ size, option int }
 
