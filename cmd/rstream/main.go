@@ -20,11 +20,12 @@
 //
 // figures.sh, beside this file, runs it against rdma-core's rstream (its
 // spinning default and -T b) and TCP (-T s) in one rig boot. On Linux 6.1
-// under TCG on a quiet host (docs/COST.md, session 24), against the
-// spinning rstream on rxe: round trips 1.4x at 64 B and 4 KiB, 1.06x at
-// 64 KiB, 0.92x at 1 MiB; streams 0.70-0.90x but 1.22x at 64 KiB. Against
-// -T b (both park when nothing is there) it is ahead in every row but the
-// 1 MiB stream (0.91). On siw it leads both on round trips up to 4 KiB.
+// under TCG (docs/COST.md, session 41), against the spinning rstream on
+// rxe: round trips 1.24-1.29x at 64 B, 0.98x at 4 KiB, 0.79x at 64 KiB,
+// 0.96x at 1 MiB; streams 0.96-1.02x at 64 B, 1.39x at 4 KiB, 1.30x at
+// 64 KiB, 1.02x at 1 MiB. Against -T b (both park when nothing is there)
+// it is ahead in every row. On siw it leads both on round trips up to 4
+// KiB (session 24).
 // The 64 B round trip's gap is mostly a tail: timed one by one
 // (test/perf/rtt.sh), the median round trip is in librdmacm's range, and
 // 1.2-4.7x as many take over 100 µs.
