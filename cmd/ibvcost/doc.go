@@ -126,6 +126,11 @@
 // test/cost/guest.sh first registers the tracepoint from a single-threaded
 // holder (verbs_cost -H), after which no counter patches anything.
 //
+// GOVERBS_CPUPROFILE=file writes a CPU profile of the run into file
+// (runtime/pprof; test/perf/pgo.sh takes the compared commands' profiles
+// in one boot).
+//
 // It imports uverbs and mmap (the public API, as any program) and nothing
-// internal to the library.
+// internal to the library but internal/cpuprofile, which reads
+// GOVERBS_CPUPROFILE.
 package main

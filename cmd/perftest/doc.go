@@ -31,4 +31,8 @@
 // bandwidth tests post every message to the same remote address (perftest
 // walks a page-sized cycle buffer); the peak bandwidth uses the same
 // windows as perftest.
+//
+// GOVERBS_CPUPROFILE=file writes a CPU profile of the run into file
+// (runtime/pprof; test/perf/pgo.sh takes the compared commands' profiles
+// in one boot).
 package main

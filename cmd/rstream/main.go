@@ -29,6 +29,10 @@
 // The 64 B round trip's gap is mostly a tail: timed one by one
 // (test/perf/rtt.sh), the median round trip is in librdmacm's range, and
 // 1.2-4.7x as many take over 100 µs.
+//
+// GOVERBS_CPUPROFILE=file writes a CPU profile of the run into file
+// (runtime/pprof; test/perf/pgo.sh takes the compared commands' profiles
+// in one boot).
 package main
 
 import (

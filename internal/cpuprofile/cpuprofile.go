@@ -1,9 +1,9 @@
 // Package cpuprofile writes a CPU profile of a goverbs command when the
-// environment asks for one: GOVERBS_CPUPROFILE=file. The profiles are what
-// the commands' default.pgo files are made of (test/perf/pgo.sh), and a
-// way to see where a run's user time goes; rdma-core's tools have no such
-// switch, so the commands take it from the environment and keep their
-// command lines rdma-core's.
+// environment asks for one: GOVERBS_CPUPROFILE=file. A profile shows where
+// a run's user time goes and is the input of a profile-guided build
+// (test/perf/pgo.sh takes them in one rig boot); rdma-core's tools have no
+// such switch, so the commands take it from the environment and keep
+// their command lines rdma-core's.
 package cpuprofile
 
 import (
