@@ -76,6 +76,10 @@ type Conn struct {
 	// Valid until release unmaps mem, after which no Read or Write gets
 	// past its closing check.
 	tgt [sglSize]targetView
+	// sbuf and rbuf view the send and receive buffers in mem, kept for
+	// the same reason and as long: slicing mem.Bytes() on every write and
+	// read cost a 64 B message ~25 instructions a side.
+	sbuf, rbuf []byte
 
 	sqSize, rqSize int
 	inline         int
@@ -161,6 +165,8 @@ func newConn(s settings) (*Conn, error) {
 		return nil, err
 	}
 	c.mem = mem
+	c.sbuf = mem.Bytes()[:c.sbufSize:c.sbufSize]
+	c.rbuf = mem.Bytes()[c.rbufOff : c.rbufOff+c.rbufSize : c.rbufOff+c.rbufSize]
 	for i := range c.tgt {
 		off := c.tgtOff + i*sgeSize
 		c.tgt[i] = targetView{addr: mem.Uint64(off), key: mem.Uint32(off + 8), length: mem.Uint32(off + 12)}
@@ -342,7 +348,7 @@ func (c *Conn) read(b []byte) (int, error) {
 		}
 	}
 	n := 0
-	rbuf := c.mem.Bytes()[c.rbufOff : c.rbufOff+c.rbufSize]
+	rbuf := c.rbuf
 	for n < len(b) && c.rmsgHead != c.rmsgTail {
 		size := int(c.rmsg[c.rmsgHead])
 		if len(b)-n < size {
@@ -427,7 +433,7 @@ func (c *Conn) write(b []byte) (int, error) {
 // writeData copies p into the send buffer and RDMA-writes it into the
 // current target entry (rs_write_data). mu held.
 func (c *Conn) writeData(p []byte) error {
-	sbuf := c.mem.Bytes()[:c.sbufSize]
+	sbuf := c.sbuf
 	k := copy(sbuf[c.sbufHead:], p)
 	nsge := 1
 	c.ssge[0] = uverbs.SGE{Addr: c.sAddr + uint64(c.sbufHead), Length: uint32(k), LKey: c.sKey}
