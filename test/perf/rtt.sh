@@ -6,11 +6,16 @@
 # rxe0's netdev; 10.0.3.15 is siw0's). Both sides of both programs spin, and
 # every round trip is timed (two CLOCK_MONOTONIC reads), so the lines show
 # what rstream's mean hides: min, p10, p50, p90, p99, max (µs) and how many
-# round trips took over 100 µs.
+# round trips took over 100 µs; a second line per run splits the run in
+# tenths, in order: each tenth's round trips over 100 µs and its time (ms),
+# so a tail at the run's start shows apart from one throughout.
 #   test/perf/rtt.sh
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
 #     commit's gortt runs third in each round, its lines labelled "base"
+#   WARM=50000 test/perf/rtt.sh   # each client spins 50 ms between its
+#     connect and its first timed round trip (crtt and gortt alike)
+#   GENV='GOVERBS_WAIT_SPIN=1h' test/perf/rtt.sh   # gortt's environment
 #   MIX=1 test/perf/rtt.sh   # each round also runs the mixed pairs (the
 #     two speak one protocol): "c-srv/go" is crtt serving gortt's client,
 #     "go-srv/c" gortt serving crtt's; which side a gap follows
@@ -32,20 +37,21 @@ fi
 addr=${ADDR:-10.0.2.15} n=${N:-5000} size=${SIZE:-64}
 cat > "$work/guest.sh" <<GUEST
 p=7700
+export RTT_WARM_US=${WARM:-0}
 for r in \$(seq ${ROUNDS:-4}); do
   p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
   /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait
-  p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
-  /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
+  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
+  env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
   if [ "${MIX:-}" = 1 ]; then
     p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
-    /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait
-    p=\$((p + 1)); /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
+    env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait
+    p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
     /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait
   fi
   [ -x /rig/bin/gortt-base ] || continue
-  p=\$((p + 1)); /rig/bin/gortt-base $addr:\$p server >/dev/null 2>&1 & sleep 1
-  /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait
+  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt-base $addr:\$p server >/dev/null 2>&1 & sleep 1
+  env ${GENV:-} /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait
 done
 GUEST
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' 2>&1 |

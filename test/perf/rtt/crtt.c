@@ -92,6 +92,10 @@ int main(int argc, char **argv)
 		s = rsocket(AF_INET, SOCK_STREAM, 0);
 	}
 	rfcntl(s, F_SETFL, O_NONBLOCK);
+	/* RTT_WARM_US: spin that long before the first timed round trip (gortt too) */
+	const char *w = getenv("RTT_WARM_US");
+	for (long long end = mono() + (w ? atoll(w) : 0) * 1000; mono() < end;)
+		;
 	long long *ts = malloc(n * sizeof *ts), sum = 0, t0 = mono();
 	for (int i = 0; i < n; i++) {
 		long long st = mono();
@@ -102,6 +106,21 @@ int main(int argc, char **argv)
 	}
 	long long wall = mono() - t0;
 	rclose(s);
+	/* gortt's tenths: slow round trips and time by tenth of the run */
+	int tover[10] = {0};
+	double tms[10] = {0};
+	for (int i = 0; i < n; i++) {
+		int k = (int)((long long)i * 10 / n);
+		tover[k] += ts[i] > 100000;
+		tms[k] += ts[i] / 1e6;
+	}
+	printf("rdma-core tenths over100us");
+	for (int k = 0; k < 10; k++)
+		printf(" %d", tover[k]);
+	printf(" ms");
+	for (int k = 0; k < 10; k++)
+		printf(" %.1f", tms[k]);
+	printf("\n");
 	qsort(ts, n, sizeof *ts, cmp);
 	int over = 0;
 	for (int i = 0; i < n; i++)

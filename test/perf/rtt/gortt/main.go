@@ -74,6 +74,7 @@ func main() {
 	}
 	ts := make([]int64, n)
 	var sum int64
+	warm(os.Getenv("RTT_WARM_US"))
 	t0 := mono()
 	for i := range ts {
 		st := mono()
@@ -90,6 +91,7 @@ func main() {
 	}
 	wall := mono() - t0
 	c.Close()
+	tenths("goverbs  ", ts)
 	slices.Sort(ts)
 	over := 0
 	for _, t := range ts {
@@ -101,6 +103,39 @@ func main() {
 	fmt.Printf("goverbs   n %d mean %.1f us (wall %.1f) min %.1f p10 %.1f p50 %.1f p90 %.1f p99 %.1f max %.1f over100us %d\n",
 		n, us(sum)/float64(n), us(wall)/float64(n), us(ts[0]), us(ts[n/10]), us(ts[n/2]),
 		us(ts[n*9/10]), us(ts[n*99/100]), us(ts[n-1]), over)
+}
+
+// warm spins for us microseconds (RTT_WARM_US; crtt.c reads it too)
+// between the connect and the first timed round trip: what the run's
+// start costs apart from the round trips themselves.
+func warm(us string) {
+	n, _ := strconv.Atoi(us)
+	for end := mono() + int64(n)*1e3; mono() < end; {
+	}
+}
+
+// tenths prints, for each tenth of the run in order, how many round trips
+// took over 100 µs and the tenth's time (ms): whether a run's slow round
+// trips come at its start or throughout. crtt.c prints the same line.
+func tenths(label string, ts []int64) {
+	var over [10]int
+	var ms [10]float64
+	for i, t := range ts {
+		k := i * 10 / len(ts)
+		if t > 100_000 {
+			over[k]++
+		}
+		ms[k] += float64(t) / 1e6
+	}
+	fmt.Printf("%s tenths over100us", label)
+	for _, o := range over {
+		fmt.Printf(" %d", o)
+	}
+	fmt.Printf(" ms")
+	for _, m := range ms {
+		fmt.Printf(" %.1f", m)
+	}
+	fmt.Println()
 }
 
 // serve answers one connection's messages until the client closes it.
