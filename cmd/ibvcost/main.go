@@ -19,10 +19,7 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	stop := cpuprofile.Start()
-	code := run(os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cpuprofile.Run(func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
 }
 
 // countedCalls is how many calls of every row are counted before the timed

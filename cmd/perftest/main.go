@@ -15,10 +15,7 @@ import (
 
 func main() {
 	oneP()
-	stop := cpuprofile.Start()
-	code := run(os.Args, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cpuprofile.Run(func() int { return run(os.Args, os.Stdout, os.Stderr) }))
 }
 
 // oneP runs the program on one P (GOMAXPROCS 1) unless the environment

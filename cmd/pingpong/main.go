@@ -11,10 +11,7 @@ import (
 )
 
 func main() {
-	stop := cpuprofile.Start()
-	code := run(os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cpuprofile.Run(func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
 }
 
 // mode is which of rdma-core's examples the program speaks as.

@@ -53,10 +53,7 @@ import (
 )
 
 func main() {
-	stop := cpuprofile.Start()
-	code := run(os.Args, os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cpuprofile.Run(func() int { return run(os.Args, os.Stdout, os.Stderr) }))
 }
 
 type testSize struct{ size, option int }

@@ -16,11 +16,20 @@ import (
 // Env is the variable Start reads.
 const Env = "GOVERBS_CPUPROFILE"
 
+// Run runs a command's body under the profile Env asks for and returns
+// its exit code, the profile written: a main calls
+// os.Exit(cpuprofile.Run(...)) (os.Exit runs no deferred calls).
+func Run(body func() int) int {
+	stop := Start()
+	code := body()
+	stop()
+	return code
+}
+
 // Start starts the profile if Env names a file, and returns the function
-// that stops it and closes the file (a no-op otherwise). A main calls it
-// first and calls the stop function before it exits: os.Exit runs no
-// deferred calls. A profile that cannot be written is reported on stderr
-// and the command runs on without it.
+// that stops it and closes the file (a no-op otherwise). A profile that
+// cannot be written is reported on stderr and the command runs on
+// without it.
 func Start() (stop func()) { return start(os.Getenv(Env), os.Stderr) }
 
 func start(path string, stderr io.Writer) (stop func()) {

@@ -27,6 +27,24 @@ func TestStartWritesProfile(t *testing.T) {
 	}
 }
 
+func TestRunReturnsCodeAfterProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.pprof")
+	t.Setenv(Env, path)
+	var size int64 = -1
+	code := Run(func() int {
+		if fi, err := os.Stat(path); err == nil {
+			size = fi.Size() // the file exists while the body runs
+		}
+		return 3
+	})
+	if code != 3 || size < 0 {
+		t.Fatalf("Run = %d, profile seen during the body: %v; want 3, true", code, size >= 0)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Fatalf("profile after Run: %v, %v; want a written file", fi, err)
+	}
+}
+
 func TestStartUnwritable(t *testing.T) {
 	var msg bytes.Buffer
 	path := filepath.Join(t.TempDir(), "missing", "cpu.pprof")

@@ -127,8 +127,9 @@
 // touches unmapped memory. A single-threaded QP
 // (provider.QPAttr.SingleThreaded) has both its rings' locks off, and a
 // single-threaded CQ's Poll does not enter the gate (the program orders
-// those calls, Close included); an SRQ keeps its lock. Every fast-path method of a closed object returns an
-// error wrapping provider.ErrClosed. siw CQs cannot be resized.
+// those calls, Close included); an SRQ keeps its lock. Every fast-path
+// method of a closed object returns an error wrapping provider.ErrClosed.
+// siw CQs cannot be resized.
 //
 // It owns siw's driver data, its kernel-mapped rings and its write()
 // doorbell, and imports provider and abi; never uverbs.

@@ -6,8 +6,9 @@
 # user time goes.
 #   test/perf/pgo.sh                  # profiles in test/rig/out/pgo/
 #   OUT=/tmp/pgo KERNEL=newest test/perf/pgo.sh
+# The guest boots with lib.sh's RIG_APPEND, as the comparison scripts do.
 #   go build -pgo=test/rig/out/pgo/rstream.pgo ./cmd/rstream
-# Each command is built without a profile (-pgo=off) and runs with
+# Each command is built as the tree has it (no default.pgo) and runs with
 # GOVERBS_CPUPROFILE (internal/cpuprofile) in the guest; a command's runs
 # (both roles of a pair, both devices) are merged with `go tool pprof
 # -proto` into OUT/<command>.pgo, the runs' own profiles beside them.
@@ -18,6 +19,8 @@
 # devirtualized call named and 11% slower on the other, and a cold build
 # of cmd/... took 90 s instead of 24.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 work=$(mktemp -d)
@@ -25,10 +28,11 @@ trap 'rm -rf "$work"' EXIT
 out=${OUT:-$top/test/rig/out/pgo}
 mkdir -p "$work/bin" "$out"
 rm -f "$out"/*.pprof "$out"/*.pgo # a run merges its own profiles only
-for c in ibvcost perftest rstream pingpong; do
-	(cd "$top" && CGO_ENABLED=0 go build -pgo=off -o "$work/bin/$c" "./cmd/$c")
+# perftest as the measurement scripts build it: gv_ib_* links to it
+perftest_tools "$top" "$work/bin"
+for c in ibvcost rstream pingpong; do
+	(cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/$c" "./cmd/$c")
 done
-for t in send_lat write_lat read_lat send_bw write_bw read_bw; do ln -s perftest "$work/bin/gv_ib_$t"; done
 cat >"$work/bin/guest.sh" <<'GUEST'
 set -u
 o=/mnt/host
