@@ -13,6 +13,7 @@ import (
 // attribute's bytes and marks it valid, as the kernel's uverbs_copy_to.
 type ioctlKernel struct {
 	asyncFd int
+	chanFd  int    // CREATE_COMP_CHANNEL's answer (0: the test makes no channel)
 	ring    []byte // Mmap's memory
 }
 
@@ -39,6 +40,8 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 		case object == abi.UVERBS_OBJECT_DEVICE && method == abi.UVERBS_METHOD_QUERY_GID_ENTRY && id == abi.UVERBS_ATTR_QUERY_GID_ENTRY_RESP_ENTRY:
 			o := out()
 			o[15] = 1
+		case writeCmd == abi.IB_USER_VERBS_CMD_CREATE_COMP_CHANNEL && id == 1 && k.chanFd > 0:
+			ne.PutUint32(out(), uint32(k.chanFd))
 		case writeCmd == abi.IB_USER_VERBS_CMD_ALLOC_PD && id == 1: // UVERBS_ATTR_CORE_OUT
 			ne.PutUint32(out(), 7)
 		case writeCmd == abi.IB_USER_VERBS_CMD_CREATE_AH && id == 1:

@@ -383,7 +383,6 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 			ch.leave(holding, false)
 		}
 	}()
-	cq.ctx.watchDevice()
 	if ch.unqueue(cq) {
 		cq.armed.Store(false) // the queued event is ours: the CQ is disarmed
 	}

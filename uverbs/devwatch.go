@@ -16,12 +16,19 @@ import (
 // their device is removed (rdma link delete, or the netdev going away) the
 // kernel deletes the character device at once, then waits — silently — for
 // every open context to close before the removal finishes
-// (ib_uverbs_remove_one). goverbs makes that loss visible: the first
-// waiter (NextAsyncEvent, CQ.Wait, CompChannel.Wait) starts a watch on the
-// character device's directory (inotify), and when the context's device
+// (ib_uverbs_remove_one). goverbs makes that loss visible: the context's
+// first completion channel, or its first NextAsyncEvent, starts a watch on
+// the character device's directory (inotify), and when the context's device
 // node is deleted every waiter is woken: NextAsyncEvent returns an
 // EventDeviceFatal event, the Waits an error wrapping ENODEV. A program that
 // then closes its Context lets the removal finish.
+//
+// The watch starts with the channel, not with the first CQ.Wait: its
+// syscalls (inotify_init1, inotify_add_watch, the poller's epoll_ctl, a
+// stat) are ordinary ones, and its reader is a new goroutine, which wakes
+// another thread; on a Wait's path they delayed the first completion of a
+// connection (an rsocket's first message) and woke the runtime's monitor
+// from its deep sleep into its 20 µs naps (see readQuick).
 
 // watchDevice starts the device watch, once per context.
 func (c *Context) watchDevice() {
