@@ -272,11 +272,8 @@ func (ch *CompChannel) readFor(ctx context.Context, verb string) error {
 		if e := ch.waitClosed(); e != nil {
 			return e
 		}
-		if errors.Is(err, unix.EIO) && ch.ctx.nodeGone() {
-			// The kernel revoked the context (Linux 7.3's rxe does, at
-			// once) before the device watch saw the node go.
-			ch.ctx.deviceLost()
-			return ch.ctx.lostError(verb)
+		if lost := ch.ctx.lostOr(verb, err); lost != err {
+			return lost // the kernel revoked the context before the watch saw the node go
 		}
 		return opError(verb, ch.ctx.dev.Name, abi.TransportNone, err)
 	}

@@ -427,6 +427,12 @@ func (cq *CQ) park(ctx context.Context, wc []WorkCompletion, holding, woken *boo
 		}
 		if !cq.armed.Load() {
 			if err := cq.ReqNotify(false); err != nil {
+				if err = cq.ctx.lostOr("CQ.Wait", err); cq.ctx.lost.Load() {
+					// What completed before the loss comes first.
+					if n, perr := cq.Poll(wc); n > 0 || perr != nil {
+						return n, perr
+					}
+				}
 				return 0, err
 			}
 			cq.armed.Store(true)

@@ -2,6 +2,7 @@ package uverbs
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -115,6 +116,19 @@ func (c *Context) nodeGone() bool {
 	}
 	_, err := os.Stat(c.dev.CharDev)
 	return os.IsNotExist(err)
+}
+
+// lostOr is err, unless err is the EIO of a context whose device is gone:
+// then the device-lost error of verb, and the context's waiters are woken.
+// Linux 7.3's rxe revokes a context at once when its device goes, so a
+// waiter's next command (CQ.Wait's arm) can fail with EIO before the
+// watch has seen the node go (TestDeviceGoneRig saw it once).
+func (c *Context) lostOr(verb string, err error) error {
+	if errors.Is(err, unix.EIO) && (c.lost.Load() || c.nodeGone()) {
+		c.deviceLost()
+		return c.lostError(verb)
+	}
+	return err
 }
 
 // lostError is a waiter's error once the device is gone.

@@ -1,8 +1,10 @@
 package uverbs
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,11 +12,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestCompChannelStartsDeviceWatch: creating a completion channel starts
-// the context's device watch, so that no Wait makes its syscalls, and the
-// deletion of the device node is seen with no Wait ever made (the node is
-// a plain file here, the kernel a fake).
-func TestCompChannelStartsDeviceWatch(t *testing.T) {
+// openWatchable opens a context on the fake kernel whose device node is a
+// plain file (returned, so a test can delete it); chanFd answers
+// CREATE_COMP_CHANNEL.
+func openWatchable(t *testing.T) (*Context, string) {
+	t.Helper()
 	node := filepath.Join(t.TempDir(), "uverbs0")
 	if err := os.WriteFile(node, nil, 0o600); err != nil {
 		t.Fatal(err)
@@ -33,7 +35,42 @@ func TestCompChannelStartsDeviceWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, node
+}
+
+// TestLostOr: a command's EIO is the device-lost error (ENODEV, the
+// waiters woken) once the device node is gone, and only then.
+func TestLostOr(t *testing.T) {
+	c, node := openWatchable(t)
+	eio := &OpError{Verb: "ReqNotifyCQ", Device: "fake0", Err: unix.EIO}
+	if err := c.lostOr("CQ.Wait", eio); err != error(eio) || c.lost.Load() {
+		t.Fatalf("EIO with the node present: %v (lost %v), want the EIO itself", err, c.lost.Load())
+	}
+	if err := os.Remove(node); err != nil {
+		t.Fatal(err)
+	}
+	inval := &OpError{Verb: "ReqNotifyCQ", Device: "fake0", Err: unix.EINVAL}
+	if err := c.lostOr("CQ.Wait", inval); err != error(inval) {
+		t.Errorf("EINVAL with the node gone: %v, want the EINVAL itself", err)
+	}
+	err := c.lostOr("CQ.Wait", eio)
+	if !errors.Is(err, unix.ENODEV) || !strings.Contains(err.Error(), "CQ.Wait") {
+		t.Errorf("EIO with the node gone: %v, want CQ.Wait's error wrapping ENODEV", err)
+	}
+	select {
+	case <-c.lostCh:
+	default:
+		t.Error("EIO with the node gone did not wake the context's waiters")
+	}
+}
+
+// TestCompChannelStartsDeviceWatch: creating a completion channel starts
+// the context's device watch, so that no Wait makes its syscalls, and the
+// deletion of the device node is seen with no Wait ever made (the node is
+// a plain file here, the kernel a fake).
+func TestCompChannelStartsDeviceWatch(t *testing.T) {
+	c, node := openWatchable(t)
 	if c.watchStarted.Load() {
 		t.Fatal("the device watch started before any channel or wait")
 	}
