@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"strconv"
@@ -112,6 +111,7 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 // rdma_cm (-R, -z; cm.go).
 type comm struct {
 	conn     net.Conn
+	rio      rawIO // conn's bytes by raw syscalls (made on first use)
 	cm       *cmLink
 	client   bool
 	withGID  bool
@@ -155,14 +155,17 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 		return c.xchgCM(mine)
 	}
 	theirs := make([]byte, len(mine))
+	if c.rio.conn == nil {
+		c.rio = newRawIO(c.conn)
+	}
 	read := func() error {
-		if _, err := io.ReadFull(c.conn, theirs); err != nil {
+		if err := c.rio.readFull(theirs); err != nil {
 			return failf("reading %d bytes from the peer: %v", len(theirs), err)
 		}
 		return nil
 	}
 	write := func() error {
-		if _, err := c.conn.Write(mine); err != nil {
+		if err := c.rio.writeAll(mine); err != nil {
 			return failf("writing %d bytes to the peer: %v", len(mine), err)
 		}
 		return nil
