@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/goverbs/goverbs/internal/rawconn"
 )
 
 // The out-of-band exchange perftest 4.5 (version string "6.06") runs over
@@ -111,7 +113,8 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 // rdma_cm (-R, -z; cm.go).
 type comm struct {
 	conn     net.Conn
-	rio      rawIO // conn's bytes by raw syscalls (made on first use)
+	rio      rawconn.Conn // conn's bytes by raw syscalls (made on first use)
+	rioSet   bool
 	cm       *cmLink
 	client   bool
 	withGID  bool
@@ -155,17 +158,17 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 		return c.xchgCM(mine)
 	}
 	theirs := make([]byte, len(mine))
-	if c.rio.conn == nil {
-		c.rio = newRawIO(c.conn)
+	if !c.rioSet {
+		c.rio, c.rioSet = rawconn.New(c.conn), true
 	}
 	read := func() error {
-		if err := c.rio.readFull(theirs); err != nil {
+		if err := c.rio.ReadFull(theirs); err != nil {
 			return failf("reading %d bytes from the peer: %v", len(theirs), err)
 		}
 		return nil
 	}
 	write := func() error {
-		if err := c.rio.writeAll(mine); err != nil {
+		if err := c.rio.WriteAll(mine); err != nil {
 			return failf("writing %d bytes to the peer: %v", len(mine), err)
 		}
 		return nil

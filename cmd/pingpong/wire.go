@@ -2,12 +2,12 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"strconv"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/hexaddr"
+	"github.com/goverbs/goverbs/internal/rawconn"
 )
 
 // dest is one QP's address as the pingpong examples exchange it.
@@ -67,16 +67,17 @@ func exchangeClient(host string, port int, mine []dest) ([]dest, error) {
 		return nil, failf("Couldn't connect to %s:%d", host, port)
 	}
 	defer c.Close()
+	rc := rawconn.New(c) // raw syscalls: the last message comes just before the loop
 	for _, d := range mine {
-		if _, err := c.Write(d.encode()); err != nil {
+		if err := rc.WriteAll(d.encode()); err != nil {
 			return nil, failure("Couldn't send local address")
 		}
 	}
-	theirs, err := readDests(c, len(mine))
+	theirs, err := readDests(rc, len(mine))
 	if err != nil {
 		return nil, failf("Couldn't read/write remote address: %v", err)
 	}
-	if _, err := c.Write(done); err != nil {
+	if err := rc.WriteAll(done); err != nil {
 		return nil, failf("Couldn't read/write remote address: %v", err)
 	}
 	return theirs, nil
@@ -97,7 +98,8 @@ func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, 
 		return nil, failure("accept() failed")
 	}
 	defer c.Close()
-	theirs, err := readDests(c, len(mine))
+	rc := rawconn.New(c) // raw syscalls: the client's "done" comes just before the loop
+	theirs, err := readDests(rc, len(mine))
 	if err != nil {
 		return nil, failf("Couldn't read remote address: %v", err)
 	}
@@ -105,7 +107,7 @@ func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, 
 		return nil, err
 	}
 	for _, d := range mine {
-		if _, err := c.Write(d.encode()); err != nil {
+		if err := rc.WriteAll(d.encode()); err != nil {
 			return nil, failure("Couldn't send/recv local address")
 		}
 	}
@@ -113,7 +115,7 @@ func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, 
 	// bytes; a client that closes without it is an error there too.
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	var b [msgSize]byte
-	n, err := io.ReadAtLeast(c, b[:], len(done))
+	n, err := rc.ReadAtLeast(b[:], len(done))
 	if err != nil || string(b[:n]) != string(done) {
 		return nil, failure("Couldn't send/recv local address")
 	}
@@ -121,11 +123,11 @@ func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, 
 }
 
 // readDests reads n messages of msgSize bytes.
-func readDests(r io.Reader, n int) ([]dest, error) {
+func readDests(r rawconn.Conn, n int) ([]dest, error) {
 	ds := make([]dest, n)
 	var b [msgSize]byte
 	for i := range ds {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
+		if err := r.ReadFull(b[:]); err != nil {
 			return nil, fmt.Errorf("message %d of %d: %v", i+1, n, err)
 		}
 		d, err := decodeDest(b[:])

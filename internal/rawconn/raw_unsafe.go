@@ -1,4 +1,4 @@
-package main
+package rawconn
 
 import (
 	"unsafe"
@@ -7,7 +7,7 @@ import (
 )
 
 // rawRead and rawWrite are read(2) and write(2) as raw syscalls (see
-// rawIO): the connection's socket is non-blocking, so neither waits.
+// Conn): the connection's socket is non-blocking, so neither waits.
 func rawRead(fd uintptr, p []byte) (int, unix.Errno) {
 	n, _, e := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	return int(n), e

@@ -1,0 +1,116 @@
+// Package rawconn moves a command's out-of-band TCP bytes (perftest's and
+// pingpong's address exchange) with raw read(2) and write(2) between the
+// runtime poller's waits (syscall.RawConn), where net.Conn's Read and Write
+// make ordinary syscalls.
+//
+// Why: the exchange's last message comes just before a measured loop,
+// after a wait long enough for the runtime's monitor (sysmon) to go into
+// its deep sleep, and the ordinary read or write that followed woke it into
+// its 20 µs naps: for the loop's first ~20 ms it took a vCPU from one of
+// the two spinning sides some 60 times (docs/COST.md, session 42). A raw
+// syscall leaves it asleep, the rule uverbs' completion-channel reads
+// follow. The socket is non-blocking, so neither call waits in the kernel.
+package rawconn
+
+import (
+	"io"
+	"net"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Conn reads and writes a connection's bytes. A connection without a
+// RawConn (a test's pipe) takes net.Conn's own methods.
+type Conn struct {
+	conn net.Conn
+	rc   syscall.RawConn // nil: use conn
+}
+
+// New is c's Conn.
+func New(c net.Conn) Conn {
+	r := Conn{conn: c}
+	if sc, ok := c.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			r.rc = rc
+		}
+	}
+	return r
+}
+
+// Raw reports whether the bytes move by raw syscalls.
+func (r Conn) Raw() bool { return r.rc != nil }
+
+// ReadFull reads exactly len(p) bytes; io.ErrUnexpectedEOF if the peer
+// closed first. The connection's read deadline holds.
+func (r Conn) ReadFull(p []byte) error {
+	_, err := r.ReadAtLeast(p, len(p))
+	return err
+}
+
+// ReadAtLeast reads into p until it has at least min bytes (io.ReadAtLeast),
+// taking what a read brings beyond them; io.ErrUnexpectedEOF if the peer
+// closed after some but fewer, io.EOF if before any.
+func (r Conn) ReadAtLeast(p []byte, min int) (int, error) {
+	if r.rc == nil {
+		return io.ReadAtLeast(r.conn, p, min)
+	}
+	off := 0
+	var ioErr error
+	err := r.rc.Read(func(fd uintptr) bool {
+		for off < min {
+			n, e := rawRead(fd, p[off:])
+			switch {
+			case e == unix.EINTR:
+				continue
+			case e == unix.EAGAIN:
+				return false // wait on the poller for more
+			case e != 0:
+				ioErr = e
+				return true
+			case n == 0:
+				ioErr = io.ErrUnexpectedEOF
+				if off == 0 {
+					ioErr = io.EOF
+				}
+				return true
+			}
+			off += n
+		}
+		return true
+	})
+	if err != nil {
+		return off, err
+	}
+	return off, ioErr
+}
+
+// WriteAll writes all of p. The connection's write deadline holds.
+func (r Conn) WriteAll(p []byte) error {
+	if r.rc == nil {
+		_, err := r.conn.Write(p)
+		return err
+	}
+	off := 0
+	var ioErr error
+	err := r.rc.Write(func(fd uintptr) bool {
+		for off < len(p) {
+			n, e := rawWrite(fd, p[off:])
+			switch {
+			case e == unix.EINTR:
+				continue
+			case e == unix.EAGAIN:
+				return false // wait on the poller for room
+			case e != 0:
+				ioErr = e
+				return true
+			}
+			off += n
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return ioErr
+}

@@ -1,0 +1,98 @@
+package rawconn
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+)
+
+// tcpPair is a connected loopback TCP pair, closed when t ends.
+func tcpPair(t *testing.T) (a, b net.Conn) {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, _ := l.Accept()
+		accepted <- c
+	}()
+	if a, err = net.Dial("tcp4", l.Addr().String()); err != nil {
+		t.Fatal(err)
+	}
+	if b = <-accepted; b == nil {
+		t.Fatal("accept failed")
+	}
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
+func TestTakesTheRawConn(t *testing.T) {
+	a, _ := tcpPair(t)
+	if !New(a).Raw() {
+		t.Error("a TCP connection does not take raw syscalls")
+	}
+	p, q := net.Pipe()
+	defer p.Close()
+	defer q.Close()
+	if New(p).Raw() {
+		t.Error("a pipe has no RawConn, yet New took one")
+	}
+}
+
+// TestReadsAcrossWaits: a message that arrives in two parts is read
+// whole, the reader parking on the poller in between; then the peer's
+// close before a whole message is io.ErrUnexpectedEOF.
+func TestReadsAcrossWaits(t *testing.T) {
+	a, b := tcpPair(t)
+	want := []byte("0123456789abcdefghij")
+	go func() {
+		w := New(b)
+		w.WriteAll(want[:10])
+		time.Sleep(20 * time.Millisecond)
+		w.WriteAll(want[10:])
+		w.WriteAll([]byte("xyz"))
+		b.Close()
+	}()
+	r := New(a)
+	got := make([]byte, len(want))
+	if err := r.ReadFull(got); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("readFull = %q, %v; want %q", got, err, want)
+	}
+	if err := r.ReadFull(make([]byte, 5)); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("readFull of 5 bytes when the peer sent 3 and closed = %v, want io.ErrUnexpectedEOF", err)
+	}
+}
+
+func TestKeepsDeadlines(t *testing.T) {
+	a, _ := tcpPair(t)
+	a.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
+	if err := New(a).ReadFull(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("readFull past the read deadline = %v, want os.ErrDeadlineExceeded", err)
+	}
+}
+
+// TestReadAtLeast: what a read brings beyond min is kept, as
+// io.ReadAtLeast does; a peer that closes first is io.EOF.
+func TestReadAtLeast(t *testing.T) {
+	a, b := tcpPair(t)
+	if err := New(b).WriteAll([]byte("done\x00")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := New(a).ReadAtLeast(buf, 4)
+	if err != nil || n < 4 || string(buf[:4]) != "done" {
+		t.Fatalf("ReadAtLeast = %d %q, %v; want at least \"done\"", n, buf[:n], err)
+	}
+	c, d := tcpPair(t)
+	d.Close()
+	if n, err := New(c).ReadAtLeast(buf, 4); n != 0 || !errors.Is(err, io.EOF) {
+		t.Errorf("ReadAtLeast from a closed peer = %d, %v; want 0, io.EOF", n, err)
+	}
+}
