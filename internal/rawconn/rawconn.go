@@ -6,8 +6,9 @@
 // Why: the exchange's last message comes just before a measured loop,
 // after a wait long enough for the runtime's monitor (sysmon) to go into
 // its deep sleep, and the ordinary read or write that followed woke it into
-// its 20 µs naps: for the loop's first ~20 ms it took a vCPU from one of
-// the two spinning sides some 60 times (docs/COST.md, session 42). A raw
+// its shortest naps (50 of 20 µs, then doubling to 10 ms: some 60 wake-ups
+// in the loop's first ~20 ms, each taking a vCPU from one of the two
+// spinning sides on the rig; docs/COST.md, session 42). A raw
 // syscall leaves it asleep, the rule uverbs' completion-channel reads
 // follow. The socket is non-blocking, so neither call waits in the kernel.
 package rawconn
@@ -48,18 +49,22 @@ func (r Conn) ReadFull(p []byte) error {
 	return err
 }
 
-// ReadAtLeast reads into p until it has at least min bytes (io.ReadAtLeast),
+// ReadAtLeast reads into p until it has at least n bytes (io.ReadAtLeast),
 // taking what a read brings beyond them; io.ErrUnexpectedEOF if the peer
-// closed after some but fewer, io.EOF if before any.
-func (r Conn) ReadAtLeast(p []byte, min int) (int, error) {
+// closed after some but fewer, io.EOF if before any, io.ErrShortBuffer if
+// p is shorter than n.
+func (r Conn) ReadAtLeast(p []byte, n int) (int, error) {
 	if r.rc == nil {
-		return io.ReadAtLeast(r.conn, p, min)
+		return io.ReadAtLeast(r.conn, p, n)
+	}
+	if len(p) < n {
+		return 0, io.ErrShortBuffer
 	}
 	off := 0
 	var ioErr error
 	err := r.rc.Read(func(fd uintptr) bool {
-		for off < min {
-			n, e := rawRead(fd, p[off:])
+		for off < n {
+			k, e := rawRead(fd, p[off:])
 			switch {
 			case e == unix.EINTR:
 				continue
@@ -68,14 +73,14 @@ func (r Conn) ReadAtLeast(p []byte, min int) (int, error) {
 			case e != 0:
 				ioErr = e
 				return true
-			case n == 0:
+			case k == 0:
 				ioErr = io.ErrUnexpectedEOF
 				if off == 0 {
 					ioErr = io.EOF
 				}
 				return true
 			}
-			off += n
+			off += k
 		}
 		return true
 	})

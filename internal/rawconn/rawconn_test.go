@@ -63,10 +63,10 @@ func TestReadsAcrossWaits(t *testing.T) {
 	r := New(a)
 	got := make([]byte, len(want))
 	if err := r.ReadFull(got); err != nil || !bytes.Equal(got, want) {
-		t.Fatalf("readFull = %q, %v; want %q", got, err, want)
+		t.Fatalf("ReadFull = %q, %v; want %q", got, err, want)
 	}
 	if err := r.ReadFull(make([]byte, 5)); !errors.Is(err, io.ErrUnexpectedEOF) {
-		t.Errorf("readFull of 5 bytes when the peer sent 3 and closed = %v, want io.ErrUnexpectedEOF", err)
+		t.Errorf("ReadFull of 5 bytes when the peer sent 3 and closed = %v, want io.ErrUnexpectedEOF", err)
 	}
 }
 
@@ -74,7 +74,7 @@ func TestKeepsDeadlines(t *testing.T) {
 	a, _ := tcpPair(t)
 	a.SetReadDeadline(time.Now().Add(10 * time.Millisecond))
 	if err := New(a).ReadFull(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Errorf("readFull past the read deadline = %v, want os.ErrDeadlineExceeded", err)
+		t.Errorf("ReadFull past the read deadline = %v, want os.ErrDeadlineExceeded", err)
 	}
 }
 
@@ -89,6 +89,9 @@ func TestReadAtLeast(t *testing.T) {
 	n, err := New(a).ReadAtLeast(buf, 4)
 	if err != nil || n < 4 || string(buf[:4]) != "done" {
 		t.Fatalf("ReadAtLeast = %d %q, %v; want at least \"done\"", n, buf[:n], err)
+	}
+	if _, err := New(a).ReadAtLeast(buf[:2], 4); !errors.Is(err, io.ErrShortBuffer) {
+		t.Errorf("ReadAtLeast of 4 into 2 bytes = %v, want io.ErrShortBuffer", err)
 	}
 	c, d := tcpPair(t)
 	d.Close()
