@@ -113,8 +113,6 @@ func decodeDest(msg []byte, withGID bool) (dest, error) {
 // rdma_cm (-R, -z; cm.go).
 type comm struct {
 	conn     net.Conn
-	rio      rawconn.Conn // conn's bytes by raw syscalls (made on first use)
-	rioSet   bool
 	cm       *cmLink
 	client   bool
 	withGID  bool
@@ -158,17 +156,15 @@ func (c *comm) xchg(mine []byte) ([]byte, error) {
 		return c.xchgCM(mine)
 	}
 	theirs := make([]byte, len(mine))
-	if !c.rioSet {
-		c.rio, c.rioSet = rawconn.New(c.conn), true
-	}
+	rio := rawconn.New(c.conn) // raw syscalls: the last exchange comes just before a loop
 	read := func() error {
-		if err := c.rio.ReadFull(theirs); err != nil {
+		if err := rio.ReadFull(theirs); err != nil {
 			return failf("reading %d bytes from the peer: %v", len(theirs), err)
 		}
 		return nil
 	}
 	write := func() error {
-		if err := c.rio.WriteAll(mine); err != nil {
+		if err := rio.WriteAll(mine); err != nil {
 			return failf("writing %d bytes to the peer: %v", len(mine), err)
 		}
 		return nil

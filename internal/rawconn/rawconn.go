@@ -62,28 +62,7 @@ func (r Conn) ReadAtLeast(p []byte, n int) (int, error) {
 	}
 	off := 0
 	var ioErr error
-	err := r.rc.Read(func(fd uintptr) bool {
-		for off < n {
-			k, e := rawRead(fd, p[off:])
-			switch {
-			case e == unix.EINTR:
-				continue
-			case e == unix.EAGAIN:
-				return false // wait on the poller for more
-			case e != 0:
-				ioErr = e
-				return true
-			case k == 0:
-				ioErr = io.ErrUnexpectedEOF
-				if off == 0 {
-					ioErr = io.EOF
-				}
-				return true
-			}
-			off += k
-		}
-		return true
-	})
+	err := r.rc.Read(func(fd uintptr) bool { return pump(fd, rawRead, p, n, &off, &ioErr) })
 	if err != nil {
 		return off, err
 	}
@@ -98,24 +77,37 @@ func (r Conn) WriteAll(p []byte) error {
 	}
 	off := 0
 	var ioErr error
-	err := r.rc.Write(func(fd uintptr) bool {
-		for off < len(p) {
-			n, e := rawWrite(fd, p[off:])
-			switch {
-			case e == unix.EINTR:
-				continue
-			case e == unix.EAGAIN:
-				return false // wait on the poller for room
-			case e != 0:
-				ioErr = e
-				return true
-			}
-			off += n
-		}
-		return true
-	})
+	err := r.rc.Write(func(fd uintptr) bool { return pump(fd, rawWrite, p, len(p), &off, &ioErr) })
 	if err != nil {
 		return err
 	}
 	return ioErr
+}
+
+// pump moves p[*off:] with op (rawRead or rawWrite) until *off reaches n:
+// the body of a RawConn callback. It reports false when the socket would
+// block (RawConn then waits on the poller and calls again), true once done
+// or failed (*ioErr set: the errno, or for 0 bytes moved the peer's
+// close, io.EOF before any byte and io.ErrUnexpectedEOF after some).
+func pump(fd uintptr, op func(uintptr, []byte) (int, unix.Errno), p []byte, n int, off *int, ioErr *error) bool {
+	for *off < n {
+		k, e := op(fd, p[*off:])
+		switch {
+		case e == unix.EINTR:
+			continue
+		case e == unix.EAGAIN:
+			return false
+		case e != 0:
+			*ioErr = e
+			return true
+		case k == 0:
+			*ioErr = io.ErrUnexpectedEOF
+			if *off == 0 {
+				*ioErr = io.EOF
+			}
+			return true
+		}
+		*off += k
+	}
+	return true
 }
