@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/internal/kernel"
 	"golang.org/x/sys/unix"
 )
@@ -16,6 +18,14 @@ import (
 // plain file (returned, so a test can delete it); chanFd answers
 // CREATE_COMP_CHANNEL.
 func openWatchable(t *testing.T) (*Context, string) {
+	t.Helper()
+	c, node, _ := openWatchableAsync(t)
+	return c, node
+}
+
+// openWatchableAsync is openWatchable that also returns the write end of
+// the context's async event file, for a test to send events into.
+func openWatchableAsync(t *testing.T) (*Context, string, int) {
 	t.Helper()
 	node := filepath.Join(t.TempDir(), "uverbs0")
 	if err := os.WriteFile(node, nil, 0o600); err != nil {
@@ -36,7 +46,7 @@ func openWatchable(t *testing.T) (*Context, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	return c, node
+	return c, node, async[1]
 }
 
 // TestLostOr: a command's EIO is the device-lost error (ENODEV, the
@@ -89,5 +99,41 @@ func TestCompChannelStartsDeviceWatch(t *testing.T) {
 	case <-c.lostCh:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the device node's deletion was not seen within 10 s")
+	}
+}
+
+// TestOneFatalEvent: when the kernel's DEVICE_FATAL reaches a waiter
+// before the device watch sees the node go (Linux 7.3's rxe sends one), a
+// NextAsyncEvent made after it is not a waiter of the removal: it gets
+// the ENODEV error once the loss is seen, not a second fatal event (the
+// rig's TestDeviceGoneRig saw that once on 7.3.4).
+func TestOneFatalEvent(t *testing.T) {
+	c, node, async := openWatchableAsync(t)
+	first := make(chan error, 1)
+	go func() {
+		ev, err := c.NextAsyncEvent(context.Background())
+		if err == nil && ev.Type != EventDeviceFatal {
+			err = errors.New("event " + ev.Type.String())
+		}
+		first <- err
+	}()
+	desc := abi.IbUverbsAsyncEventDesc{EventType: uint32(EventDeviceFatal)}
+	if _, err := unix.Write(async, abi.Bytes(&desc)); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("the first NextAsyncEvent: %v, want the kernel's DEVICE_FATAL", err)
+	}
+	// The node goes while the second call waits (the watch started with
+	// the first call).
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		os.Remove(node)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ev, err := c.NextAsyncEvent(ctx)
+	if !errors.Is(err, unix.ENODEV) {
+		t.Errorf("NextAsyncEvent after the fatal event: %+v, %v; want an error wrapping ENODEV", ev, err)
 	}
 }

@@ -89,11 +89,11 @@ type asyncEvents struct {
 // closes. Close wakes every caller, which then returns an error for which
 // errors.Is(err, ErrClosed) holds, as does every call after Close.
 //
-// When the device is removed, every caller waiting then, and the first
-// caller after, gets an EventDeviceFatal event (from the kernel, or
-// made by goverbs for drivers whose removal is silent: rxe, siw; see
-// devwatch.go); later calls return an error wrapping ENODEV. Close the
-// Context then: the device's removal waits for it.
+// When the device is removed, every caller waiting then gets an
+// EventDeviceFatal event (from the kernel, or made by goverbs for drivers
+// whose removal is silent: rxe, siw; see devwatch.go), or, if none was
+// waiting, the first caller after; later calls return an error wrapping
+// ENODEV. Close the Context then: the device's removal waits for it.
 func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 	if c.closed.Load() {
 		return AsyncEvent{}, &OpError{Verb: "NextAsyncEvent", Device: c.dev.Name, Err: ErrClosed}
@@ -111,7 +111,11 @@ func (c *Context) NextAsyncEvent(ctx context.Context) (AsyncEvent, error) {
 		}
 		go c.readAsyncEvents(f)
 	})
-	parked := !c.lost.Load() // a caller waiting when the device goes gets the event
+	// A caller waiting when the device goes gets the event; one that comes
+	// after the loss was seen, or after a fatal event was handed out (the
+	// kernel's can come before the device watch sees the node go), is a
+	// later caller.
+	parked := !c.lost.Load() && !c.fatalSent.Load()
 	for {
 		var ev AsyncEvent
 		select {
