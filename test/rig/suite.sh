@@ -80,8 +80,9 @@ done
 log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
 # arm64 kernels (6.12-arm64, build-arm64.sh) boot their own payload: the same
 # guest scripts and settings, the tools and the rig tests of RIG_ARM64_PKGS
-# ("all": every rig-test package) built with GOARCH=arm64 (no -race: it needs
-# cgo, an arm64 C toolchain). ./doorbell is no rig test, but its arm64
+# built with GOARCH=arm64 (no -race: it needs cgo, an arm64 C toolchain).
+# The default, "all", is every rig-test package (the same set as the amd64
+# kernels, RIG_PKGS applied) and ./doorbell: no rig test, but its arm64
 # assembly (barriers, MMIO stores) runs on an arm64 CPU only here.
 ov64=$RIG_OUT/payload-arm64; names64=(); broken64=()
 rm -rf "$ov64"
@@ -91,8 +92,8 @@ if grep -qs '^ARCH=arm64$' "${envs[@]}"; then
   for p in ${tools[@]+"${tools[@]}"}; do
     GOARCH=arm64 CGO_ENABLED=0 go build -o "$ov64/rig/bin/" "$p" || die "go build $p (arm64) failed"
   done
-  pkgs64=${RIG_ARM64_PKGS-./provider/rxe ./cmd/pingpong ./doorbell}
-  [ "$pkgs64" != all ] || pkgs64=${rigpkgs[*]-}
+  pkgs64=${RIG_ARM64_PKGS-all}
+  [ "$pkgs64" != all ] || pkgs64="${rigpkgs[*]-} ./doorbell"
   for pkg in $pkgs64; do
     rel=${pkg#"$mod"}; rel=${rel#./}; rel=${rel#/}; name=${rel//\//_}; name=${name:-goverbs}
     mkdir -p "$ov64/rig/tests/$name"
