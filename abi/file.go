@@ -25,6 +25,7 @@ const (
 	TransportWrite
 )
 
+// String is the transport's name, as errors print it.
 func (t Transport) String() string {
 	switch t {
 	case TransportNone:

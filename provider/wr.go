@@ -23,6 +23,7 @@ type WRError struct {
 	Err      error
 }
 
+// Error names the provider, the verb, the refused request and the cause.
 func (e *WRError) Error() string {
 	if e.Verb == "PostSend" {
 		return fmt.Sprintf("%s: %s: work request %d (%v): %v; nothing was posted", e.Provider, e.Verb, e.Index, e.Opcode, e.Err)
@@ -30,6 +31,7 @@ func (e *WRError) Error() string {
 	return fmt.Sprintf("%s: %s: work request %d: %v; nothing was posted", e.Provider, e.Verb, e.Index, e.Err)
 }
 
+// Unwrap returns the cause, for errors.Is and errors.As.
 func (e *WRError) Unwrap() error { return e.Err }
 
 // Invalid is an EINVAL with the reason: errors.Is(err, unix.EINVAL) holds.

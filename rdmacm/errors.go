@@ -28,6 +28,7 @@ type OpError struct {
 	Err error
 }
 
+// Error names the operation and its cause.
 func (e *OpError) Error() string { return "rdmacm: " + e.Op + ": " + e.Err.Error() }
 
 // Unwrap returns the cause.
@@ -48,6 +49,7 @@ type EventError struct {
 	Event Event
 }
 
+// Error names the failing event and, when it has them, its reason, status and private data.
 func (e *EventError) Error() string {
 	s := fmt.Sprintf("%v event", e.Event.Type)
 	switch {

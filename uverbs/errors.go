@@ -29,6 +29,7 @@ type OpError struct {
 	Advice    string           // what to do about it, when the cause is known
 }
 
+// Error names the verb, the device, the transport and the cause, with advice when there is any.
 func (e *OpError) Error() string {
 	var b strings.Builder
 	b.WriteString("uverbs: ")
@@ -49,6 +50,7 @@ func (e *OpError) Error() string {
 	return b.String()
 }
 
+// Unwrap returns the errno or goverbs error, for errors.Is and errors.As.
 func (e *OpError) Unwrap() error { return e.Err }
 
 // opError wraps err for verb, adding advice for causes we recognise. It

@@ -24,8 +24,10 @@ type Error struct {
 	Err      error
 }
 
+// Error names the provider, how many requests were placed and the doorbell's failure.
 func (e *Error) Error() string {
 	return fmt.Sprintf("%s: PostSend: %d work requests placed in the send queue, but the doorbell write failed: %v", e.Provider, e.Posted, e.Err)
 }
 
+// Unwrap returns the doorbell write's error, for errors.Is and errors.As.
 func (e *Error) Unwrap() error { return e.Err }

@@ -77,6 +77,7 @@ const (
 	ODPWrite                     // mapped for reading and writing
 )
 
+// String names the access for test failures and traces.
 func (a ODPAccess) String() string {
 	switch a {
 	case ODPUnmapped:
