@@ -30,13 +30,32 @@ import (
 //	cmd-panic[-once]  a panic after init's "devices:" line, before the first RIG-START
 //	test-panic    a panic after the first RIG-START (a test was running)
 //
+// The heartbeat tests (TestRigHeartbeat) use two more: a guest that appends
+// its uptime to the beat file of the -virtfs share named rigbeat every 0.3 s
+// while a test runs, then
+//
+//	beat-stops    stops beating and stays silent (a frozen guest)
+//	beat-steady   keeps beating, its console silent, for 4 s and exits 0
+//
 // Every run appends its -accel value to $FAKE_RUNS.
 const fakeQEMU = `#!/bin/bash
 ulimit -c 0
 case " $* " in *" --version "*) echo "QEMU emulator version 0.0.0 (fake)"; exit 0 ;; esac
-accel= prev=
-for a; do [ "$prev" = -accel ] && accel=$a; prev=$a; done
+accel= prev= beat=
+for a; do
+  [ "$prev" = -accel ] && accel=$a
+  case $prev,$a in -virtfs,*mount_tag=rigbeat*) beat=${a#*path=}; beat=${beat%%,*}/beat ;; esac
+  prev=$a
+done
 echo "$accel" >> "$FAKE_RUNS"
+beats() { # beats N: N beats 0.3 s apart (none without the share)
+  local i; for ((i = 1; i <= $1; i++)); do [ -z "$beat" ] || echo "$i.00" >> "$beat"; sleep 0.3; done; }
+case $accel,$FAKE_TCG in
+  tcg,beat-stops) echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
+    echo "RIG-START: uverbs"; beats 5; exec sleep 300 ;;
+  tcg,beat-steady) echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
+    echo "RIG-START: uverbs"; beats 14; echo "RIG-RESULT: uverbs PASS 0 4.2"; echo "RIG-EXIT: 0"; exit 0 ;;
+esac
 if [ "$accel" = tcg ] && [ "$FAKE_TCG" = lockup ]; then
   echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"; echo "RIG-START: uverbs"
   while :; do echo "[ 1337.361488] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x.test:1190]"; sleep 0.2; done
@@ -232,6 +251,37 @@ func TestRigAccelKVM(t *testing.T) {
 	}
 	if report, runs, _ = f.boot("good", "RIG_KVM_DEV="+filepath.Join(f.dir, "no-kvm")); report != "rc=7 accel=tcg why= note=" || !equal(runs, []string{"tcg"}) {
 		t.Errorf("no /dev/kvm: %q with -accel %v, want TCG", report, runs)
+	}
+}
+
+// TestRigHeartbeat: a guest whose heartbeat stops while its console is
+// silent (a frozen kernel) is killed RIG_BEAT seconds after its last beat,
+// long before the console-silence rule (RIG_STALL) or the host timeout
+// would; one that keeps beating with a silent console is left to finish; the
+// beat's share is gone after either.
+func TestRigHeartbeat(t *testing.T) {
+	for _, c := range []struct {
+		mode, report string
+		min, max     time.Duration
+	}{
+		{"beat-stops", "rc=124 accel=tcg why=hung: the guest's heartbeat stopped (none for 2s; the last at 5.00s of guest uptime), killed by the host note=", 2 * time.Second, 20 * time.Second},
+		{"beat-steady", "rc=0 accel=tcg why= note=", 4 * time.Second, 30 * time.Second},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Parallel()
+			r := newRigAccel(t)
+			tmp := t.TempDir()
+			report, _, took := r.boot("good", "RIG_ACCEL=tcg", "FAKE_TCG="+c.mode, "RIG_BEAT=2", "RIG_STALL=1000", "TMPDIR="+tmp)
+			if report != c.report {
+				t.Errorf("report %q, want %q", report, c.report)
+			}
+			if took < c.min || took > c.max {
+				t.Errorf("the boot took %v, want %v to %v", took, c.min, c.max)
+			}
+			if left, _ := filepath.Glob(filepath.Join(tmp, "rigbeat.*")); len(left) != 0 {
+				t.Errorf("the heartbeat share was left behind: %v", left)
+			}
+		})
 	}
 }
 

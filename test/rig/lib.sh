@@ -299,7 +299,8 @@ accel_remember() {
 # base initramfs plus the OVERLAY directory packed as a second archive (the
 # kernel unpacks concatenated cpio archives in order; later files win).
 # Streams the console to stdout (unless RIG_QUIET=1) and to LOG; kills the
-# guest after TIMEOUT seconds, or after RIG_STALL seconds of console silence. Returns the
+# guest after TIMEOUT seconds, after RIG_STALL seconds of console silence, or after
+# RIG_BEAT seconds without the guest's heartbeat (rig_qemu_once). Returns the
 # guest command's status from its "RIG-EXIT: n" line; 124 if the host timeout
 # killed the guest; 125 if the guest ended without one (panic, init died).
 # Sets RIG_BOOT_WHY (why it failed, "" if it did not), RIG_BOOT_SECS (wall
@@ -404,8 +405,19 @@ rig_qemu_once() {
   local accel=$1 vmlinux=$2 initrd=$3 logf=$4 tmo=$5; shift 5
   local cpu=max rc t0 kvmwait=${RIG_KVM_WAIT:-10}
   local mark=${RIG_BOOT_MARK:-'^\[rig [0-9.]*s\] devices:'} bstall=${RIG_BOOT_STALL:-300}
+  local beat=${RIG_BEAT-40} beatdir='' beatargs=()
   [ "$accel" = tcg ] || cpu=host
   RIG_KVM_FAILED='' RIG_BOOT_FIRST='' RIG_BOOT_STARTED=''
+  # The guest's heartbeat (RIG_BEAT seconds; 0 or "" turns it off): init
+  # appends its uptime to a file of this 9p share every 3 s, from user space,
+  # so a guest whose kernel stopped running anything (a freeze with a silent
+  # console, seen once under TCG in session 3) is found in RIG_BEAT seconds
+  # rather than after RIG_STALL's console silence, which must outlast a
+  # test's own timeout.
+  if [ -n "$beat" ] && [ "$beat" != 0 ]; then
+    beatdir=$(mktemp -d "${TMPDIR:-/tmp}/rigbeat.XXXXXX")
+    beatargs=(-virtfs "local,path=$beatdir,mount_tag=rigbeat,security_model=none,id=rigbeat")
+  fi
   # shellcheck disable=SC2054 # qemu options have commas
   local args=(-nodefaults -no-user-config -machine q35 -accel "${accel%\?}" -cpu "$cpu"
     -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
@@ -418,7 +430,8 @@ rig_qemu_once() {
     # no_timer_check: a starved TCG vCPU can fail the IO-APIC timer check
     # ("IO-APIC + timer doesn't work!", a panic at 0.04 s; seen with 5.10
     # and 6.1); virtual machines skip that check.
-    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check ${RIG_APPEND:-}" "$@")
+    -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check ${RIG_APPEND:-}"
+    ${beatargs[@]+"${beatargs[@]}"} "$@")
   local qemu=qemu-system-x86_64
   if [ "${RIG_GUEST_ARCH:-amd64}" = arm64 ]; then
     # arm64 (build-arm64.sh): the virt board, its PL011 console, the Image
@@ -432,14 +445,15 @@ rig_qemu_once() {
       -smp "${RIG_SMP:-2}" -m "${RIG_MEM:-1024}" -display none -serial stdio -no-reboot
       -kernel "$vmlinux" -initrd "$initrd"
       -nic user,model=virtio-net-pci,restrict=on,ipv6=off
-      -append "console=ttyAMA0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}" "$@")
+      -append "console=ttyAMA0 quiet loglevel=3 panic=-1 ${RIG_APPEND:-}"
+      ${beatargs[@]+"${beatargs[@]}"} "$@")
   fi
   t0=$(date +%s)
   : > "$logf"
   timeout -k 5 "$tmo" "$qemu" "${args[@]}" </dev/null > "$logf" 2>&1 &
   local pid=$! follow='' stalled='' tick='' lockup=
   # a background job ignores ^C: stop the guest when the script is stopped
-  trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; exit 130' INT TERM
+  trap 'kill "$pid" 2>/dev/null; rm -f "$initrd"; [ -z "$beatdir" ] || rm -rf "$beatdir"; exit 130' INT TERM
   [ "${RIG_QUIET:-0}" = 1 ] || { tail -n +1 -f --pid="$pid" "$logf" & follow=$!; }
   # Poll fast while the guest boots (a run that ends at once, or a KVM
   # failure, is seen within 0.2 s), then once a second.
@@ -470,6 +484,12 @@ rig_qemu_once() {
     if [ -n "${RIG_STALL:-}" ] && [ $(( $(date +%s) - $(stat -c %Y "$logf") )) -gt "$RIG_STALL" ]; then
       stalled=1; kill "$pid" 2>/dev/null   # timeout passes the TERM on to qemu
     fi
+    # Judged only once the first beat came: before that the boot's own
+    # stall rule holds, and a guest without 9p never beats at all.
+    if [ -n "$beatdir" ] && [ -s "$beatdir/beat" ] &&
+       [ $(( $(date +%s) - $(stat -c %Y "$beatdir/beat") )) -gt "$beat" ]; then
+      stalled=beat; kill "$pid" 2>/dev/null
+    fi
     # Until the guest's work starts, RIG_BOOT_STALL s of silence is a stalled
     # boot (rig_qemu runs it again); RIG_STALL is sized for the tests after.
     if [ -z "$RIG_BOOT_STARTED" ]; then
@@ -483,6 +503,11 @@ rig_qemu_once() {
   rc=0; wait "$pid" || rc=$?
   trap - INT TERM
   [ -z "$follow" ] || wait "$follow" || true
+  local lastbeat=''
+  if [ -n "$beatdir" ]; then
+    lastbeat=$(tail -n 1 "$beatdir/beat" 2>/dev/null) || true
+    rm -rf "$beatdir"
+  fi
   # QEMU ended under KVM before the guest said anything: an abort (KVM's MSR
   # setup failing is an assertion in QEMU), or an error before the boot.
   if [ "$accel" != tcg ] && [ -z "$RIG_KVM_FAILED" ] && [ -z "$RIG_BOOT_FIRST" ] &&
@@ -496,6 +521,10 @@ rig_qemu_once() {
   [ -z "$RIG_KVM_FAILED" ] || return 125
   if [ "$stalled" = boot ]; then
     RIG_BOOT_WHY="hung during boot: no console output for ${bstall}s before the guest's work started, killed by the host"
+    return 124
+  fi
+  if [ "$stalled" = beat ]; then
+    RIG_BOOT_WHY="hung: the guest's heartbeat stopped (none for ${beat}s; the last at ${lastbeat}s of guest uptime), killed by the host"
     return 124
   fi
   if [ "$stalled" = lockup ]; then

@@ -8,7 +8,8 @@
 # Knobs (environment): KERNELS, RIG_RUN (-test.run filter), RIG_TEST_TIMEOUT
 # (seconds per binary, default 600 like go test), RIG_TEST_ARGS (more test
 # flags), RIG_TIMEOUT (host timeout per boot; default leaves every binary its
-# time), RIG_STALL (seconds of console silence that mean a hung guest),
+# time), RIG_STALL (seconds of console silence that mean a hung guest; a
+# frozen guest is found sooner by its heartbeat, RIG_BEAT in lib.sh),
 # RIG_RACE (packages also run built with -race; default ./provider/rxe),
 # RIG_PKGS (only these rig-test packages, e.g. "./rdmacm ./rsocket"; default all).
 # Prints one line per binary and kernel, then "N passed, N failed"; exits
