@@ -39,7 +39,8 @@
 # and how many times it was put on a CPU (/proc/PID/task/*/schedstat, read
 # every 20 ms until the client exits: the last 20 ms are missing), so the
 # runtime's own threads (sysmon, idle Ms woken to poll the network) show
-# beside the thread that does the work; then, after "|", the other tasks
+# beside the thread that does the work (the one found in nanosleep, sysmon,
+# marked "m"); then, after "|", the other tasks
 # (both CPUs) that ran most during the pair's run, ms each.
 # TRACE=1 traces the scheduler's switches on CPU 0 (the client's, with
 # PIN=1) during the pair's run (tracefs sched_switch) and prints after each
@@ -156,19 +157,23 @@ if [ "${1:-}" = --guest ]; then
   # threads PID: "run/wait/slices ..." of each thread of the program PID
   # (the guest's busybox timeout execs the program in the process it
   # started), busiest first, each thread's figures from the last sample
-  # that found it (a program's threads leave one by one as it exits).
+  # that found it (a program's threads leave one by one as it exits). A
+  # thread any sample found asleep in nanosleep (wchan hrtimer_nanosleep:
+  # the Go runtime's monitor, sysmon) has an "m" after its figures.
   threads() {
-    local f line
-    local -A last=()
+    local f line w
+    local -A last=() mon=()
     # until it exits (a zombie, state Z, until the caller waits for it)
     while read -r line < /proc/"$1"/stat 2>/dev/null && [[ ${line##*) } != Z* ]]; do
       for f in /proc/"$1"/task/*/schedstat; do
         read -r line < "$f" 2>/dev/null && last[$f]=$line
+        # wchan has no newline: read fails at its end but sets w
+        w=; read -r w < "${f%schedstat}wchan" 2>/dev/null; [ "$w" != hrtimer_nanosleep ] || mon[$f]=m
       done
       read -r -t 0.02 -u "$never" || true
     done
-    for f in "${!last[@]}"; do echo "${last[$f]}"; done |
-      sort -k1,1nr | awk '{ printf "%s%.1f/%.1f/%d", sep, $1 / 1e6, $2 / 1e6, $3; sep = " " }'
+    for f in "${!last[@]}"; do echo "${last[$f]} ${mon[$f]:-}"; done |
+      sort -k1,1nr | awk '{ printf "%s%.1f/%.1f/%d%s", sep, $1 / 1e6, $2 / 1e6, $3, $4; sep = " " }'
   }
   # A read of an idle FIFO is the 20 ms sleep (the guest has no /dev/fd).
   mkfifo /tmp/mix.never; exec {never}<> /tmp/mix.never
