@@ -50,14 +50,14 @@ done
 echo "$accel" >> "$FAKE_RUNS"
 beats() { # beats N: N beats 0.3 s apart (none without the share)
   local i; for ((i = 1; i <= $1; i++)); do [ -z "$beat" ] || echo "$i.00" >> "$beat"; sleep 0.3; done; }
+testing() { # a guest whose first test started
+  echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"; echo "RIG-START: uverbs"; }
 case $accel,$FAKE_TCG in
-  tcg,beat-stops) echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
-    echo "RIG-START: uverbs"; beats 5; exec sleep 300 ;;
-  tcg,beat-steady) echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
-    echo "RIG-START: uverbs"; beats 14; echo "RIG-RESULT: uverbs PASS 0 4.2"; echo "RIG-EXIT: 0"; exit 0 ;;
+  tcg,beat-stops) testing; beats 5; exec sleep 300 ;;
+  tcg,beat-steady) testing; beats 14; echo "RIG-RESULT: uverbs PASS 0 4.2"; echo "RIG-EXIT: 0"; exit 0 ;;
 esac
 if [ "$accel" = tcg ] && [ "$FAKE_TCG" = lockup ]; then
-  echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"; echo "RIG-START: uverbs"
+  testing
   while :; do echo "[ 1337.361488] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [x.test:1190]"; sleep 0.2; done
 fi
 panic() { echo "[    1.934375] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
