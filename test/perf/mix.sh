@@ -16,9 +16,10 @@
 #   TRACE=1 PIN=1 test/perf/mix.sh  # also who ran on CPU 0 (sched_switch)
 #   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
+#   CANARY=1 test/perf/mix.sh    # also how fast the vCPUs ran just before
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, THREADS, TRACE, GVENVS, BASE, KERNEL, RIG_APPEND (default
-# "tsc=reliable nopku", see lib.sh).
+# COUNTERS, CPUSTAT, THREADS, TRACE, CANARY, GVENVS, BASE, KERNEL, RIG_APPEND
+# (default "tsc=reliable nopku", see lib.sh).
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
@@ -46,6 +47,12 @@
 # PIN=1) during the pair's run (tracefs sched_switch) and prints after each
 # figure "/N switches task ms .../": the number of switches, then the tasks
 # that ran longest on that CPU, by name (swapper is idle).
+# CANARY=1 times, just before each pair's run, the same fixed work on each
+# vCPU and prints after the figure "~u0/u1 k0/k1~": ms of a loop of bash
+# arithmetic (user code) and of a loop of bash redirections to /dev/null
+# (open, dup and close: kernel entries), on CPU 0 and on CPU 1. A run's slow
+# mode that the canaries share is the emulator's or the host's speed, not
+# the program's.
 # PLACE=1 samples, every 20 ms of a pair's run, the CPU of each running
 # thread of the server and of the client (/proc/PID/task/*/stat, read with
 # bash builtins only) and prints after each figure "(shared/samples s=...
@@ -65,6 +72,8 @@ if [ "${1:-}" = --guest ]; then
     [ -z "${COUNTERS:-}" ] || counters > /tmp/mix.hw0
     [ -z "${CPUSTAT:-}" ] || grep '^cpu[0-9]' /proc/stat > /tmp/mix.cpu0
     [ -z "${THREADS:-}" ] || tasks > /tmp/mix.tasks0
+    local can=""
+    [ -z "${CANARY:-}" ] || can=$(canary)
     [ -z "${TRACE:-}" ] || { echo 0 > $T/tracing_on; echo > $T/trace; echo 1 > $T/tracing_on; }
     # shellcheck disable=SC2086 # args and the pins are word lists
     timeout -k 5 300 $pin_s "$s" -d rxe0 -x 1 -F -p $port $args > /tmp/mix.s 2>&1 &
@@ -95,7 +104,20 @@ if [ "${1:-}" = --guest ]; then
     local col=5
     case $test in *_bw) col=4 ;; esac
     grep -E '^ [0-9]+ +[0-9]+ ' /tmp/mix.c | tail -n 1 | figure $col | tr -d '\n'
-    echo "${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}${thr:+ <$thr>}${oncpu:+ /$oncpu/}"
+    echo "${can:+ ~$can~}${place:+ ($place)}${moved:+ [$moved]}${cpu:+ {$cpu\}}${thr:+ <$thr>}${oncpu:+ /$oncpu/}"
+  }
+  # canary: "u0/u1 k0/k1", ms of 4,000 rounds of bash arithmetic and of
+  # 500 redirections of a no-op to /dev/null, on CPU 0 and on CPU 1, each
+  # timed inside its bash (the fork and exec left out).
+  canary() {
+    local c u=() k=()
+    for c in 0 1; do
+      # shellcheck disable=SC2016 # expanded by the inner bash
+      u+=("$(taskset -c $c bash -c 's=$EPOCHREALTIME; for ((i = 0; i < 4000; i++)); do :; done; echo "$s $EPOCHREALTIME"')")
+      # shellcheck disable=SC2016
+      k+=("$(taskset -c $c bash -c 's=$EPOCHREALTIME; for ((i = 0; i < 500; i++)); do : > /dev/null; done; echo "$s $EPOCHREALTIME"')")
+    done
+    printf '%s\n' "${u[@]}" "${k[@]}" | awk '{ t[NR] = ($2 - $1) * 1000 } END { printf "%.0f/%.0f %.0f/%.0f", t[1], t[2], t[3], t[4] }'
   }
   # counters: "name value" for each of rxe0's port counters.
   counters() {
@@ -236,7 +258,7 @@ perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
