@@ -46,6 +46,22 @@ median() {
     awk '{v[NR]=$1} END {if (NR == 0) print "nan"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'
 }
 
+# ahead LESS "A..." "B...": "k of n": of the runs where both lists (paired
+# by position) have a figure, in how many A's is better than B's: smaller
+# if LESS is 1 (a time), larger otherwise (a rate). A row's medians can
+# trade places from boot to boot; a count near n or near 0 says the pairs
+# agree.
+ahead() {
+  awk -v less="$1" -v a="$2" -v b="$3" 'BEGIN {
+    na = split(a, x, " "); split(b, y, " ")
+    for (i = 1; i <= na; i++) {
+      if (x[i] !~ /^[0-9.]+$/ || y[i] !~ /^[0-9.]+$/ || x[i] + 0 <= 0 || y[i] + 0 <= 0) continue
+      n++
+      if ((less && x[i] + 0 < y[i] + 0) || (!less && x[i] + 0 > y[i] + 0)) k++
+    }
+    printf "%d of %d", k, n }'
+}
+
 # figure COLUMN: column COLUMN of the line on stdin, or "zero" for a figure
 # of 0 (perftest's, now and then under TCG: its clock), which median then
 # leaves out; a word (failed) passes through.
