@@ -3,6 +3,7 @@ package rxe
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -292,7 +293,7 @@ func TestPostRecvRefusesBadLists(t *testing.T) {
 	}
 }
 
-// TestDoorbellRawOnlyForSmallLists: a list that sends at most
+// TestDoorbellRawOnlyForSmallLists: a request that sends at most
 // writedoorbell.RawMax bytes rings the raw doorbell; a larger one (whose
 // requester run on Linux 6.1 happens inside the write) rings a regular
 // write, which lets the GC stop the world meanwhile. One doorbell each.
@@ -319,4 +320,68 @@ func TestDoorbellRawOnlyForSmallLists(t *testing.T) {
 				fk.doorbells.Load()-db, fk.raw.Load()-raw, tc.raw)
 		}
 	}
+}
+
+// TestDoorbellLongListInParts: a list that sends more than
+// writedoorbell.RawMax bytes is rung in parts of at most RawMax, each a raw
+// doorbell whose published producer index ends its part (an RDMA READ
+// sends nothing, a single larger request is a part of its own and rings a
+// regular write when it is the last); a failed part's doorbell leaves the
+// whole list posted.
+func TestDoorbellLongListInParts(t *testing.T) {
+	const max = writedoorbell.RawMax
+	write := func(n uint32) provider.SendWR {
+		return provider.SendWR{Opcode: provider.WRRDMAWrite, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: n, LKey: 1}}}
+	}
+	read := provider.SendWR{Opcode: provider.WRRDMARead, RemoteAddr: 0x2000, RKey: 2, SGL: []provider.SGE{{Addr: 0x1000, Length: 1 << 20, LKey: 1}}}
+	list := func(k int, wr provider.SendWR) []provider.SendWR {
+		l := make([]provider.SendWR, k)
+		for i := range l {
+			l[i] = wr
+		}
+		return l
+	}
+	for _, tc := range []struct {
+		name string
+		wrs  []provider.SendWR
+		at   []uint32 // the producer index at each doorbell (from 0)
+		raw  int
+	}{
+		{"16 of RawMax", list(16, write(max)), []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, 16},
+		{"20 of RawMax/16", list(20, write(max/16)), []uint32{16, 20}, 2},
+		{"RawMax/2, READs, RawMax/2", append(append([]provider.SendWR{write(max / 2)}, list(8, read)...), write(max/2)), []uint32{10}, 1},
+		{"RawMax/2 then a larger one", []provider.SendWR{write(max / 2), write(max + 1)}, []uint32{1, 2}, 1},
+		{"a larger one then RawMax/2", []provider.SendWR{write(max + 1), write(max / 2)}, []uint32{1, 2}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fk, c := testContext(t)
+			qp := testQP(t, fk, c, qpSpec{sqSlots: 32, sqLog2: 8, cap: provider.QPCap{MaxSendWR: 31, MaxRecvWR: 15, MaxSendSGE: 1, MaxRecvSGE: 1}})
+			sq := qp.sq.q
+			var at []uint32
+			fk.onDoorbell = func(uint32) {
+				at = append(at, sq.prod.Load())
+				sq.cons.Store(sq.prod.Load())
+			}
+			if n, err := qp.PostSend(tc.wrs); n != len(tc.wrs) || err != nil {
+				t.Fatalf("PostSend = %d, %v", n, err)
+			}
+			if !slices.Equal(at, tc.at) || int(fk.raw.Load()) != tc.raw {
+				t.Errorf("doorbells at producer %v, %d raw; want %v, %d raw", at, fk.raw.Load(), tc.at, tc.raw)
+			}
+		})
+	}
+	t.Run("a part refused", func(t *testing.T) {
+		fk, c := testContext(t)
+		qp := testQP(t, fk, c, qpSpec{})
+		fk.refuse = unix.EIO
+		wrs := list(4, write(max))
+		n, err := qp.PostSend(wrs)
+		var de *DoorbellError
+		if n != len(wrs) || !errors.As(err, &de) || de.Posted != len(wrs) || !errors.Is(err, unix.EIO) {
+			t.Fatalf("PostSend = %d, %v; want %d and a DoorbellError (EIO) with all posted", n, err, len(wrs))
+		}
+		if p := qp.sq.q.prod.Load(); p != uint32(len(wrs)) || fk.doorbells.Load() != 1 {
+			t.Errorf("producer %d after %d doorbells; want %d after 1 (no more after the refused part)", p, fk.doorbells.Load(), len(wrs))
+		}
+	})
 }

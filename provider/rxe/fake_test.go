@@ -29,8 +29,10 @@ type fakeRXE struct {
 	// onDoorbell runs on every POST_SEND write (with the QP handle);
 	// it must not allocate (the allocation tests ring doorbells).
 	onDoorbell func(handle uint32)
-	notifies   []uint32
-	gids       map[[2]int][16]byte // QueryGID's table: {port, index} -> GID
+	// refuse, if set, is every POST_SEND write's error (after onDoorbell).
+	refuse   error
+	notifies []uint32
+	gids     map[[2]int][16]byte // QueryGID's table: {port, index} -> GID
 }
 
 // newFake registers a fake command file and opens it.
@@ -76,6 +78,9 @@ func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
 		fk.mu.Unlock()
 		if fk.onDoorbell != nil {
 			fk.onDoorbell(handle)
+		}
+		if fk.refuse != nil {
+			return 0, fk.refuse
 		}
 		return len(p), nil
 	}

@@ -90,8 +90,8 @@ func (c *Context) newQP(a provider.QPAttr, cr provider.QPCreated, resp abi.RxeCr
 // QP is an rxe queue pair. The send and receive queues are kernel memory
 // mapped from the command file; a send is posted by writing WQEs at the
 // producer index, publishing the index with a store-release, and writing the
-// doorbell (one write() per PostSend call, whatever the list's length); a
-// receive needs no syscall.
+// doorbell (one write() per PostSend call, or one per 64 KiB of a longer
+// list: see the package's costs); a receive needs no syscall.
 //
 // PostSend and PostRecv are safe for concurrent use: each queue has a mutex,
 // held while the list is checked and copied in (not across the doorbell
@@ -174,22 +174,58 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 		sq.mu.Unlock()
 		return int(free), errSendFull(int(free), wrs[free].Opcode, used, q.mask, len(wrs))
 	}
-	// out bounds the bytes the doorbell's requester run sends for this
-	// list: every request's length but an RDMA READ's (its requester
-	// sends a request only; an atomic's 8 bytes and the local
-	// operations' 0 count for nothing either way).
+	// out bounds the bytes the next doorbell's requester run sends:
+	// every request's length but an RDMA READ's (its requester sends a
+	// request only; an atomic's 8 bytes and the local operations' 0
+	// count for nothing either way). A list that would send more than
+	// writedoorbell.RawMax is rung in parts (ringPart), so that no
+	// doorbell but one of a single larger request is a regular syscall.
 	var out uint64
+	var partErr error
 	for i := range wrs {
-		n := qp.fillSend(q, prod, &wrs[i])
-		if wrs[i].Opcode != provider.WRRDMARead {
-			out += uint64(n)
+		n := uint64(qp.fillSend(q, prod, &wrs[i]))
+		if wrs[i].Opcode == provider.WRRDMARead {
+			n = 0
 		}
+		if out > 0 && out+n > writedoorbell.RawMax && partErr == nil {
+			partErr = qp.ringPart(prod, out) // wrs[:i]: this one's WQE is not published yet
+			out = 0
+		}
+		out += n
 		prod = (prod + 1) & q.mask
 	}
 	sq.prod = prod
 	doorbell.Publish32(q.prod, prod) // release: the WQEs are complete before the kernel sees the index
 	sq.mu.Unlock()
+	if partErr != nil {
+		// Every request is in the queue; an earlier part's doorbell
+		// failed, and the kernel takes them all at the next one.
+		return len(wrs), &DoorbellError{Provider: "rxe", Posted: len(wrs), Err: partErr}
+	}
 	return qp.ring(out, len(wrs))
+}
+
+// ringPart publishes the send queue's producer index prod and writes the
+// doorbell, the send queue's lock held, for the part of a long list filled
+// so far, which sends out bytes: at most writedoorbell.RawMax (a raw
+// syscall) unless it is a single larger request. On Linux 6.1, where rxe's requester runs inside the
+// doorbell's write(), a regular syscall that long lets the runtime's
+// monitor take the thread's P and hand it to another thread, and wake
+// every 20 µs for a while after: perftest's send_bw of 16 64 KiB SENDs a
+// list ran ~5% slower than with every doorbell raw (test/perf/mix.sh,
+// docs/COST.md, session 45). In parts, a stop-the-world still waits for
+// at most one part's sending.
+func (qp *QP) ringPart(prod uint32, out uint64) error {
+	qp.sq.prod = prod
+	doorbell.Publish32(qp.sq.q.prod, prod)
+	var err error
+	if out <= writedoorbell.RawMax {
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
+	} else {
+		err = qp.c.f.Write(qp.db.Cmd[:])
+	}
+	runtime.KeepAlive(qp.db)
+	return err
 }
 
 // ring writes the doorbell for posted WRs just published, which send out

@@ -130,6 +130,7 @@ var tests = []struct {
 	{"SignalAll", testSignalAll},
 	{"Fence", testFence},
 	{"OneDoorbell", testOneDoorbell},
+	{"LongList", testLongList},
 	{"WRBatch", testWRBatch},
 	{"WRBatchUD", testWRBatchUD},
 	{"AHFromWC", testAHFromWC},

@@ -434,6 +434,54 @@ func testOneDoorbell(t *testing.T, e *env) {
 	}
 }
 
+// testLongList: lists that send far more than one doorbell's worth (rxe
+// rings a list in parts of 64 KiB): sixteen 64 KiB RDMA WRITEs, then six
+// 96 KiB SENDs (each request longer than a part) into six receives; every
+// request completes once, in order, and every byte lands.
+func testLongList(t *testing.T, e *env) {
+	const part, n = 64 << 10, 16
+	a, b := e.pair(t, qpConfig{})
+	src, dst := e.a.buffer(t, n*part), e.b.buffer(t, n*part)
+	fill(src.bytes(), 11)
+	wrs := make([]uverbs.SendWR, n)
+	for i := range wrs {
+		wrs[i] = uverbs.SendWR{ID: uint64(0xC00 + i), Opcode: uverbs.WRRDMAWrite, Flags: uverbs.SendSignaled,
+			RemoteAddr: dst.addr(i * part), RKey: dst.mr.RKey(), SGL: []uverbs.SGE{src.sge(i*part, part)}}
+	}
+	post(t, a.qp, wrs...)
+	for i, w := range e.wait(t, a.cq, n) {
+		expect(t, w, uint64(0xC00+i), uverbs.WCSuccess, uverbs.WCRDMAWrite)
+	}
+	e.writePlaced(t, a, b)
+	if !bytes.Equal(dst.bytes(), src.bytes()) {
+		t.Fatalf("remote memory does not hold the 16 written parts")
+	}
+	const big, k = 96 << 10, 6
+	clear(dst.bytes())
+	fill(src.bytes(), 29)
+	recvs := make([]uverbs.RecvWR, k)
+	sends := make([]uverbs.SendWR, k)
+	for i := range k {
+		recvs[i] = uverbs.RecvWR{ID: uint64(0xD00 + i), SGL: []uverbs.SGE{dst.sge(i*big, big)}}
+		sends[i] = uverbs.SendWR{ID: uint64(0xE00 + i), Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
+			SGL: []uverbs.SGE{src.sge(i*big, big)}}
+	}
+	postRecv(t, b.qp, recvs...)
+	post(t, a.qp, sends...)
+	for i, w := range e.wait(t, a.cq, k) {
+		expect(t, w, uint64(0xE00+i), uverbs.WCSuccess, uverbs.WCSend)
+	}
+	for i, w := range e.wait(t, b.cq, k) {
+		expect(t, w, uint64(0xD00+i), uverbs.WCSuccess, uverbs.WCRecv)
+		if w.ByteLen != big {
+			t.Errorf("receive %d: %d bytes, want %d", i, w.ByteLen, big)
+		}
+	}
+	if !bytes.Equal(dst.bytes()[:k*big], src.bytes()[:k*big]) {
+		t.Errorf("the receive buffers do not hold the six sent messages")
+	}
+}
+
 // expectRemoteAccessError: request id of a, refused by b's responder,
 // completes with a remote access error; or, where the responder goes to
 // ERR without NAKing it, is flushed once a goes to ERR (nothing is lost).
