@@ -49,6 +49,14 @@
 // entries back (a compare-and-swap on each flags word) and returns a
 // *WRError: nothing is posted.
 //
+// A list that would send more than 64 KiB (writedoorbell.RawMax; an RDMA
+// READ sends nothing) is written and kicked in parts of at most 64 KiB, each
+// by the same rule, so that each doorbell is a raw syscall: a long regular
+// one inside which siw sends lets the Go runtime hand the thread's P off
+// (rxe does the same; docs/COST.md, session 45). Only a single request of
+// more than 64 KiB rings a regular write. A refused part comes back as
+// above; the parts before it stay posted (PostSend returns their count).
+//
 // PostRecv and SRQ PostRecv make no syscall; Poll makes none; Arm makes
 // none: it stores SIW_NOTIFY_SOLICITED|SIW_NOTIFY_NEXT_COMPLETION (or
 // SIW_NOTIFY_SOLICITED) in the mapped siw_cq_ctrl word, which the kernel

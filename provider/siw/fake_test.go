@@ -22,6 +22,7 @@ type fakeSIW struct {
 	t                testing.TB
 
 	doorbells atomic.Int64
+	raw       atomic.Int64 // of which came as raw doorbells (abi.File.Doorbell)
 	// dbErr, if set, is the doorbell's error (ENOTCONN: not in RTS).
 	dbErr error
 	// onDoorbell runs on every POST_SEND write; it must not allocate.
@@ -51,7 +52,11 @@ func (fk *fakeSIW) ringAt(key uint64, n uint32, elem, extra int) *ring {
 
 func (fk *fakeSIW) Ioctl(fd int, req uint, arg []byte) error { return unix.ENOTTY }
 
-func (fk *fakeSIW) Doorbell(fd int, p []byte) (int, error) { return fk.Write(fd, p) }
+// Doorbell is a write to the fake, counted as raw.
+func (fk *fakeSIW) Doorbell(fd int, p []byte) (int, error) {
+	fk.raw.Add(1)
+	return fk.Write(fd, p)
+}
 
 func (fk *fakeSIW) Write(fd int, p []byte) (int, error) {
 	handle, ok := writedoorbell.Parse(p)

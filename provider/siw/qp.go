@@ -250,24 +250,84 @@ func (qp *QP) postSend(wrs []provider.SendWR) (int, error) {
 			return i, err
 		}
 	}
+	// A list that would have the kernel send more than
+	// writedoorbell.RawMax in one doorbell's run goes in parts: each
+	// part written, then kicked (kickPart) before the next is written,
+	// so that every doorbell but one for a single larger request is a
+	// raw syscall (see rxe's ringPart: a long regular one hands the
+	// thread's P off on Linux 6.1, where siw sends inside the write).
 	var out uint64
+	start := 0
 	for i := range wrs {
-		out += uint64(qp.fillSend(r, put+uint32(i), &wrs[i]))
+		n := sendBytes(&wrs[i])
+		if out > 0 && out+n > writedoorbell.RawMax {
+			if k, err := qp.kickPart(r, put, start, wrs[start:i], out); err != nil {
+				sq.put = put + uint32(start+k)
+				sq.mu.Unlock()
+				return start + k, err
+			}
+			start, out = i, 0
+		}
+		qp.fillSend(r, put+uint32(i), &wrs[i])
+		out += n
 	}
-	// The kernel takes entries in order while its send queue processing
-	// runs (siw_activate_tx clears an entry's flags when it takes it)
-	// and stops at the first entry that is not valid. If the entry
-	// before ours is still valid the kernel has yet to reach it and will
-	// go on to ours: no doorbell. Otherwise it may be idle: ring. Our
-	// flags were stored before this load (both sequentially consistent),
-	// so either we see the kernel's clear or it sees our entry.
-	kick := uint32(len(wrs)) == r.n || r.word(put-1, offFlags).Load()&wqeValid == 0
-	sq.put = put + uint32(len(wrs))
-	if !kick {
-		sq.mu.Unlock()
-		return len(wrs), nil
+	k, err := qp.kickPart(r, put, start, wrs[start:], out)
+	sq.put = put + uint32(start+k)
+	sq.mu.Unlock()
+	return start + k, err
+}
+
+// sendBytes is what the kernel sends for wr in its doorbell's run: its
+// length, but nothing for an RDMA READ (its request only; the response
+// comes in on the receive side).
+func sendBytes(wr *provider.SendWR) uint64 {
+	if wr.Opcode == provider.WRRDMARead {
+		return 0
 	}
-	return qp.ring(r, put, wrs, out)
+	var n uint64
+	for _, s := range wr.SGL {
+		n += uint64(s.Length)
+	}
+	return n
+}
+
+// kickPart applies the doorbell rule to part, the requests just written at
+// put+start (of a list written at put), which send out bytes, and rings if
+// the kernel may be idle; the send queue's lock is held throughout. It
+// returns how many of part stay posted and, for a refused doorbell, the
+// error: none and a *WRError if the entries came back, all and a
+// *DoorbellError (counting the list's earlier parts too) if the kernel had
+// taken one.
+//
+// The kernel takes entries in order while its send queue processing runs
+// (siw_activate_tx clears an entry's flags when it takes it) and stops at
+// the first entry that is not valid. If the entry before the part's is
+// still valid the kernel has yet to reach it and will go on to the part:
+// no doorbell. Otherwise it may be idle: ring. The part's flags were
+// stored before this load (both sequentially consistent), so either we
+// see the kernel's clear or it sees our entry.
+func (qp *QP) kickPart(r *ring, put uint32, start int, part []provider.SendWR, out uint64) (int, error) {
+	at := put + uint32(start)
+	if uint32(len(part)) != r.n && r.word(at-1, offFlags).Load()&wqeValid != 0 {
+		return len(part), nil
+	}
+	var err error
+	if out <= writedoorbell.RawMax {
+		err = qp.c.f.Doorbell(qp.db.Cmd[:])
+	} else {
+		err = qp.c.f.Write(qp.db.Cmd[:])
+	}
+	runtime.KeepAlive(qp.db)
+	if err == nil {
+		return len(part), nil
+	}
+	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
+	// the entries back if the kernel owns none of them.
+	if qp.withdraw(r, at, part) {
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Index: start, Opcode: part[0].Opcode,
+			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
+	}
+	return len(part), &DoorbellError{Provider: "siw", Posted: start + len(part), Err: err}
 }
 
 // ring writes the doorbell for the requests wrs, of out bytes, that

@@ -42,12 +42,11 @@ func New(qpHandle uint32) *Doorbell {
 	return d
 }
 
-// RawMax is the most bytes a PostSend list may make the kernel send for its
-// doorbell to be a raw write (abi.File.Doorbell, RawSyscall); a larger
-// list rings a regular write (abi.File.Write, Syscall) on siw, and in
-// parts of at most RawMax, each raw, on rxe (its ringPart: only a single
-// larger request rings a regular write there). Both drivers may
-// send inside the doorbell's write(): rxe on Linux 6.1 runs the QP's
+// RawMax is the most bytes a doorbell may make the kernel send for it to be
+// a raw write (abi.File.Doorbell, RawSyscall). rxe and siw ring a PostSend
+// list that sends more in parts of at most RawMax, each raw; only a single
+// larger request rings a regular write (abi.File.Write, Syscall). Both
+// drivers may send inside the doorbell's write(): rxe on Linux 6.1 runs the QP's
 // requester there (on loopback the responder too), one packet after
 // another until the send queue is empty (up to 1024 packets a run; 6.12
 // runs it from a work queue, so the write is short there either way), and
