@@ -218,14 +218,7 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 func (qp *QP) ringPart(prod uint32, out uint64) error {
 	qp.sq.prod = prod
 	doorbell.Publish32(qp.sq.q.prod, prod)
-	var err error
-	if out <= writedoorbell.RawMax {
-		err = qp.c.f.Doorbell(qp.db.Cmd[:])
-	} else {
-		err = qp.c.f.Write(qp.db.Cmd[:])
-	}
-	runtime.KeepAlive(qp.db)
-	return err
+	return writedoorbell.Ring(qp.c.f, qp.db, out)
 }
 
 // ring writes the doorbell for posted WRs just published, which send out

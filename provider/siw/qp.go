@@ -311,13 +311,7 @@ func (qp *QP) kickPart(r *ring, put uint32, start int, part []provider.SendWR, o
 	if uint32(len(part)) != r.n && r.word(at-1, offFlags).Load()&wqeValid != 0 {
 		return len(part), nil
 	}
-	var err error
-	if out <= writedoorbell.RawMax {
-		err = qp.c.f.Doorbell(qp.db.Cmd[:])
-	} else {
-		err = qp.c.f.Write(qp.db.Cmd[:])
-	}
-	runtime.KeepAlive(qp.db)
+	err := writedoorbell.Ring(qp.c.f, qp.db, out)
 	if err == nil {
 		return len(part), nil
 	}

@@ -68,3 +68,32 @@ ahead() {
 figure() {
   awk -v c="$1" '{print ($c + 0 > 0 || $c ~ /[a-z]/) ? $c : "zero"}'
 }
+
+# cg_tools BIN: valgrind (installed on the host if missing) and its static
+# callgrind tool copied into BIN for a guest: BIN/valgrind, and BIN/vg for
+# VALGRIND_LIB (Debian's libc is in the guest).
+cg_tools() {
+  command -v valgrind.bin >/dev/null || apt-get install -y -q valgrind >/dev/null
+  mkdir -p "$1/vg"
+  # valgrind is a shell wrapper around valgrind.bin; the tool is static
+  cp "$(command -v valgrind.bin)" "$1/valgrind"
+  cp /usr/libexec/valgrind/callgrind-amd64-linux /usr/libexec/valgrind/default.supp "$1/vg/"
+}
+
+# cg_files LOG OUT: the profiles a guest printed on its console (between
+# "BEGIN-FILE name" and "END-FILE", gzip and base64) written into OUT.
+cg_files() {
+  local f
+  for f in $(sed -n 's/^BEGIN-FILE //p' "$1" | tr -d '\r'); do
+    awk -v f="$f" '$0 ~ "^BEGIN-FILE " f {on = 1; next} /^END-FILE/ {on = 0} on' "$1" | tr -d '\r\n' | base64 -d | gunzip > "$2/$f"
+  done
+}
+
+# cg_top PROFILE N TOP: the TOP functions of a callgrind profile by their
+# own instructions, each over N (a run's messages).
+cg_top() {
+  # (awk reads to the end: head would end the pipe early, and pipefail
+  # would take its SIGPIPE for a failure)
+  callgrind_annotate --inclusive=no "$1" 2>/dev/null |
+    awk -v n="$2" -v top="$3" '/^ *[0-9,]+ / && seen++ && seen <= top + 1 {v = $1; gsub(",", "", v); f = $NF; if (f ~ /^\[/) f = $(NF - 1); sub(/.*\/goverbs\/goverbs\//, "", f); sub(/.*\/go\/src\//, "go/", f); printf "  %7.1f  %s\n", v / n, f}'
+}

@@ -20,15 +20,15 @@
 # work, posting and polling. Needs valgrind on the host (installed if
 # missing); the guest runs the host's static callgrind tool.
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
-command -v valgrind.bin >/dev/null || apt-get install -y -q valgrind >/dev/null
 work=$(mktemp -d)
 out=${OUT:-$work/out}
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bin/vg" "$out"
-cp "$(command -v valgrind.bin)" "$work/bin/valgrind"
-cp /usr/libexec/valgrind/callgrind-amd64-linux /usr/libexec/valgrind/default.supp "$work/bin/vg/"
+mkdir -p "$out"
+cg_tools "$work/bin"
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/perftest" ./cmd/perftest )
 test=${TEST:-write_bw} args=${ARGS:--s 64} n1=${N1:-2000} n2=${N2:-12000}
 ln -s perftest "$work/bin/gv_ib_$test"
@@ -53,14 +53,11 @@ log=$work/guest.log
   { tail -40 "$log"; echo "perftestcg: the guest failed (above)"; exit 1; }
 echo "perftestcg: goverbs at $(cd "$top" && git describe --always --dirty), $test $args, client under callgrind, perftest's server"
 grep -a -E '^(gv|pt) ' "$log" | tr -d '\r' || true
-for f in $(sed -n 's/^BEGIN-FILE //p' "$log" | tr -d '\r'); do
-  awk -v f="$f" '$0 ~ "^BEGIN-FILE " f {on = 1; next} /^END-FILE/ {on = 0} on' "$log" | tr -d '\r\n' | base64 -d | gunzip > "$out/$f"
-done
+cg_files "$log" "$out"
 for c in gv pt; do
   a=$(awk '/^summary:/ {print $2}' "$out/cg.$c.$n1") b=$(awk '/^summary:/ {print $2}' "$out/cg.$c.$n2")
   echo "$c: $(( (b - a) / (n2 - n1) )) user instructions a message ($test $args)"
-  callgrind_annotate --inclusive=no "$out/cg.$c.$n2" 2>/dev/null |
-    awk -v n="$n2" -v top="${TOP:-20}" '/^ *[0-9,]+ / && seen++ && seen <= top + 1 {v = $1; gsub(",", "", v); f = $NF; if (f ~ /^\[/) f = $(NF - 1); sub(/.*\/goverbs\/goverbs\//, "", f); sub(/.*\/go\/src\//, "go/", f); printf "  %7.1f  %s\n", v / n, f}'
+  cg_top "$out/cg.$c.$n2" "$n2" "${TOP:-20}"
 done
 [ -n "${OUT:-}" ] && echo "perftestcg: profiles in $out"
 exit 0

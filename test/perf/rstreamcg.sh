@@ -21,16 +21,15 @@
 # on the host (installed if missing); the guest runs the host's static
 # callgrind tool and its launcher (Debian's libc is in the guest).
 set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
-command -v valgrind.bin >/dev/null || apt-get install -y -q valgrind >/dev/null
 work=$(mktemp -d)
 out=${OUT:-$work/out}
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bin/vg" "$out"
-# valgrind is a shell wrapper around valgrind.bin; the tool is static
-cp "$(command -v valgrind.bin)" "$work/bin/valgrind"
-cp /usr/libexec/valgrind/callgrind-amd64-linux /usr/libexec/valgrind/default.supp "$work/bin/vg/"
+mkdir -p "$out"
+cg_tools "$work/bin"
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/grstream" ./cmd/rstream )
 addr=${ADDR:-10.0.2.15} size=${SIZE:-64} n1=${N1:-2000} n2=${N2:-12000}
 cat > "$work/bin/guest.sh" <<GUEST
@@ -55,16 +54,11 @@ log=$work/guest.log
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work/bin" --timeout "${RIG_TIMEOUT:-2400}" -- 'sh /rig/bin/guest.sh' > "$log" 2>&1 ||
   { tail -40 "$log"; echo "rstreamcg: the guest failed (above)"; exit 1; }
 grep -E '^(snd|rcv) ' "$log" || true
-for f in $(sed -n 's/^BEGIN-FILE //p' "$log" | tr -d '\r'); do
-  awk -v f="$f" '$0 ~ "^BEGIN-FILE " f {on = 1; next} /^END-FILE/ {on = 0} on' "$log" | tr -d '\r\n' | base64 -d | gunzip > "$out/$f"
-done
+cg_files "$log" "$out"
 for r in snd rcv; do
   a=$(awk '/^summary:/ {print $2}' "$out/cg.$r.$n1") b=$(awk '/^summary:/ {print $2}' "$out/cg.$r.$n2")
   echo "$r: $(( (b - a) / (n2 - n1) )) user instructions a transfer (-S $size)"
-  # (awk reads to the end: head would end the pipe early, and pipefail
-  # would take its SIGPIPE for a failure)
-  callgrind_annotate --inclusive=no "$out/cg.$r.$n2" 2>/dev/null |
-    awk -v n="$n2" -v top="${TOP:-25}" '/^ *[0-9,]+ / && seen++ && seen <= top + 1 {v = $1; gsub(",", "", v); f = $NF; if (f ~ /^\[/) f = $(NF - 1); sub(/.*\/goverbs\/goverbs\//, "", f); sub(/.*\/go\/src\//, "go/", f); printf "  %7.1f  %s\n", v / n, f}'
+  cg_top "$out/cg.$r.$n2" "$n2" "${TOP:-25}"
 done
 [ -n "${OUT:-}" ] && echo "rstreamcg: profiles in $out"
 exit 0

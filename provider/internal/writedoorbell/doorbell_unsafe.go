@@ -2,6 +2,7 @@ package writedoorbell
 
 import (
 	"encoding/binary"
+	"runtime"
 	"unsafe"
 
 	"github.com/goverbs/goverbs/abi"
@@ -68,6 +69,20 @@ func New(qpHandle uint32) *Doorbell {
 // stays at the call site: a method making it would be past the inliner's
 // budget, a call on PostSend's path.)
 const RawMax = 64 << 10
+
+// Ring writes d's command to f for a doorbell that makes the kernel send
+// out bytes: raw up to RawMax, a regular write beyond. For the parts of a
+// long list (the one-request fast paths make the choice inline).
+func Ring(f *abi.File, d *Doorbell, out uint64) error {
+	var err error
+	if out <= RawMax {
+		err = f.Doorbell(d.Cmd[:])
+	} else {
+		err = f.Write(d.Cmd[:])
+	}
+	runtime.KeepAlive(d)
+	return err
+}
 
 // Parse reports whether p is such a command, and for which QP handle: what
 // the tests' fake command files check every doorbell write against.
