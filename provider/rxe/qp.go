@@ -208,13 +208,13 @@ func (qp *QP) PostSend(wrs []provider.SendWR) (int, error) {
 // ringPart publishes the send queue's producer index prod and writes the
 // doorbell, the send queue's lock held, for the part of a long list filled
 // so far, which sends out bytes: at most writedoorbell.RawMax (a raw
-// syscall) unless it is a single larger request. On Linux 6.1, where rxe's requester runs inside the
-// doorbell's write(), a regular syscall that long lets the runtime's
-// monitor take the thread's P and hand it to another thread, and wake
-// every 20 µs for a while after: perftest's send_bw of 16 64 KiB SENDs a
-// list ran ~5% slower than with every doorbell raw (test/perf/mix.sh,
-// docs/COST.md, session 45). In parts, a stop-the-world still waits for
-// at most one part's sending.
+// syscall) unless it is a single larger request. On Linux 6.1, where
+// rxe's requester runs inside the doorbell's write(), a regular syscall
+// that long lets the runtime's monitor take the thread's P and hand it to
+// another thread, and wake every 20 µs for a while after: perftest's
+// send_bw of 16 64 KiB SENDs a list ran ~5% slower than with every
+// doorbell raw (test/perf/mix.sh, docs/COST.md, session 45). In parts, a
+// stop-the-world still waits for at most one part's sending.
 func (qp *QP) ringPart(prod uint32, out uint64) error {
 	qp.sq.prod = prod
 	doorbell.Publish32(qp.sq.q.prod, prod)
