@@ -19,8 +19,9 @@
 # client seldom finds its send queue full and spins: its counts are its
 # work, posting and polling. A latency test's client still spins for each
 # of its peer's messages (write_lat 64 B: ~335 of its 818 instructions a
-# message in the poll loop), so its counts do not compare. Needs valgrind on the host (installed if
-# missing); the guest runs the host's static callgrind tool.
+# message in the poll loop), so its counts do not compare. Needs valgrind
+# on the host (installed if missing); the guest runs the host's static
+# callgrind tool.
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
