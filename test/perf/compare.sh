@@ -26,7 +26,8 @@
 # Knobs: RUNS, KERNEL, LAT_ITERS (default 300), BW_ITERS (default 960, a
 # fifth at 64 KiB rounded down to a multiple of 16; a multiple of 16 for the post lists), LAT_SIZES,
 # BW_SIZES, PLISTS, FIRST (perftest: each bandwidth run's perftest pair
-# before its goverbs pair, not after), LAT_TESTS (default "send_lat: write_lat: read_lat:
+# before its goverbs pair, not after), GAP (seconds idle before each
+# pair, default 2; 0 for none), LAT_TESTS (default "send_lat: write_lat: read_lat:
 # send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS, RIG_APPEND (the guest's kernel
 # command line; default "tsc=reliable nopku", see lib.sh). Both programs run with -F: perftest's TSC calibration
 # is unreliable under TCG and sometimes reports inf, or a bandwidth of 0;
@@ -49,6 +50,11 @@ if [ "${1:-}" = --guest ]; then
   retries() { cat /sys/class/infiniband/rxe0/ports/1/hw_counters/completer_retry_err 2>/dev/null || echo 0; }
   pair() {
     local sprog=$1 cprog=$2 r0; shift 2
+    # Idle first, so that the kernel's work left from the last pair (its
+    # processes' exit) is not this pair's: write_bw 64 B back to back had
+    # goverbs' pairs at 0.90-0.94 of perftest's in four boots, 1.00-1.01
+    # with 2 s between them (docs/COST.md, session 45).
+    sleep "${GAP:-2}"
     r0=$(retries)
     port=$((port + 1))
     local s=/tmp/srv.$port c=/tmp/cli.$port i=0
@@ -132,6 +138,6 @@ cp "$0" "$bin/compare.sh"
 perftest_tools "$top" "$bin"
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 env=()
-for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS FIRST LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS FIRST GAP LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-5400} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} compare.sh --guest ${1:-all}"
