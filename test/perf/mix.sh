@@ -18,8 +18,9 @@
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 #   CANARY=1 test/perf/mix.sh    # also how fast the vCPUs ran just before
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, THREADS, TRACE, CANARY, GVENVS, BASE, KERNEL, RIG_APPEND
-# (default "tsc=reliable nopku", see lib.sh).
+# COUNTERS, CPUSTAT, THREADS, TRACE, CANARY, GVENVS, BASE, GAP (seconds idle
+# before each pair, default 2), KERNEL, RIG_APPEND (default "tsc=reliable
+# nopku", see lib.sh).
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
@@ -69,6 +70,7 @@ if [ "${1:-}" = --guest ]; then
   pair() { # pair SERVER CLIENT: the client's figure, or "failed"
     local s=$1 c=$2 i=0
     port=$((port + 1))
+    sleep "${GAP:-2}" # the last pair's leftover kernel work settles (compare.sh)
     [ -z "${COUNTERS:-}" ] || counters > /tmp/mix.hw0
     [ -z "${CPUSTAT:-}" ] || grep '^cpu[0-9]' /proc/stat > /tmp/mix.cpu0
     [ -z "${THREADS:-}" ] || tasks > /tmp/mix.tasks0
@@ -258,7 +260,7 @@ perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
 env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GAP GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
