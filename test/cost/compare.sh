@@ -16,7 +16,9 @@
 # the slow path alone, so that runs are short and many alternate finely:
 # the table's paired column then compares neighbours), CPU (pin each
 # tool's measuring thread to this CPU: ibvcost -cpu, verbs_cost -c; the
-# runtime's other threads stay unpinned. Unset: nothing is pinned).
+# runtime's other threads stay unpinned. Unset: nothing is pinned), GAP
+# (seconds idle before each run, default 2: the last run's leftover kernel
+# work settles).
 # Builds verbs_cost with gcc against Debian's libibverbs-dev and librdmacm-dev
 # (installed if missing) and ibvcost as a static Go binary, boots the kernel once, runs
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
@@ -54,7 +56,7 @@ chmod +x "$work/bin/cost-guest.sh"
 # A private RIG_OUT: the console log is where the reports come back.
 rc=0
 RIG_OUT=$work/rig RIG_QUIET=1 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} RIG_STALL=${RIG_STALL:-900} "$top/test/rig/run.sh" --kernel "$kernel" --bin "$work/bin" -- \
-  "cost-guest.sh '$devs' $runs $n $bign $mrmax ${PATHS:-slow,fast,cm} ${CPU:-}" || rc=$?
+  "GAP=${GAP:-2} cost-guest.sh '$devs' $runs $n $bign $mrmax ${PATHS:-slow,fast,cm} ${CPU:-}" || rc=$?
 log=$(ls "$work"/rig/run-*.log)
 tr -d '\r' < "$log" > "$out/console.log"
 awk -v dir="$out" '/^=====BEGIN /{f=dir "/" $2 ".json"; printf "" > f; next}

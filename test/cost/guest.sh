@@ -36,6 +36,10 @@ for d in $devs; do
   while [ "$i" -le "$runs" ]; do
     for t in $order; do
       name=$t-$d-$(printf %03d "$i")
+      # Idle first: the kernel's work left from the last run (its objects'
+      # release, RCU's grace periods) is not this run's (test/perf's
+      # compare.sh found a 10% gap that was only that; session 45).
+      sleep "${GAP:-2}"
       if [ "$t" = rdma-core ]; then
         verbs_cost -d "$d" -n "$n" -b "$bign" -m "$mrmax" -p "$paths" $ccflag > "$name.json" || status=1
       else
