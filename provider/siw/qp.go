@@ -295,9 +295,7 @@ func sendBytes(wr *provider.SendWR) uint64 {
 // put+start (of a list written at put), which send out bytes, and rings if
 // the kernel may be idle; the send queue's lock is held throughout. It
 // returns how many of part stay posted and, for a refused doorbell, the
-// error: none and a *WRError if the entries came back, all and a
-// *DoorbellError (counting the list's earlier parts too) if the kernel had
-// taken one.
+// error (see refused).
 //
 // The kernel takes entries in order while its send queue processing runs
 // (siw_activate_tx clears an entry's flags when it takes it) and stops at
@@ -311,17 +309,10 @@ func (qp *QP) kickPart(r *ring, put uint32, start int, part []provider.SendWR, o
 	if uint32(len(part)) != r.n && r.word(at-1, offFlags).Load()&wqeValid != 0 {
 		return len(part), nil
 	}
-	err := writedoorbell.Ring(qp.c.f, qp.db, out)
-	if err == nil {
-		return len(part), nil
+	if err := writedoorbell.Ring(qp.c.f, qp.db, out); err != nil {
+		return qp.refused(r, put, start, part, err)
 	}
-	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
-	// the entries back if the kernel owns none of them.
-	if qp.withdraw(r, at, part) {
-		return 0, &WRError{Provider: "siw", Verb: "PostSend", Index: start, Opcode: part[0].Opcode,
-			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
-	}
-	return len(part), &DoorbellError{Provider: "siw", Posted: start + len(part), Err: err}
+	return len(part), nil
 }
 
 // ring writes the doorbell for the requests wrs, of out bytes, that
@@ -340,16 +331,25 @@ func (qp *QP) ring(r *ring, put uint32, wrs []provider.SendWR, out uint64) (int,
 		sq.mu.Unlock()
 		return len(wrs), nil
 	}
-	// Refused (ENOTCONN: the kernel's QP is not in RTS; ErrClosed): take
-	// the entries back if the kernel owns none of them.
-	if qp.withdraw(r, put, wrs) {
+	n, err := qp.refused(r, put, 0, wrs, err)
+	if n == 0 {
 		sq.put = put
-		sq.mu.Unlock()
-		return 0, &WRError{Provider: "siw", Verb: "PostSend", Opcode: wrs[0].Opcode,
-			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
 	}
 	sq.mu.Unlock()
-	return len(wrs), &DoorbellError{Provider: "siw", Posted: len(wrs), Err: err}
+	return n, err
+}
+
+// refused answers a doorbell the kernel refused (ENOTCONN: the kernel's QP
+// is not in RTS; ErrClosed) for part, the requests at put+start of a list
+// written at put: it takes them back if the kernel owns none of them (0
+// and a *WRError), or says they stay posted (all of part and a
+// *DoorbellError counting the list's earlier parts too).
+func (qp *QP) refused(r *ring, put uint32, start int, part []provider.SendWR, err error) (int, error) {
+	if qp.withdraw(r, put+uint32(start), part) {
+		return 0, &WRError{Provider: "siw", Verb: "PostSend", Index: start, Opcode: part[0].Opcode,
+			Err: fmt.Errorf("the kernel refused the doorbell: %w", err)}
+	}
+	return len(part), &DoorbellError{Provider: "siw", Posted: start + len(part), Err: err}
 }
 
 // withdraw clears the flags words PostSend stored, last first, each only
@@ -414,9 +414,8 @@ func (qp *QP) checkSend(i int, wr *provider.SendWR) error {
 	return nil
 }
 
-// fillSend writes wr into send entry i and makes it valid; it returns the
-// request's length.
-func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
+// fillSend writes wr into send entry i and makes it valid.
+func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) {
 	e := r.sqe(i)
 	e.Id = wr.ID
 	e.Rkey = 0
@@ -448,9 +447,9 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 		e.SetRaddr(wr.RemoteAddr)
 	}
 	sges := sqeSGEs(e)
-	var length uint32
 	n := uint8(len(wr.SGL))
 	if wr.Flags&provider.SendInline != 0 {
+		var length uint32
 		for _, s := range wr.SGL {
 			length += s.Length
 		}
@@ -467,7 +466,6 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 	} else {
 		for j, s := range wr.SGL {
 			sges[j] = abi.SiwSge{Laddr: s.Addr, Length: s.Length, Lkey: s.LKey}
-			length += s.Length
 		}
 		if wr.Opcode == provider.WRRDMARead && n == 0 {
 			// siw reads into sge[0] whatever num_sge says: a
@@ -477,7 +475,6 @@ func (qp *QP) fillSend(r *ring, i uint32, wr *provider.SendWR) uint32 {
 		}
 	}
 	r.word(i, offFlags).Store(flagWord(flags, n, op)) // publishes the entry
-	return length
 }
 
 // PostRecv writes the requests into the receive ring (see recvQueue.post).
