@@ -373,7 +373,7 @@ func TestDoorbellLongListInParts(t *testing.T) {
 	t.Run("a part refused", func(t *testing.T) {
 		fk, c := testContext(t)
 		qp := testQP(t, fk, c, qpSpec{})
-		fk.refuse = unix.EIO
+		fk.dbErr = unix.EIO
 		wrs := list(4, write(max))
 		n, err := qp.PostSend(wrs)
 		var de *DoorbellError

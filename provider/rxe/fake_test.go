@@ -29,8 +29,8 @@ type fakeRXE struct {
 	// onDoorbell runs on every POST_SEND write (with the QP handle);
 	// it must not allocate (the allocation tests ring doorbells).
 	onDoorbell func(handle uint32)
-	// refuse, if set, is every POST_SEND write's error (after onDoorbell).
-	refuse   error
+	// dbErr, if set, is every POST_SEND write's error (after onDoorbell).
+	dbErr    error
 	notifies []uint32
 	gids     map[[2]int][16]byte // QueryGID's table: {port, index} -> GID
 }
@@ -79,8 +79,8 @@ func (fk *fakeRXE) Write(fd int, p []byte) (int, error) {
 		if fk.onDoorbell != nil {
 			fk.onDoorbell(handle)
 		}
-		if fk.refuse != nil {
-			return 0, fk.refuse
+		if fk.dbErr != nil {
+			return 0, fk.dbErr
 		}
 		return len(p), nil
 	}

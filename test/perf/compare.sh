@@ -25,9 +25,8 @@
 # compare the ratios, not the absolute figures.
 # Knobs: RUNS, KERNEL, LAT_ITERS (default 300), BW_ITERS (default 960, a
 # fifth at 64 KiB rounded down to a multiple of 16; a multiple of 16 for the post lists), LAT_SIZES,
-# BW_SIZES, PLISTS, FIRST (perftest: each bandwidth run's perftest pair
-# before its goverbs pair, not after), GAP (seconds idle before each
-# pair, default 2; 0 for none), LAT_TESTS (default "send_lat: write_lat: read_lat:
+# BW_SIZES, PLISTS, GAP (seconds idle before each pair, default 2; 0 for
+# none), LAT_TESTS (default "send_lat: write_lat: read_lat:
 # send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS, RIG_APPEND (the guest's kernel
 # command line; default "tsc=reliable nopku", see lib.sh). Both programs run with -F: perftest's TSC calibration
 # is unreliable under TCG and sometimes reports inf, or a bandwidth of 0;
@@ -107,16 +106,10 @@ if [ "${1:-}" = --guest ]; then
           if [ "$size" -ge 65536 ]; then iters=$((iters / 80 * 16)); [ "$iters" -ge 16 ] || iters=16; fi
           gb=() gm=() pb=() pm=()
           for r in $(seq "$runs"); do
-            if [ "${FIRST:-goverbs}" = perftest ]; then
-              echo '?' > /tmp/retries
-              p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
-            fi
             echo '?' > /tmp/retries
             g=$(pair "gv_ib_$t" "gv_ib_$t" -s "$size" -n "$iters" -l "$pl") gr=$(cat /tmp/retries)
-            if [ "${FIRST:-goverbs}" != perftest ]; then
-              echo '?' > /tmp/retries
-              p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
-            fi
+            echo '?' > /tmp/retries
+            p=$(pair "ib_$t" "ib_$t" -s "$size" -n "$iters" -l "$pl") pr=$(cat /tmp/retries)
             gb+=("$(echo "$g" | figure 4)") gm+=("$(echo "$g" | figure 5)")
             pb+=("$(echo "$p" | figure 4)") pm+=("$(echo "$p" | figure 5)")
             printf '  %-8s -s %-5s -l %-2s run %d: goverbs %9s MB/s %9s Mpps   perftest %9s MB/s %9s Mpps   rxe retries %s, %s\n' \
@@ -138,6 +131,6 @@ cp "$0" "$bin/compare.sh"
 perftest_tools "$top" "$bin"
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 env=()
-for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS FIRST GAP LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS GAP LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
 RIG_TIMEOUT=${RIG_TIMEOUT:-5400} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
   "${env[*]} compare.sh --guest ${1:-all}"
