@@ -11,7 +11,10 @@
 // (strlen + 1 bytes) and says go ahead again. -V compares the buffers,
 // -v prints each ping. Port 7174 by default. -q is accepted for
 // compatibility (goverbs always creates and moves the QP itself); -t sets
-// the type of service.
+// the type of service. A connection that goes down ends the run as
+// rdma-core's rping ends it: "wait for <state> state 10" on stderr and exit
+// status 0 (a server's normal end, after its client's last ping and
+// disconnect, is "wait for RDMA_READ_ADV state 10").
 package main
 
 import (

@@ -181,6 +181,7 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 			return uverbs.WorkCompletion{}, err
 		}
 		wc := s.wc[0]
+		s.o.debugf("completion: id %d opcode %v status %v\n", wc.ID, wc.Opcode, wc.Status)
 		if wc.Status != uverbs.WCSuccess {
 			if wc.Status == uverbs.WCWRFlushErr {
 				select {
@@ -256,13 +257,24 @@ func (s *session) wait() (int, error) {
 	return s.conn.CQ.Wait(s.ctx, s.wc)
 }
 
-// nextRecv waits for the peer's next message.
-func (s *session) nextRecv(what string) error {
+// stateDisconnected is DISCONNECTED in rdma-core rping's enum test_state,
+// the state its "wait for" line names when the connection went down.
+const stateDisconnected = 10
+
+// await waits for the completion of opcode that ends rping's state what
+// (the peer's next message, or this side's RDMA). If the connection went
+// down instead, it prints rping's line for that ("wait for RDMA_READ_ADV
+// state 10": a server's normal end, or a drop mid-run) and returns
+// errDisconnected, which ends the run as a success, as rping does.
+func (s *session) await(what string, opcode uverbs.WCOpcode) error {
 	wc, err := s.next()
+	if err == errDisconnected {
+		fmt.Fprintf(os.Stderr, "wait for %s state %d\n", what, stateDisconnected)
+	}
 	if err != nil {
 		return err
 	}
-	if wc.Opcode != uverbs.WCRecv {
+	if wc.Opcode != opcode {
 		return fmt.Errorf("wait for %s: completion %v", what, wc.Opcode)
 	}
 	return nil
@@ -316,10 +328,14 @@ func runClient(o *options) error {
 	s.watch()
 	s.watchDisconnect("client")
 	o.debugf("rmda_connect successful\n")
-	if err := s.client(); err != nil && err != errDisconnected {
+	err = s.client()
+	o.debugf("rping_test_client done\n")
+	if err == errDisconnected {
+		return nil // already down; rping's status is 0 then too
+	}
+	if err != nil {
 		return err
 	}
-	o.debugf("rping_test_client done\n")
 	return c.Disconnect()
 }
 
@@ -347,13 +363,13 @@ func (s *session) client() error {
 		if err := s.sendInfo(s.start); err != nil {
 			return fmt.Errorf("post send error %w", err)
 		}
-		if err := s.nextRecv("RDMA_WRITE_ADV"); err != nil {
+		if err := s.await("RDMA_WRITE_ADV", uverbs.WCRecv); err != nil {
 			return err
 		}
 		if err := s.sendInfo(offRDMA); err != nil {
 			return fmt.Errorf("post send error %w", err)
 		}
-		if err := s.nextRecv("RDMA_WRITE_COMPLETE"); err != nil {
+		if err := s.await("RDMA_WRITE_COMPLETE", uverbs.WCRecv); err != nil {
 			return err
 		}
 		if s.o.validate && !bytes.Equal(startBuf, rdmaBuf) {
@@ -437,7 +453,7 @@ func (s *session) server() error {
 	mem := s.mem.Bytes()
 	rdmaBuf := mem[offRDMA : offRDMA+s.o.size]
 	for {
-		if err := s.nextRecv("RDMA_READ_ADV"); err != nil {
+		if err := s.await("RDMA_READ_ADV", uverbs.WCRecv); err != nil {
 			return err
 		}
 		info := mem[offRecv : offRecv+infoSize]
@@ -450,10 +466,8 @@ func (s *session) server() error {
 			SGL: s.sge(offRDMA, int(rlen)), RemoteAddr: raddr, RKey: rkey}}); err != nil {
 			return fmt.Errorf("post send error %w", err)
 		}
-		if wc, err := s.next(); err != nil {
+		if err := s.await("RDMA_READ_COMPLETE", uverbs.WCRDMARead); err != nil {
 			return err
-		} else if wc.Opcode != uverbs.WCRDMARead {
-			return fmt.Errorf("wait for RDMA_READ_COMPLETE: completion %v", wc.Opcode)
 		}
 		if s.o.verbose > 0 {
 			fmt.Printf("server ping data: %s\n", cstring(rdmaBuf))
@@ -461,7 +475,7 @@ func (s *session) server() error {
 		if err := s.send(); err != nil {
 			return fmt.Errorf("post send error %w", err)
 		}
-		if err := s.nextRecv("RDMA_WRITE_ADV"); err != nil {
+		if err := s.await("RDMA_WRITE_ADV", uverbs.WCRecv); err != nil {
 			return err
 		}
 		raddr, rkey = binary.BigEndian.Uint64(info), binary.BigEndian.Uint32(info[8:])
@@ -470,10 +484,8 @@ func (s *session) server() error {
 			SGL: s.sge(offRDMA, n), RemoteAddr: raddr, RKey: rkey}}); err != nil {
 			return fmt.Errorf("post send error %w", err)
 		}
-		if wc, err := s.next(); err != nil {
+		if err := s.await("RDMA_WRITE_COMPLETE", uverbs.WCRDMAWrite); err != nil {
 			return err
-		} else if wc.Opcode != uverbs.WCRDMAWrite {
-			return fmt.Errorf("wait for RDMA_WRITE_COMPLETE: completion %v", wc.Opcode)
 		}
 		if err := s.send(); err != nil {
 			return fmt.Errorf("post send error %w", err)

@@ -92,12 +92,63 @@ func quiet(args []string) []string {
 	return out
 }
 
-// lastPing checks that rping -v printed every ping.
+// lastPing checks that rping -v printed every ping. It shows the output's
+// end: the tool's own complaint, if any, is there (stderr comes last).
 func lastPing(t *testing.T, out, prefix string) {
 	t.Helper()
 	n := strings.Count(out, prefix+"rdma-ping-")
 	if n != rpingCount || !strings.Contains(out, fmt.Sprintf("%srdma-ping-%d: ", prefix, rpingCount-1)) {
-		t.Errorf("%d pings printed, want %d:\n%.2000s", n, rpingCount, out)
+		t.Errorf("%d pings printed, want %d; the output's end:\n%s", n, rpingCount, tail(out, 1500))
+	}
+}
+
+// tail is the last n bytes of s, from a line's start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return "[...]\n" + s
+}
+
+// siwDropTries is how many times a siw0 case runs when siw drops its
+// connection mid-run. Linux 7.3.4's siw now and then takes an rping
+// connection down while the server's RDMA READ is outstanding, whichever
+// rping serves: rdma-core's rping on both sides showed it 1 time in 200
+// runs of 100 pings at -S 26 (its server "wait for RDMA_READ_COMPLETE
+// state 10", its client "wait for RDMA_WRITE_ADV state 10"), goverbs'
+// server 3 in 500 beside it (its READ flushed; session 46); seen on no
+// other rig kernel in 100 runs each. Such a run is logged and run again; a case that drops
+// siwDropTries times, or a drop anywhere but siw0, fails.
+const siwDropTries = 3
+
+// dropped reports whether an rping side's stderr, after pings of the want
+// it was asked for, shows the connection going down mid-run: rping's "wait
+// for ... state 10" (DISCONNECTED) after its DISCONNECT EVENT line, short
+// of want. (A server's "wait for RDMA_READ_ADV state 10" after every ping
+// is its normal end.)
+func dropped(stderr string, pings, want int) bool {
+	return pings < want && strings.Contains(stderr, "DISCONNECT EVENT") &&
+		strings.Contains(stderr, fmt.Sprintf(" state %d\n", stateDisconnected))
+}
+
+// againOnSIWDrop runs once, on a fresh port each time, until it returns ""
+// (it failed the test itself if the run failed otherwise) or it has
+// returned a drop's description siwDropTries times (see siwDropTries).
+func againOnSIWDrop(t *testing.T, c rpingCase, port int, once func(port int) string) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		drop := once(port + 1000*(attempt-1))
+		if drop == "" {
+			return
+		}
+		if !strings.HasPrefix(c.name, "siw0") || attempt == siwDropTries {
+			t.Fatalf("the connection went down mid-run (attempt %d):\n%s", attempt, drop)
+		}
+		t.Logf("attempt %d: siw dropped the connection mid-run (see siwDropTries); once more:\n%s", attempt, drop)
 	}
 }
 
@@ -107,39 +158,50 @@ func TestRigRpingGoServer(t *testing.T) {
 	rp := rdmaCoreRping(t)
 	for i, c := range rpingCases {
 		t.Run(c.name, func(t *testing.T) {
-			port := 7300 + i
-			done := make(chan int, 1)
-			go func() { done <- run(quiet(serverArgs(c, port))) }()
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			var out []byte
-			var err error
-			for try := 0; try < 50; try++ {
-				// stdout alone: stderr's lines would land inside its
-				// buffered chunks and split a ping line.
+			againOnSIWDrop(t, c, 7300+i, func(port int) string {
+				done := make(chan int, 1)
+				go func() { done <- run(quiet(serverArgs(c, port))) }()
+				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+				defer cancel()
+				var out []byte
+				var err error
 				var serr strings.Builder
-				cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
-				cmd.Stderr = &serr
-				out, err = cmd.Output()
-				err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: ")
-				out = append(out, serr.String()...)
-				if err == nil || !strings.Contains(serr.String(), "REJECTED") {
-					break
+				var tries []string // each attempt's end, shown if the run fails
+				for try := 0; try < 50; try++ {
+					// stdout alone: stderr's lines would land inside its
+					// buffered chunks and split a ping line.
+					serr.Reset()
+					cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
+					cmd.Stderr = &serr
+					out, err = cmd.Output()
+					tries = append(tries, fmt.Sprintf("attempt %d: %v, %d bytes of stdout, stderr %q", try+1, err, len(out), serr.String()))
+					err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: ")
+					out = append(out, serr.String()...)
+					if err == nil || !strings.Contains(serr.String(), "REJECTED") {
+						break
+					}
+					time.Sleep(100 * time.Millisecond) // the server is not listening yet
 				}
-				time.Sleep(100 * time.Millisecond) // the server is not listening yet
-			}
-			if err != nil {
-				t.Fatalf("rdma-core rping client: %v\n%s", err, out)
-			}
-			lastPing(t, string(out), "ping data: ")
-			select {
-			case rc := <-done:
-				if rc != 0 {
-					t.Fatalf("goverbs rping server exited %d", rc)
+				if err != nil {
+					t.Fatalf("rdma-core rping client: %v\n%s", err, out)
 				}
-			case <-ctx.Done():
-				t.Fatal("goverbs rping server did not end after the client disconnected")
-			}
+				select {
+				case rc := <-done:
+					if rc != 0 {
+						t.Fatalf("goverbs rping server exited %d; rdma-core's client said:\n%s", rc, tail(string(out), 1500))
+					}
+				case <-ctx.Done():
+					t.Fatal("goverbs rping server did not end after the client disconnected")
+				}
+				if dropped(serr.String(), strings.Count(string(out), "ping data: rdma-ping-"), rpingCount) {
+					return "rdma-core's client: " + tail(string(out), 300)
+				}
+				lastPing(t, string(out), "ping data: ")
+				if t.Failed() {
+					t.Logf("the client's attempts:\n%s", strings.Join(tries, "\n"))
+				}
+				return ""
+			})
 		})
 	}
 }
@@ -150,42 +212,47 @@ func TestRigRpingGoClient(t *testing.T) {
 	rp := rdmaCoreRping(t)
 	for i, c := range rpingCases {
 		t.Run(c.name, func(t *testing.T) {
-			port := 7400 + i
-			ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
-			defer cancel()
-			srv := exec.CommandContext(ctx, rp, serverArgs(c, port)...)
-			var sout, serr strings.Builder
-			srv.Stdout, srv.Stderr = &sout, &serr // separate: see TestRigRpingGoServer
-			if err := srv.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Process.Kill()
-			time.Sleep(300 * time.Millisecond)
-			rcc := make(chan int, 1)
-			go func() {
-				rc := -1
-				for try := 0; try < 50 && rc != 0; try++ {
-					if rc = run(quiet(clientArgs(c, port))); rc != 0 {
-						time.Sleep(100 * time.Millisecond)
+			againOnSIWDrop(t, c, 7400+i, func(port int) string {
+				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+				defer cancel()
+				srv := exec.CommandContext(ctx, rp, serverArgs(c, port)...)
+				var sout, serr strings.Builder
+				srv.Stdout, srv.Stderr = &sout, &serr // separate: see TestRigRpingGoServer
+				if err := srv.Start(); err != nil {
+					t.Fatal(err)
+				}
+				defer srv.Process.Kill()
+				time.Sleep(300 * time.Millisecond)
+				rcc := make(chan int, 1)
+				go func() {
+					rc := -1
+					for try := 0; try < 50 && rc != 0; try++ {
+						if rc = run(quiet(clientArgs(c, port))); rc != 0 {
+							time.Sleep(100 * time.Millisecond)
+						}
 					}
+					rcc <- rc
+				}()
+				select {
+				case rc := <-rcc:
+					if rc != 0 {
+						t.Fatalf("goverbs rping client exited %d", rc)
+					}
+				case <-time.After(60 * time.Second):
+					state := hangState(srv.Process.Pid)
+					srv.Process.Kill()
+					srv.Wait()
+					t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s\n%s", sout.String(), serr.String(), state)
 				}
-				rcc <- rc
-			}()
-			select {
-			case rc := <-rcc:
-				if rc != 0 {
-					t.Fatalf("goverbs rping client exited %d", rc)
+				if err := rdmaCoreRpingErr(t, srv.Wait(), sout.String(), serr.String(), "server ping data: "); err != nil {
+					t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
 				}
-			case <-time.After(60 * time.Second):
-				state := hangState(srv.Process.Pid)
-				srv.Process.Kill()
-				srv.Wait()
-				t.Fatalf("goverbs rping client still running after 60s; rdma-core server said:\n%s%s\n%s", sout.String(), serr.String(), state)
-			}
-			if err := rdmaCoreRpingErr(t, srv.Wait(), sout.String(), serr.String(), "server ping data: "); err != nil {
-				t.Fatalf("rdma-core rping server: %v\n%s%s", err, sout.String(), serr.String())
-			}
-			lastPing(t, sout.String(), "server ping data: ")
+				if dropped(serr.String(), strings.Count(sout.String(), "server ping data: rdma-ping-"), rpingCount) {
+					return "rdma-core's server: " + tail(sout.String()+serr.String(), 300)
+				}
+				lastPing(t, sout.String()+serr.String(), "server ping data: ")
+				return ""
+			})
 		})
 	}
 }
@@ -254,6 +321,7 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 	rigtest.Device(t, "siw0")
 	rp := rdmaCoreRping(t)
 	before := nudges.Load()
+	drops := 0 // rounds siw dropped: forgiven up to siwDropTries-1 in all
 	rounds := rigtest.Rounds{Count: 20, Env: "RPING_SIW_ROUNDS", Bound: 20 * time.Second, Mark: "the server nudged"}
 	rounds.Run(t, func(i int) int { return 7400 + i%500 }, func(r rigtest.Round) bool {
 		port := strconv.Itoa(r.Port)
@@ -264,8 +332,9 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 		}()
 		var out []byte
 		var err error
+		var serr strings.Builder
 		for try := 0; try < 50; try++ {
-			var serr strings.Builder
+			serr.Reset()
 			cmd := exec.CommandContext(r.Ctx, rp, "-c", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64", "-v")
 			cmd.Stderr = &serr
 			out, err = cmd.Output()
@@ -278,6 +347,9 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 		}
 		switch {
 		case r.Hung(): // Rounds counts it
+		case err == nil && dropped(serr.String(), strings.Count(string(out), "ping data: rdma-ping-"), 1) && drops < siwDropTries-1:
+			drops++
+			t.Logf("round %d: siw dropped the connection before the ping (see siwDropTries):\n%s", r.I, out)
 		case err != nil:
 			t.Errorf("round %d: rdma-core rping client: %v\n%s", r.I, err, out)
 		case !strings.Contains(string(out), "ping data: rdma-ping-0: "):
@@ -318,6 +390,28 @@ func TestRdmaCoreRpingErr(t *testing.T) {
 		err := rdmaCoreRpingErr(t, c.err, c.stdout, c.stderr, "ping data: ")
 		if (err == nil) != c.forgiven {
 			t.Errorf("%s: got %v, forgiven %v", c.name, err, c.forgiven)
+		}
+	}
+}
+
+// TestDropped: only a run short of its pings that ended in DISCONNECTED
+// counts as siw's drop (host test).
+func TestDropped(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		stderr      string
+		pings, want int
+		wantDropped bool
+	}{
+		{"client mid-run", "client DISCONNECT EVENT...\nwait for RDMA_WRITE_ADV state 10\n", 56, 100, true},
+		{"server mid-run", "server DISCONNECT EVENT...\nwait for RDMA_READ_COMPLETE state 10\n", 0, 100, true},
+		{"server's normal end", "server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n", 100, 100, false},
+		{"another state", "client DISCONNECT EVENT...\nwait for RDMA_WRITE_ADV state 11\n", 3, 100, false},
+		{"no disconnect event", "wait for RDMA_WRITE_ADV state 10\n", 3, 100, false},
+		{"a failed completion", "cq completion failed status 5\n", 3, 100, false},
+	} {
+		if got := dropped(c.stderr, c.pings, c.want); got != c.wantDropped {
+			t.Errorf("%s: dropped %v, want %v", c.name, got, c.wantDropped)
 		}
 	}
 }
