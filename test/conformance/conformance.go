@@ -95,6 +95,13 @@ type Options struct {
 	// only on entering ERR). The tests of what iWARP lacks check that the
 	// device refuses it; the others adapt to the rules.
 	IWARP bool
+	// HoldDevice, if set, stops an in-process device model's hardware side
+	// until the function it returns is called: the tests that count the
+	// fast path's allocations (testing.AllocsPerRun counts the whole
+	// process's) hold it while they count, so that the model's own work
+	// (it allocates as it executes requests) is not the verbs'. Nil for a
+	// device in the kernel.
+	HoldDevice func() (release func())
 }
 
 func (o *Options) defaults() {
@@ -520,4 +527,15 @@ func fill(b []byte, seed byte) {
 	for i := range b {
 		b[i] = seed + byte(i*7)
 	}
+}
+
+// allocsPerRun is testing.AllocsPerRun with the device held, if the
+// options say how (Options.HoldDevice): only the verbs' own allocations
+// count.
+func (e *env) allocsPerRun(runs int, f func()) float64 {
+	if e.o.HoldDevice != nil {
+		release := e.o.HoldDevice()
+		defer release()
+	}
+	return testing.AllocsPerRun(runs, f)
 }

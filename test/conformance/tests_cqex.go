@@ -118,7 +118,7 @@ func testCQPoll(t *testing.T, e *env) {
 
 	// A pass allocates nothing, empty or not.
 	const runs = 50
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		p := b.cq.StartPoll()
 		for p.Next() {
 		}
@@ -138,7 +138,7 @@ func testCQPoll(t *testing.T, e *env) {
 	time.Sleep(10 * time.Millisecond)
 	got := 0
 	deadline := time.Now().Add(e.o.Timeout)
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		for time.Now().Before(deadline) {
 			p := b.cq.StartPoll()
 			k := 0

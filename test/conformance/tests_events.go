@@ -144,14 +144,14 @@ func testAllocs(t *testing.T, e *env) {
 	a, b := e.pair(t, qpConfig{cap: cp, cqe: 1024})
 	// The requests and the completion array are written the way a program
 	// writes them, literals in the call: they stay on the stack.
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		if _, err := b.qp.PostRecv([]uverbs.RecvWR{{ID: 1, SGL: []uverbs.SGE{b.buf.sge(0, 64)}}}); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
 		t.Errorf("PostRecv: %v allocations per call", n)
 	}
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		if _, err := a.qp.PostSend([]uverbs.SendWR{{ID: 2, Opcode: uverbs.WRSend, Flags: uverbs.SendSignaled,
 			SGL: []uverbs.SGE{a.buf.sge(0, 16)}}}); err != nil {
 			t.Fatal(err)
@@ -163,7 +163,7 @@ func testAllocs(t *testing.T, e *env) {
 	time.Sleep(10 * time.Millisecond)
 	got := 0
 	deadline := time.Now().Add(e.o.Timeout)
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		for {
 			var wc [1]uverbs.WorkCompletion
 			k, err := b.cq.Poll(wc[:])
@@ -181,7 +181,7 @@ func testAllocs(t *testing.T, e *env) {
 	if got != runs+1 {
 		t.Errorf("polled %d completions, want %d", got, runs+1)
 	}
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		var wc [4]uverbs.WorkCompletion
 		b.cq.Poll(wc[:])
 	}); n != 0 {

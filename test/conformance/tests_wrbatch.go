@@ -78,7 +78,7 @@ func testWRBatch(t *testing.T, e *env) {
 
 	// Building and completing allocate nothing.
 	const runs = 40
-	if n := testing.AllocsPerRun(runs, func() {
+	if n := e.allocsPerRun(runs, func() {
 		wb := a.qp.StartWR()
 		wb.RDMAWrite(20, sig, rk, b.buf.addr(24576)).SetSGE(lk, a.buf.addr(0), 16)
 		if err := wb.Complete(); err != nil {
