@@ -19,32 +19,36 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
 	"github.com/goverbs/goverbs/internal/getopt"
 )
 
-func usage() {
-	fmt.Printf("%s -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n", "rping")
-	fmt.Printf("%s -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n", "rping")
-	fmt.Printf("\t-c\t\tclient side\n")
-	fmt.Printf("\t-I\t\tSource address to bind to for client.\n")
-	fmt.Printf("\t-s\t\tserver side.  To bind to any address with IPv6 use -a ::0\n")
-	fmt.Printf("\t-v\t\tdisplay ping data to stdout\n")
-	fmt.Printf("\t-V\t\tvalidate ping data\n")
-	fmt.Printf("\t-d\t\tdebug printfs\n")
-	fmt.Printf("\t-S size \tping data size\n")
-	fmt.Printf("\t-C count\tping count times\n")
-	fmt.Printf("\t-a addr\t\taddress\n")
-	fmt.Printf("\t-p port\t\tport\n")
-	fmt.Printf("\t-P\t\tpersistent server mode allowing multiple connections\n")
-	fmt.Printf("\t-q\t\tuse self-created, self-modified QP\n")
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "%s -s [-vVd] [-S size] [-C count] [-a addr] [-p port]\n", "rping")
+	fmt.Fprintf(w, "%s -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port]\n", "rping")
+	fmt.Fprintf(w, "	-c\t\tclient side\n")
+	fmt.Fprintf(w, "	-I\t\tSource address to bind to for client.\n")
+	fmt.Fprintf(w, "	-s\t\tserver side.  To bind to any address with IPv6 use -a ::0\n")
+	fmt.Fprintf(w, "	-v\t\tdisplay ping data to stdout\n")
+	fmt.Fprintf(w, "	-V\t\tvalidate ping data\n")
+	fmt.Fprintf(w, "	-d\t\tdebug printfs\n")
+	fmt.Fprintf(w, "	-S size \tping data size\n")
+	fmt.Fprintf(w, "	-C count\tping count times\n")
+	fmt.Fprintf(w, "	-a addr\t\taddress\n")
+	fmt.Fprintf(w, "	-p port\t\tport\n")
+	fmt.Fprintf(w, "	-P\t\tpersistent server mode allowing multiple connections\n")
+	fmt.Fprintf(w, "	-q\t\tuse self-created, self-modified QP\n")
 }
 
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
+
+// run is rping with args, on the process's stdout and stderr.
+func run(args []string) int { return runTo(args, os.Stdout, os.Stderr) }
 
 // rpingOptions is rping's getopt(3) string "a:I:Pp:C:S:t:scvVdq" as a
 // table: rping has no long options, and glibc's getopt parses a short-only
@@ -77,8 +81,10 @@ func parseArgs(args []string, f func(op rune, val string) error) error {
 	return nil
 }
 
-func run(args []string) int {
-	o := options{size: 64, port: 7174, server: -1}
+// runTo is rping with args, printing to stdout and stderr; it returns the
+// exit status.
+func runTo(args []string, stdout, stderr io.Writer) int {
+	o := options{size: 64, port: 7174, server: -1, stdout: stdout, stderr: stderr}
 	err := parseArgs(args, func(op rune, val string) error {
 		var err error
 		switch op {
@@ -99,13 +105,13 @@ func run(args []string) int {
 		case 'S':
 			o.size, err = strconv.Atoi(val)
 			if err == nil && (o.size < minSize || o.size > maxSize) {
-				fmt.Fprintf(os.Stderr, "Invalid size %d (valid range is %d to %d)\n", o.size, minSize, maxSize+1)
+				fmt.Fprintf(stderr, "Invalid size %d (valid range is %d to %d)\n", o.size, minSize, maxSize+1)
 				return errInvalid
 			}
 		case 'C':
 			o.count, err = strconv.Atoi(val)
 			if err == nil && o.count < 0 {
-				fmt.Fprintf(os.Stderr, "Invalid count %d\n", o.count)
+				fmt.Fprintf(stderr, "Invalid count %d\n", o.count)
 				return errInvalid
 			}
 		case 'v':
@@ -124,13 +130,13 @@ func run(args []string) int {
 	})
 	if err != nil {
 		if err != errInvalid {
-			fmt.Fprintf(os.Stderr, "rping: %v\n", err)
-			usage()
+			fmt.Fprintf(stderr, "rping: %v\n", err)
+			usage(stdout)
 		}
 		return 22 // EINVAL
 	}
 	if o.server == -1 {
-		usage()
+		usage(stdout)
 		return 22
 	}
 	if o.server == 1 {
@@ -140,7 +146,7 @@ func run(args []string) int {
 	}
 	if err != nil {
 		if err != errReported {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(stderr, err)
 		}
 		return 1
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -24,8 +25,8 @@ var errInvalid = errors.New("invalid argument")
 var errReported = errors.New("rping: failed")
 
 // reported prints msg to stderr as rdma-core's rping does and returns errReported.
-func reported(msg string) error {
-	fmt.Fprintln(os.Stderr, msg)
+func (o *options) reported(msg string) error {
+	fmt.Fprintln(o.stderr, msg)
 	return errReported
 }
 
@@ -41,11 +42,14 @@ type options struct {
 	persistent bool
 	tos        uint8
 	setTOS     bool
+	// stdout and stderr are where rping prints (the process's, or a
+	// test's buffers).
+	stdout, stderr io.Writer
 }
 
 func (o *options) debugf(format string, args ...any) {
 	if o.debug {
-		fmt.Fprintf(os.Stderr, format, args...)
+		fmt.Fprintf(o.stderr, format, args...)
 	}
 }
 
@@ -203,7 +207,7 @@ func (s *session) next() (uverbs.WorkCompletion, error) {
 		if wc.Opcode == uverbs.WCRecv {
 			s.nudge = false
 			if wc.ByteLen != infoSize {
-				return wc, reported(fmt.Sprintf("Received bogus data, size %d", wc.ByteLen))
+				return wc, s.o.reported(fmt.Sprintf("Received bogus data, size %d", wc.ByteLen))
 			}
 			if err := s.postRecv(); err != nil {
 				return wc, fmt.Errorf("post recv error: %w", err)
@@ -269,7 +273,7 @@ const stateDisconnected = 10
 func (s *session) await(what string, opcode uverbs.WCOpcode) error {
 	wc, err := s.next()
 	if err == errDisconnected {
-		fmt.Fprintf(os.Stderr, "wait for %s state %d\n", what, stateDisconnected)
+		fmt.Fprintf(s.o.stderr, "wait for %s state %d\n", what, stateDisconnected)
 	}
 	if err != nil {
 		return err
@@ -285,16 +289,16 @@ func (s *session) watchDisconnect(side string) {
 	go func() {
 		ev, err := s.conn.NextEvent(context.Background())
 		if err == nil && ev.Type == rdmacm.EventDisconnected {
-			fmt.Fprintf(os.Stderr, "%s DISCONNECT EVENT...\n", side)
+			fmt.Fprintf(s.o.stderr, "%s DISCONNECT EVENT...\n", side)
 		} else if err == nil && ev.Type == rdmacm.EventDeviceRemoval {
-			fmt.Fprintf(os.Stderr, "cma detected device removal!!!!\n")
+			fmt.Fprintf(s.o.stderr, "cma detected device removal!!!!\n")
 		}
 	}()
 }
 
 func runClient(o *options) error {
 	if o.addr == "" {
-		usage()
+		usage(o.stdout)
 		return errInvalid
 	}
 	dst, err := resolve(o.addr)
@@ -373,10 +377,10 @@ func (s *session) client() error {
 			return err
 		}
 		if s.o.validate && !bytes.Equal(startBuf, rdmaBuf) {
-			return reported("data mismatch!")
+			return s.o.reported("data mismatch!")
 		}
 		if s.o.verbose > 0 {
-			fmt.Printf("ping data: %s\n", cstring(rdmaBuf))
+			fmt.Fprintf(s.o.stdout, "ping data: %s\n", cstring(rdmaBuf))
 		}
 	}
 	return nil
@@ -417,7 +421,7 @@ func runServer(o *options) error {
 		go func() {
 			defer wg.Done()
 			if err := serve(o, r); err != nil {
-				fmt.Fprintln(os.Stderr, err)
+				fmt.Fprintln(o.stderr, err)
 			}
 		}()
 	}
@@ -470,7 +474,7 @@ func (s *session) server() error {
 			return err
 		}
 		if s.o.verbose > 0 {
-			fmt.Printf("server ping data: %s\n", cstring(rdmaBuf))
+			fmt.Fprintf(s.o.stdout, "server ping data: %s\n", cstring(rdmaBuf))
 		}
 		if err := s.send(); err != nil {
 			return fmt.Errorf("post send error %w", err)
