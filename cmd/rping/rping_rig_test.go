@@ -10,7 +10,6 @@ import (
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,6 +47,38 @@ func rdmaCoreRpingErr(t *testing.T, err error, stdout, stderr, want string) erro
 	}
 	t.Logf("rdma-core rping exited 255 at its teardown after its pings (%q: its own race, rdma-core #1622); its pings are checked as usual", rpingTeardownRace)
 	return nil
+}
+
+// clientRun is how rdma-core's rping client ended (rdmaCoreClient).
+type clientRun struct {
+	out    string   // stdout, then stderr
+	stderr string   // stderr alone
+	err    error    // the exit status, as rdmaCoreRpingErr judges it
+	tries  []string // each attempt's end, to show if the run fails
+}
+
+// rdmaCoreClient runs rdma-core's rping client rp with args until its
+// server listens (a REJECTED connect is tried again, 50 times at most,
+// until ctx ends); want is the start of a ping line (rdmaCoreRpingErr).
+// stdout is read apart: stderr's lines would land inside its buffered
+// chunks and split a ping line.
+func rdmaCoreClient(t *testing.T, ctx context.Context, rp string, args []string, want string) clientRun {
+	t.Helper()
+	var cl clientRun
+	for try := 0; try < 50; try++ {
+		var serr strings.Builder
+		cmd := exec.CommandContext(ctx, rp, args...)
+		cmd.Stderr = &serr
+		out, err := cmd.Output()
+		cl.tries = append(cl.tries, fmt.Sprintf("attempt %d: %v, %d bytes of stdout, stderr %q", try+1, err, len(out), serr.String()))
+		cl.stderr, cl.out = serr.String(), string(out)+serr.String()
+		cl.err = rdmaCoreRpingErr(t, err, string(out), serr.String(), want)
+		if cl.err == nil || !strings.Contains(serr.String(), "REJECTED") || ctx.Err() != nil {
+			return cl
+		}
+		time.Sleep(100 * time.Millisecond) // the server is not listening yet
+	}
+	return cl
 }
 
 type rpingCase struct {
@@ -163,42 +194,24 @@ func TestRigRpingGoServer(t *testing.T) {
 				go func() { done <- run(quiet(serverArgs(c, port))) }()
 				ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 				defer cancel()
-				var out []byte
-				var err error
-				var serr strings.Builder
-				var tries []string // each attempt's end, shown if the run fails
-				for try := 0; try < 50; try++ {
-					// stdout alone: stderr's lines would land inside its
-					// buffered chunks and split a ping line.
-					serr.Reset()
-					cmd := exec.CommandContext(ctx, rp, clientArgs(c, port)...)
-					cmd.Stderr = &serr
-					out, err = cmd.Output()
-					tries = append(tries, fmt.Sprintf("attempt %d: %v, %d bytes of stdout, stderr %q", try+1, err, len(out), serr.String()))
-					err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: ")
-					out = append(out, serr.String()...)
-					if err == nil || !strings.Contains(serr.String(), "REJECTED") {
-						break
-					}
-					time.Sleep(100 * time.Millisecond) // the server is not listening yet
-				}
-				if err != nil {
-					t.Fatalf("rdma-core rping client: %v\n%s", err, out)
+				cl := rdmaCoreClient(t, ctx, rp, clientArgs(c, port), "ping data: ")
+				if cl.err != nil {
+					t.Fatalf("rdma-core rping client: %v\n%s", cl.err, cl.out)
 				}
 				select {
 				case rc := <-done:
 					if rc != 0 {
-						t.Fatalf("goverbs rping server exited %d; rdma-core's client said:\n%s", rc, tail(string(out), 1500))
+						t.Fatalf("goverbs rping server exited %d; rdma-core's client said:\n%s", rc, tail(cl.out, 1500))
 					}
 				case <-ctx.Done():
 					t.Fatal("goverbs rping server did not end after the client disconnected")
 				}
-				if dropped(serr.String(), strings.Count(string(out), "ping data: rdma-ping-"), rpingCount) {
-					return "rdma-core's client: " + tail(string(out), 300)
+				if dropped(cl.stderr, strings.Count(cl.out, "ping data: rdma-ping-"), rpingCount) {
+					return "rdma-core's client: " + tail(cl.out, 300)
 				}
-				lastPing(t, string(out), "ping data: ")
+				lastPing(t, cl.out, "ping data: ")
 				if t.Failed() {
-					t.Logf("the client's attempts:\n%s", strings.Join(tries, "\n"))
+					t.Logf("the client's attempts:\n%s", strings.Join(cl.tries, "\n"))
 				}
 				return ""
 			})
@@ -217,7 +230,7 @@ func TestRigRpingGoClient(t *testing.T) {
 				defer cancel()
 				srv := exec.CommandContext(ctx, rp, serverArgs(c, port)...)
 				var sout, serr strings.Builder
-				srv.Stdout, srv.Stderr = &sout, &serr // separate: see TestRigRpingGoServer
+				srv.Stdout, srv.Stderr = &sout, &serr // separate: see rdmaCoreClient
 				if err := srv.Start(); err != nil {
 					t.Fatal(err)
 				}
@@ -263,7 +276,7 @@ func TestRigRpingGoBoth(t *testing.T) {
 	for i, c := range []rpingCase{rpingCases[0], {"siw0-S1000", "", "10.0.3.15", 1000}} {
 		t.Run(c.name, func(t *testing.T) {
 			againOnSIWDrop(t, c, 7290+i, func(port int) string {
-				var sout, serr, cout, cerr lockedBuffer
+				var sout, serr, cout, cerr rigtest.Buffer
 				done := make(chan int, 1)
 				go func() { done <- runTo(quiet(serverArgs(c, port)), &sout, &serr) }()
 				time.Sleep(200 * time.Millisecond)
@@ -284,25 +297,6 @@ func TestRigRpingGoBoth(t *testing.T) {
 			})
 		})
 	}
-}
-
-// lockedBuffer is an io.Writer for one rping side's output that its
-// goroutines may write while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // hangState is what a case that hung leaves to look at: where this
@@ -359,29 +353,16 @@ func TestRigRpingSIWAcceptRace(t *testing.T) {
 		go func() {
 			done <- run([]string{"-s", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64"})
 		}()
-		var out []byte
-		var err error
-		var serr strings.Builder
-		for try := 0; try < 50; try++ {
-			serr.Reset()
-			cmd := exec.CommandContext(r.Ctx, rp, "-c", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64", "-v")
-			cmd.Stderr = &serr
-			out, err = cmd.Output()
-			err = rdmaCoreRpingErr(t, err, string(out), serr.String(), "ping data: rdma-ping-0: ")
-			out = append(out, serr.String()...)
-			if err == nil || !strings.Contains(serr.String(), "REJECTED") || r.Ctx.Err() != nil {
-				break
-			}
-			time.Sleep(100 * time.Millisecond) // the server is not listening yet
-		}
+		cl := rdmaCoreClient(t, r.Ctx, rp, []string{"-c", "-a", "10.0.3.15", "-p", port, "-C", "1", "-S", "64", "-v"}, "ping data: rdma-ping-0: ")
+		out, err := cl.out, cl.err
 		switch {
 		case r.Hung(): // Rounds counts it
-		case err == nil && dropped(serr.String(), strings.Count(string(out), "ping data: rdma-ping-"), 1) && drops < siwDropTries-1:
+		case err == nil && dropped(cl.stderr, strings.Count(out, "ping data: rdma-ping-"), 1) && drops < siwDropTries-1:
 			drops++
 			t.Logf("round %d: siw dropped the connection before the ping (see siwDropTries):\n%s", r.I, out)
 		case err != nil:
 			t.Errorf("round %d: rdma-core rping client: %v\n%s", r.I, err, out)
-		case !strings.Contains(string(out), "ping data: rdma-ping-0: "):
+		case !strings.Contains(out, "ping data: rdma-ping-0: "):
 			t.Errorf("round %d: no ping printed:\n%s", r.I, out)
 		}
 		hung := r.Hung()

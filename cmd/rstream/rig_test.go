@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -9,31 +8,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/rigtest"
 )
-
-// syncBuffer is an io.Writer safe for the goroutines that fill it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // mainEnv makes this test binary run as goverbs' rstream (TestMain), so
 // that a case can end a goverbs side that hangs, as it ends rdma-core's.
@@ -54,7 +34,7 @@ const caseTimeout = 2 * time.Minute
 type side struct {
 	who string
 	cmd *exec.Cmd
-	out syncBuffer
+	out rigtest.Buffer
 }
 
 // newSide makes rdma-core's rstream (bin) or, with bin "", goverbs' (this
