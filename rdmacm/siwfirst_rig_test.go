@@ -122,6 +122,9 @@ func TestRigSIWFirstMessage(t *testing.T) {
 		for {
 			r, err := l.Accept(ctx)
 			if err != nil {
+				if ctx.Err() == nil && !errors.Is(err, rdmacm.ErrClosed) {
+					t.Errorf("Accept: %v", err)
+				}
 				return
 			}
 			srv.Add(1)
@@ -148,6 +151,7 @@ func TestRigSIWFirstMessage(t *testing.T) {
 	}()
 	var mu sync.Mutex
 	var stuck, unread []string
+	var dialFailed sync.Once
 	sem := make(chan struct{}, 4)
 	var cli sync.WaitGroup
 	for i := range n {
@@ -160,6 +164,11 @@ func TestRigSIWFirstMessage(t *testing.T) {
 			defer e.close()
 			if _, err := rdmacm.Dial(ctx, netip.AddrPortFrom(addrSIW0, port), &rdmacm.Config{Prepare: e.prepare}); err != nil {
 				t.Errorf("client %d: Dial: %v", i, err)
+				// Once: what the kernel shows then, so a refusal can be
+				// told apart (no siw socket listening on the port?).
+				dialFailed.Do(func() {
+					t.Logf("first failed Dial: TCP listening on port %d: %v\n%s", port, rigtest.TCPListening(int(port)), rigtest.KernelState())
+				})
 				return
 			}
 			msg := fmt.Sprintf("hello %d", i)
@@ -198,6 +207,6 @@ func TestRigSIWFirstMessage(t *testing.T) {
 		}()
 	}
 	cli.Wait()
-	t.Logf("%d connections: %d first messages stuck until a nudge (%v); the server's socket held unread bytes for %d: %q",
-		n, len(stuck), stuck, len(unread), unread)
+	t.Logf("%d connections to port %d: %d first messages stuck until a nudge (%v); the server's socket held unread bytes for %d: %q",
+		n, port, len(stuck), stuck, len(unread), unread)
 }
