@@ -114,11 +114,22 @@ func TestRigSIWFirstMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	port := l.Addr().Port()
+	la, err := l.ID.LocalAddr()
+	if err != nil || la.Port() == 0 {
+		l.Close()
+		t.Fatalf("the listener's address: %v, %v", la, err)
+	}
+	port := la.Port()
 	var srv sync.WaitGroup
-	defer srv.Wait()
+	acceptDone := make(chan struct{})
+	defer func() {
+		// The accept loop reports inside the test: it ends at Close.
+		l.Close()
+		<-acceptDone
+		srv.Wait()
+	}()
 	go func() {
+		defer close(acceptDone)
 		for {
 			r, err := l.Accept(ctx)
 			if err != nil {
