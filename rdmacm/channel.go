@@ -121,11 +121,17 @@ func (ch *EventChannel) Close() error {
 // in. keep, if the request points at memory (SET_OPTION's value), is that
 // memory, kept alive across the write; its length is the header's out.
 func (ch *EventChannel) write(op string, cmd uint32, in, keep []byte) error {
+	return ch.writeOn(op, cmd, in, keep, false)
+}
+
+// writeOn is write for an ID whose device runs the IB CM when ibCM (see
+// quickCommand).
+func (ch *EventChannel) writeOn(op string, cmd uint32, in, keep []byte, ibCM bool) error {
 	f, err := getFrame(op, cmd, in, len(keep))
 	if err != nil {
 		return err
 	}
-	f.keep = keep
+	f.keep, f.ibCM = keep, ibCM
 	err = ch.run(op, f)
 	putFrame(f)
 	return err
@@ -163,6 +169,7 @@ type cmdFrame struct {
 	resp [280]byte     // the largest response read (QUERY's address)
 	n    int           // bytes of buf to write
 	keep []byte        // memory the request points at, other than resp
+	ibCM bool          // the ID's device runs the IB CM (quickCommand)
 	werr error
 	do   func(fd uintptr)
 }
@@ -190,13 +197,13 @@ func getFrame(op string, cmd uint32, in []byte, out int) (*cmdFrame, error) {
 
 // putFrame returns a frame to the pool, holding no caller memory.
 func putFrame(f *cmdFrame) {
-	f.keep, f.werr = nil, nil
+	f.keep, f.werr, f.ibCM = nil, nil, false
 	framePool.Put(f)
 }
 
 // writeTo writes the frame's command to fd, again after EINTR.
 func (f *cmdFrame) writeTo(fd uintptr) {
-	quick := quickCommand(binary.NativeEndian.Uint32(f.buf[0:]))
+	quick := quickCommand(binary.NativeEndian.Uint32(f.buf[0:]), f.ibCM)
 	for {
 		// buf keeps the frame, and with it resp, alive.
 		_, f.werr = rawWrite(fd, f.buf[:f.n], f.keep, quick)
@@ -217,10 +224,25 @@ func (f *cmdFrame) writeTo(fd uintptr) {
 // ID's commands hold its kmu shared and Close takes it exclusively, so
 // DESTROY_ID never overlaps that ID's CONNECT or ACCEPT.
 //
-// Not quick: CONNECT, ACCEPT, REJECT and DISCONNECT (on iWARP they connect,
-// send on or shut a TCP socket), LISTEN (a listening socket there),
-// JOIN_*MCAST and LEAVE_MCAST (the subnet administrator; leaving waits for
-// its callbacks), MIGRATE_ID (two files' locks), and any other.
+// CONNECT, ACCEPT, REJECT and DISCONNECT are quick on an ID whose device
+// runs the IB CM (InfiniBand, RoCE: ibCM): they send a REQ, REP, RTU, REJ,
+// DREQ or DREP MAD and return (ib_send_cm_* in Linux's cm.c post it and
+// wait for nothing; the path was resolved before). On iWARP they connect,
+// send on or shut a TCP socket (siw's connect is a blocking TCP connect):
+// not quick there, nor on an ID whose device is not known yet.
+//
+// Why it matters: an ordinary syscall made while the runtime's monitor
+// sleeps (it does while every P is idle, as in a wait for the CM's answer)
+// wakes it into 20 µs naps and then 10 ms ones, with a preemption of a
+// goroutine that ran 10 ms, for as long as the program spins without
+// parking. A dialer's last commands come after its last wait (the RTU,
+// after CONNECT_RESPONSE): made quick, with the RTR modify before it
+// (uverbs' QP.ModifyResolved), they leave the monitor asleep into the
+// connection's first messages (docs/COST.md, session 47).
+//
+// Not quick: LISTEN (a listening socket on iWARP), JOIN_*MCAST and
+// LEAVE_MCAST (the subnet administrator; leaving waits for its callbacks),
+// MIGRATE_ID (two files' locks), and any other.
 //
 // Measured on 6.1 under TCG with test/perf/slowloop's cm_resolve (create,
 // resolve address and route, destroy): strace counted 3,280 nanosleep and
@@ -230,8 +252,11 @@ func (f *cmdFrame) writeTo(fd uintptr) {
 // DESTROY_ID quick, 771 with these quick, librdmacm 794; ibvcost's CM rows
 // in three boots against the build before moved 0.8-1.4x either way, as
 // much as the same binary moves between boots (docs/COST.md).
-func quickCommand(cmd uint32) bool {
+func quickCommand(cmd uint32, ibCM bool) bool {
 	switch cmd {
+	case abi.RDMA_USER_CM_CMD_CONNECT, abi.RDMA_USER_CM_CMD_ACCEPT,
+		abi.RDMA_USER_CM_CMD_REJECT, abi.RDMA_USER_CM_CMD_DISCONNECT:
+		return ibCM
 	case abi.RDMA_USER_CM_CMD_DESTROY_ID,
 		abi.RDMA_USER_CM_CMD_CREATE_ID, abi.RDMA_USER_CM_CMD_BIND, abi.RDMA_USER_CM_CMD_BIND_IP,
 		abi.RDMA_USER_CM_CMD_RESOLVE_ADDR, abi.RDMA_USER_CM_CMD_RESOLVE_IP, abi.RDMA_USER_CM_CMD_RESOLVE_ROUTE,

@@ -444,7 +444,8 @@ func (id *ID) modifyQP(qp *uverbs.QP, state uverbs.QPState, depths *Config) erro
 			a.MaxRDAtomic = depths.InitiatorDepth
 		}
 	}
-	if err := qp.Modify(&a, m); err != nil {
+	// The CM resolved the peer's address (ModifyResolved).
+	if err := qp.ModifyResolved(&a, m); err != nil {
 		return opError(fmt.Sprintf("ModifyQP(%v)", state), err)
 	}
 	return nil
@@ -607,7 +608,7 @@ func (id *ID) write(op string, cmd uint32, in, keep []byte) error {
 	if id.destroyed {
 		return opError(op, ErrClosed)
 	}
-	return id.ch.write(op, cmd, in, keep)
+	return id.ch.writeOn(op, cmd, in, keep, id.dev != nil && !id.iWARP())
 }
 
 // call is write for a command with a response (EventChannel.call).

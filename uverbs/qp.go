@@ -313,7 +313,28 @@ func (qp *QP) PD() *PD {
 // Modify changes the attributes named by mask (MODIFY_QP, or its extended
 // form when mask has QPAttrRateLimit or SetECE queued options: one
 // syscall).
-func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
+func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
+	return qp.modifyQP(attr, mask, false)
+}
+
+// ModifyResolved is Modify for attributes whose address vector (AV) names
+// a destination the kernel has just resolved: rdma_cm's (INIT_QP_ATTR
+// after ResolveAddr found the peer's MAC), as package rdmacm uses it. On
+// RoCE the kernel looks the MAC up again for every AV it is given
+// (ib_resolve_eth_dmac), and waits for ARP when the neighbour is unknown,
+// so Modify makes a command with an AV an ordinary syscall; here the
+// neighbour is known and the kernel waits only for its address work
+// queue, so on a software device (rxe, siw) the command is a raw syscall
+// like Modify's others. That keeps the runtime's monitor asleep: an
+// ordinary syscall made while it sleeps (as it does while a dialer waits
+// for the CM's answer) wakes it, and it then takes the CPU from a spinning
+// goroutine every 20 µs, later every 10 ms with a preemption signal, until
+// the program next parks (docs/COST.md, session 47).
+func (qp *QP) ModifyResolved(attr *QPAttr, mask QPAttrMask) error {
+	return qp.modifyQP(attr, mask, true)
+}
+
+func (qp *QP) modifyQP(attr *QPAttr, mask QPAttrMask, resolved bool) (err error) {
 	if sp := qp.pd.ctx.begin("ModifyQP"); sp.rec != nil {
 		defer func() { sp.end(err) }()
 	}
@@ -352,8 +373,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) (err error) {
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
 	}
 	// An address vector makes the kernel resolve the destination's MAC on
-	// RoCE (it may wait for ARP): an ordinary syscall then.
-	cmd.Quick = c.cpuOnly && mask&QPAttrAV == 0
+	// RoCE (it may wait for ARP): an ordinary syscall then, unless the
+	// caller knows the destination resolved (ModifyResolved).
+	cmd.Quick = c.cpuOnly && (mask&QPAttrAV == 0 || resolved)
 	err = c.invoke("ModifyQP", &cmd)
 	if withECE {
 		eq.ModifyDone(err == nil)

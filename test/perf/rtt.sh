@@ -13,6 +13,9 @@
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
 #     commit's gortt runs third in each round, its lines labelled "base"
+#   BASEBIN=/tmp/gortt-x test/perf/rtt.sh   # the same A/B with a gortt built
+#     elsewhere (another toolchain, a patched runtime: GOROOT=... go build
+#     ./test/perf/rtt/gortt), labelled "base"
 #   WARM=50000 test/perf/rtt.sh   # each client spins 50 ms between its
 #     connect and its first timed round trip (crtt and gortt alike)
 #   GENV='GOVERBS_WAIT_SPIN=1h' test/perf/rtt.sh   # gortt's environment
@@ -28,7 +31,9 @@ command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -o "$work/crtt" "$top/test/perf/rtt/crtt.c" -lrdmacm
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/gortt" ./test/perf/rtt/gortt )
-if [ -n "${BASE:-}" ]; then
+if [ -n "${BASEBIN:-}" ]; then
+  cp "$BASEBIN" "$work/gortt-base"
+elif [ -n "${BASE:-}" ]; then
   rev=$(git -C "$top" rev-parse --verify "${BASE}^{commit}")
   src=$(mktemp -d); trap 'rm -rf "$work" "$src"' EXIT
   git -C "$top" archive "$rev" | tar -x -C "$src"
