@@ -325,7 +325,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 // so Modify makes a command with an AV an ordinary syscall; here the
 // neighbour is known and the kernel waits only for its address work
 // queue, so on a software device (rxe, siw) the command is a raw syscall
-// like Modify's others. That keeps the runtime's monitor asleep: an
+// like Modify's others: the goroutine keeps its P while the kernel waits
+// (microseconds; at most the kernel's 1 s resolution timeout, should the
+// neighbour have gone in between). That keeps the runtime's monitor asleep: an
 // ordinary syscall made while it sleeps (as it does while a dialer waits
 // for the CM's answer) wakes it, and it then takes the CPU from a spinning
 // goroutine every 20 µs, later every 10 ms with a preemption signal, until
