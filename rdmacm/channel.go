@@ -120,13 +120,8 @@ func (ch *EventChannel) Close() error {
 // write sends one ucma command that has no response: the header, then
 // in. keep, if the request points at memory (SET_OPTION's value), is that
 // memory, kept alive across the write; its length is the header's out.
-func (ch *EventChannel) write(op string, cmd uint32, in, keep []byte) error {
-	return ch.writeOn(op, cmd, in, keep, false)
-}
-
-// writeOn is write for an ID whose device runs the IB CM when ibCM (see
-// quickCommand).
-func (ch *EventChannel) writeOn(op string, cmd uint32, in, keep []byte, ibCM bool) error {
+// ibCM says the ID's device runs the IB CM (see quickCommand).
+func (ch *EventChannel) write(op string, cmd uint32, in, keep []byte, ibCM bool) error {
 	f, err := getFrame(op, cmd, in, len(keep))
 	if err != nil {
 		return err

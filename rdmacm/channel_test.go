@@ -74,7 +74,7 @@ func TestAllocsCommands(t *testing.T) {
 // is refused, naming the verb, and nothing is written.
 func TestCommandTooLarge(t *testing.T) {
 	ch, r := pipeChannel(t)
-	if err := ch.write("Bind", abi.RDMA_USER_CM_CMD_BIND, make([]byte, 400), nil); err == nil || !strings.Contains(err.Error(), "Bind") {
+	if err := ch.write("Bind", abi.RDMA_USER_CM_CMD_BIND, make([]byte, 400), nil, false); err == nil || !strings.Contains(err.Error(), "Bind") {
 		t.Errorf("a 400-byte request: %v, want an error naming Bind", err)
 	}
 	if err := ch.call("QueryPath", abi.RDMA_USER_CM_CMD_QUERY, make([]byte, 16), 0, make([]byte, 1024)); err == nil || !strings.Contains(err.Error(), "QueryPath") {
@@ -126,7 +126,7 @@ func TestCommandAfterClose(t *testing.T) {
 	if _, err := ch.CreateID(PSTCP); !errors.Is(err, ErrClosed) {
 		t.Errorf("CreateID after Close: %v, want ErrClosed", err)
 	}
-	if err := ch.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, make([]byte, 8), nil); !errors.Is(err, ErrClosed) {
+	if err := ch.write("Disconnect", abi.RDMA_USER_CM_CMD_DISCONNECT, make([]byte, 8), nil, false); !errors.Is(err, ErrClosed) {
 		t.Errorf("a command after Close: %v, want ErrClosed", err)
 	}
 }

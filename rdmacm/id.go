@@ -608,7 +608,7 @@ func (id *ID) write(op string, cmd uint32, in, keep []byte) error {
 	if id.destroyed {
 		return opError(op, ErrClosed)
 	}
-	return id.ch.writeOn(op, cmd, in, keep, id.dev != nil && !id.iWARP())
+	return id.ch.write(op, cmd, in, keep, id.dev != nil && !id.iWARP())
 }
 
 // call is write for a command with a response (EventChannel.call).
