@@ -288,11 +288,17 @@ func timeoutMS(ctx context.Context) uint32 {
 // Bind binds the ID to a local address and port (BIND): a zero port
 // picks one, an unspecified address binds to every device (a listener) or
 // lets ResolveAddr choose. A link-local IPv6 address needs its zone.
+// An address of one device binds the ID to that device, and Bind opens it
+// as librdmacm's rdma_bind_addr does (Context and PD are set after it):
+// a listener's first request then finds its device open.
 func (id *ID) Bind(addr netip.AddrPort) error {
 	var req abi.RdmaUcmBind
 	req.Id = id.kid
 	req.AddrSize = uint16(putSockaddr(abi.Bytes(&req.Addr), addr, false))
-	return id.write("Bind", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+	if err := id.write("Bind", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	return id.openDevice("Bind", false)
 }
 
 // ResolveAddr resolves dst to an RDMA device and port (RESOLVE_ADDR, then
@@ -341,9 +347,14 @@ func (id *ID) query(op string) (queryAddr, error) {
 }
 
 // bindDevice opens the device the ID is now bound to.
-func (id *ID) bindDevice(op string) error {
+func (id *ID) bindDevice(op string) error { return id.openDevice(op, true) }
+
+// openDevice opens the device the ID is bound to; with need false, an ID
+// bound to none (a BIND of an unspecified address: the kernel reports
+// node GUID 0) is no error.
+func (id *ID) openDevice(op string, need bool) error {
 	q, err := id.query(op)
-	if err != nil {
+	if err != nil || (q.NodeGUID == 0 && !need) {
 		return err
 	}
 	d, err := id.ch.deviceFor(q.NodeGUID, q.IBDevIndex)
@@ -375,8 +386,8 @@ func (id *ID) RemoteAddr() (netip.AddrPort, error) {
 }
 
 // Context is the uverbs context of the device the CM chose for the ID
-// (after ResolveAddr, or for an ID from a connection request), owned by
-// the channel; nil before.
+// (after ResolveAddr, a Bind to one device's address, or for an ID from a
+// connection request), owned by the channel; nil before.
 func (id *ID) Context() *uverbs.Context {
 	if id.dev == nil {
 		return nil

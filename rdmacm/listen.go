@@ -19,7 +19,9 @@ type Listener struct {
 
 // Listen binds to addr (a zero port picks one, an unspecified address
 // listens on every RDMA device) and listens. Accepted connections are
-// made with cfg.
+// made with cfg. A listener on one device's address has that device open
+// from the start (Bind), and with cfg.SharedCompChannel its completion
+// channel made, so that answering the first request opens neither.
 func Listen(addr netip.AddrPort, cfg *Config) (*Listener, error) {
 	c := cfg.orDefault()
 	ch, own, err := c.channel()
@@ -49,6 +51,16 @@ func Listen(addr netip.AddrPort, cfg *Config) (*Listener, error) {
 	}
 	if err := id.Listen(c.Backlog); err != nil {
 		return fail(id, err)
+	}
+	// Bound to one device's address, the listener has the device open
+	// (Bind). Its connections' shared completion channel is made now too,
+	// so that answering a request makes none of the ordinary system calls
+	// that creating it takes (each wakes Go's runtime monitor from its
+	// deep sleep just as the connection's first messages come).
+	if id.dev != nil && c.SharedCompChannel && !c.PollOnly && c.QP == nil && c.SendCQ == nil {
+		if _, err := id.dev.sharedComp(); err != nil {
+			return fail(id, opError("Listen", err))
+		}
 	}
 	if own {
 		ch.acquire()

@@ -266,12 +266,16 @@ func putSockaddrIB(b []byte, a IBAddr) int {
 // sockaddr_ib): a GID (zero: any device), a P_Key and a service ID whose
 // bits outside SIDMask the kernel fills with a port it picks (QueryGID
 // shows it). The kernel takes AF_IB binds whatever its devices are
-// (librdmacm probes AF_IB support so).
+// (librdmacm probes AF_IB support so). Like Bind, it opens the device the
+// kernel bound the ID to, if any.
 func (id *ID) BindIB(a IBAddr) error {
 	var req abi.RdmaUcmBind
 	req.Id = id.kid
 	req.AddrSize = uint16(putSockaddrIB(abi.Bytes(&req.Addr), a))
-	return id.write("BindIB", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil)
+	if err := id.write("BindIB", abi.RDMA_USER_CM_CMD_BIND, abi.Bytes(&req), nil); err != nil {
+		return err
+	}
+	return id.openDevice("BindIB", false)
 }
 
 // ResolveAddrIB resolves an AF_IB destination (RESOLVE_ADDR with struct

@@ -187,18 +187,9 @@ func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
 func (c *Conn) prepare(rc *rdmacm.Conn, priv []byte) error {
 	c.rc, c.qp, c.cq = rc, rc.QP, rc.CQ
 	c.msgSend = rc.ID.Device().Transport == uverbs.TransportIWARP
-	b := c.mem.Bytes()
-	var err error
-	c.smr, err = rc.PD().RegMR(b[:c.tgtOff], uverbs.AccessLocalWrite)
-	if err != nil {
+	if err := c.register(rc.PD()); err != nil {
 		return err
 	}
-	c.rmr, err = rc.PD().RegMR(b[c.tgtOff:], uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
-	if err != nil {
-		return err
-	}
-	c.sAddr, c.sKey = c.smr.Addr(), c.smr.LKey()
-	c.rAddr, c.rKey, c.rRKey = c.rmr.Addr(), c.rmr.LKey(), c.rmr.RKey()
 	c.cmEnd = rc.Done()
 	c.rbufFree = c.rbufSize / 2
 	c.rbufAvail = c.rbufSize / 2
@@ -222,6 +213,47 @@ func (c *Conn) prepare(rc *rdmacm.Conn, priv []byte) error {
 	}
 	d.marshal(priv)
 	return nil
+}
+
+// register registers the connection's memory on pd: the send buffer and
+// control area, and (for the peer's RDMA writes) the target SGL and the
+// receive buffer. Memory a listener registered before its wait
+// (Listener.ready) on the same PD is kept; on another PD it is registered
+// again.
+func (c *Conn) register(pd *uverbs.PD) error {
+	if c.smr != nil && c.rmr != nil && c.smr.PD() == pd {
+		return nil
+	}
+	if err := c.deregister(); err != nil {
+		return err
+	}
+	b := c.mem.Bytes()
+	var err error
+	c.smr, err = pd.RegMR(b[:c.tgtOff], uverbs.AccessLocalWrite)
+	if err != nil {
+		return err
+	}
+	c.rmr, err = pd.RegMR(b[c.tgtOff:], uverbs.AccessLocalWrite|uverbs.AccessRemoteWrite)
+	if err != nil {
+		return err
+	}
+	c.sAddr, c.sKey = c.smr.Addr(), c.smr.LKey()
+	c.rAddr, c.rKey, c.rRKey = c.rmr.Addr(), c.rmr.LKey(), c.rmr.RKey()
+	return nil
+}
+
+// deregister deregisters the connection's memory.
+func (c *Conn) deregister() error {
+	var errs []error
+	if c.smr != nil {
+		errs = append(errs, c.smr.Close())
+		c.smr = nil
+	}
+	if c.rmr != nil {
+		errs = append(errs, c.rmr.Close())
+		c.rmr = nil
+	}
+	return errors.Join(errs...)
 }
 
 // start takes the peer's rs_conn_data (rs_save_conn_data): its target SGL,
@@ -660,12 +692,7 @@ func (c *Conn) release() error {
 	if c.rc != nil && c.rc.ID.Err() == nil {
 		c.rc.Disconnect() //nolint:errcheck // may be down already; Close reports
 	}
-	if c.smr != nil {
-		errs = append(errs, c.smr.Close())
-	}
-	if c.rmr != nil {
-		errs = append(errs, c.rmr.Close())
-	}
+	errs = append(errs, c.deregister())
 	if c.rc != nil {
 		errs = append(errs, c.rc.Close())
 	}

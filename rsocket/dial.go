@@ -271,6 +271,10 @@ type Listener struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	closed bool
+	// accepting counts the Accept calls under way: each holds its next
+	// connection's memory, which Close waits for them to release (it may
+	// be registered on the listener's PD, which closes with the listener).
+	accepting sync.WaitGroup
 }
 
 // acceptTimeout bounds one connection's set-up after its request came.
@@ -278,6 +282,15 @@ const acceptTimeout = 60 * time.Second
 
 // Accept waits for the next connection. A request whose private data is
 // not rsocket's is rejected and Accept goes on waiting.
+//
+// Accept maps the connection's buffers before it waits and, on a
+// listener bound to one device's address, registers them (rsocket's
+// raccept does both after the request comes): the answer to the request
+// then makes none of those long system calls, which shortens the peer's
+// connect and leaves Go's runtime monitor asleep for the first messages.
+// A waiting Accept holds that memory (SendBuffer + RecvBuffer and the
+// queues' messages); an error making it ready (the locked-memory limit,
+// say) is Accept's error.
 func (l *Listener) Accept() (net.Conn, error) {
 	c, err := l.AcceptConfig(nil)
 	if err != nil {
@@ -300,18 +313,43 @@ func (l *Listener) AcceptConfig(cfg *Config) (*Conn, error) {
 		s.sq, s.rq = min(s.sq, l.s.sq), min(s.rq, l.s.rq)
 		s.inline = min(s.inline, max(l.s.inline, msgSize))
 	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, l.acceptError(net.ErrClosed)
+	}
+	l.accepting.Add(1)
+	l.mu.Unlock()
+	defer l.accepting.Done()
+	var next *Conn // the next connection's memory, made ready before the wait
+	defer func() {
+		if next != nil {
+			next.release()
+		}
+	}()
 	for {
+		if next == nil {
+			var err error
+			if next, err = l.ready(s); err != nil {
+				return nil, l.acceptError(err)
+			}
+		}
 		req, err := l.l.Accept(l.ctx)
 		if err != nil {
 			if l.ctx.Err() != nil || errors.Is(err, rdmacm.ErrClosed) {
 				err = net.ErrClosed
 			}
-			return nil, &net.OpError{Op: "accept", Net: "rsocket", Addr: l.addr, Err: err}
+			return nil, l.acceptError(err)
 		}
-		c, err := l.accept(req, s)
-		if err != nil {
+		if _, err := parseConnData(req.PrivateData()); err != nil {
+			req.Reject(nil)
+			continue // not rsocket's; next stays ready for the next request
+		}
+		c := next
+		next = nil
+		if err := l.accept(req, c); err != nil {
 			if l.ctx.Err() != nil {
-				return nil, &net.OpError{Op: "accept", Net: "rsocket", Addr: l.addr, Err: net.ErrClosed}
+				return nil, l.acceptError(net.ErrClosed)
 			}
 			continue // that peer's loss; wait for the next
 		}
@@ -319,18 +357,30 @@ func (l *Listener) AcceptConfig(cfg *Config) (*Conn, error) {
 	}
 }
 
-func (l *Listener) accept(req *rdmacm.ConnRequest, s settings) (*Conn, error) {
-	peer := req.PrivateData()
-	if _, err := parseConnData(peer); err != nil {
-		req.Reject(nil)
-		return nil, err
-	}
-	peer = append([]byte(nil), peer...)
+func (l *Listener) acceptError(err error) error {
+	return &net.OpError{Op: "accept", Net: "rsocket", Addr: l.addr, Err: err}
+}
+
+// ready maps a connection's memory and, if the listener's device is known
+// (bound to one device's address), registers it on the listener's PD.
+func (l *Listener) ready(s settings) (*Conn, error) {
 	c, err := newConn(s)
 	if err != nil {
-		req.Reject(nil)
 		return nil, err
 	}
+	if pd := l.l.ID.PD(); pd != nil {
+		if err := c.register(pd); err != nil {
+			c.release()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// accept answers req with c, whose memory is ready, and starts it; on an
+// error c is released.
+func (l *Listener) accept(req *rdmacm.ConnRequest, c *Conn) error {
+	peer := append([]byte(nil), req.PrivateData()...)
 	priv := make([]byte, connDataLen)
 	ctx, cancel := context.WithTimeout(l.ctx, acceptTimeout)
 	defer cancel()
@@ -338,7 +388,7 @@ func (l *Listener) accept(req *rdmacm.ConnRequest, s settings) (*Conn, error) {
 	if err != nil {
 		c.rc = nil
 		c.release()
-		return nil, err
+		return err
 	}
 	c.rc = rc
 	if testHookAccepted != nil {
@@ -346,7 +396,7 @@ func (l *Listener) accept(req *rdmacm.ConnRequest, s settings) (*Conn, error) {
 	}
 	if err := c.start(peer, true); err != nil {
 		c.release()
-		return nil, err
+		return err
 	}
 	// The peer may have given up already: on iWARP the active side's MPA
 	// reply timer can fire while the accept is under way, and the
@@ -359,9 +409,9 @@ func (l *Listener) accept(req *rdmacm.ConnRequest, s settings) (*Conn, error) {
 	c.mu.Unlock()
 	if dead {
 		c.release()
-		return nil, errAbandoned
+		return errAbandoned
 	}
-	return c, nil
+	return nil
 }
 
 // errAbandoned is a connection that broke before Accept could return it.
@@ -372,15 +422,18 @@ var errAbandoned = errors.New("rsocket: the peer abandoned the connection during
 var testHookAccepted func(*Conn)
 
 // Close stops listening; a blocked Accept returns net.ErrClosed.
-// Connections already accepted stay open.
+// Connections already accepted stay open. Close returns once the Accept
+// calls under way have returned.
 func (l *Listener) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
+	l.mu.Unlock()
 	l.cancel()
+	l.accepting.Wait()
 	return l.l.Close()
 }
 
