@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/goverbs/goverbs/internal/cpuprofile"
+	"github.com/goverbs/goverbs/internal/cstdio"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
@@ -19,7 +20,9 @@ import (
 func init() { runtime.LockOSThread() }
 
 func main() {
-	os.Exit(cpuprofile.Run(func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
+	os.Exit(cpuprofile.Run(func() int {
+		return cstdio.Run(func(out io.Writer) int { return run(os.Args[1:], out, os.Stderr) })
+	}))
 }
 
 // countedCalls is how many calls of every row are counted before the timed

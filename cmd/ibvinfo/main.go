@@ -8,15 +8,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/goverbs/goverbs/internal/cstdio"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 func main() {
-	out := newCStdout(os.Stdout, os.Stdout)
-	rc := run(os.Args, out, os.Stderr, os.Getenv("POSIXLY_CORRECT") != "")
-	out.Flush()
-	os.Exit(rc)
+	os.Exit(cstdio.Run(func(out io.Writer) int {
+		return run(os.Args, out, os.Stderr, os.Getenv("POSIXLY_CORRECT") != "")
+	}))
 }
 
 // prog is one run of ibvinfo.

@@ -10,12 +10,15 @@ import (
 	"strings"
 
 	"github.com/goverbs/goverbs/internal/cpuprofile"
+	"github.com/goverbs/goverbs/internal/cstdio"
 	"github.com/goverbs/goverbs/internal/getopt"
 )
 
 func main() {
 	oneP()
-	os.Exit(cpuprofile.Run(func() int { return run(os.Args, os.Stdout, os.Stderr) }))
+	os.Exit(cpuprofile.Run(func() int {
+		return cstdio.Run(func(out io.Writer) int { return run(os.Args, out, os.Stderr) })
+	}))
 }
 
 // oneP runs the program on one P (GOMAXPROCS 1) unless the environment

@@ -6,12 +6,15 @@ import (
 	"os"
 
 	"github.com/goverbs/goverbs/internal/cpuprofile"
+	"github.com/goverbs/goverbs/internal/cstdio"
 	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/uverbs"
 )
 
 func main() {
-	os.Exit(cpuprofile.Run(func() int { return run(os.Args[1:], os.Stdout, os.Stderr) }))
+	os.Exit(cpuprofile.Run(func() int {
+		return cstdio.Run(func(out io.Writer) int { return run(os.Args[1:], out, os.Stderr) })
+	}))
 }
 
 // mode is which of rdma-core's examples the program speaks as.

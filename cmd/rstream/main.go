@@ -48,12 +48,15 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/internal/cpuprofile"
+	"github.com/goverbs/goverbs/internal/cstdio"
 	"github.com/goverbs/goverbs/internal/getopt"
 	"github.com/goverbs/goverbs/rsocket"
 )
 
 func main() {
-	os.Exit(cpuprofile.Run(func() int { return run(os.Args, os.Stdout, os.Stderr) }))
+	os.Exit(cpuprofile.Run(func() int {
+		return cstdio.Run(func(out io.Writer) int { return run(os.Args, out, os.Stderr) })
+	}))
 }
 
 type testSize struct{ size, option int }
