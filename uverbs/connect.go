@@ -85,6 +85,13 @@ type ConnectOptions struct {
 	RetryCnt        int
 	RNRRetry        int
 	MinRNRTimer     int
+
+	// Resolved says the remote's address was resolved just now (the
+	// program has just exchanged packets with that IP address, or rdma_cm
+	// resolved it) or is local (a loopback to the same GID): Connect then
+	// makes the RTR step with ModifyResolved, a raw syscall on software
+	// devices, instead of Modify.
+	Resolved bool
 }
 
 // orDefault is v, def when v is 0, and 0 when v is negative.
@@ -206,7 +213,11 @@ func (qp *QP) Connect(local, remote Endpoint, o ConnectOptions) error {
 		return argError("Connect", dev, "QP %d is in %v; Connect starts from RESET, INIT or RTR", qp.qpn, from)
 	}
 	for i := range steps {
-		if err := qp.Modify(&steps[i].Attr, steps[i].Mask); err != nil {
+		modify := qp.Modify
+		if o.Resolved && steps[i].Mask&QPAttrAV != 0 {
+			modify = qp.ModifyResolved
+		}
+		if err := modify(&steps[i].Attr, steps[i].Mask); err != nil {
 			return fmt.Errorf("uverbs: Connect QP %d to %v: %w", qp.qpn, steps[i].Attr.State, err)
 		}
 	}

@@ -411,7 +411,15 @@ func (s *session) connect() error {
 			rtr.MaxDestRDAtomic, rtr.MinRNRTimer = uint8(min(s.mine[i].outReads, 255)), 12
 			mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
 		}
-		if err := qp.Modify(rtr, mask); err != nil {
+		modify := qp.Modify
+		if g := r.gid; av.GRH != nil && (g == s.mine[i].gid || s.comm.reached(g)) {
+			// The exchange's own packets resolved the peer's MAC, or the
+			// peer is this side's own GID (a loopback): the kernel's lookup
+			// is quick, and a raw syscall leaves the runtime's monitor
+			// asleep for the loop (uverbs.ModifyResolved).
+			modify = qp.ModifyResolved
+		}
+		if err := modify(rtr, mask); err != nil {
 			return failf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
 		}
 		rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: s.mine[i].psn}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"os"
 	"time"
 
 	"github.com/goverbs/goverbs/internal/inet"
+	"github.com/goverbs/goverbs/internal/rawconn"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
@@ -52,6 +54,10 @@ type session struct {
 	qps  []*uverbs.QP
 	ah   *uverbs.AH
 	port uverbs.PortAttr
+	// xconn is the address exchange's TCP connection, closed with the
+	// session: rdma-core closes it before the loop, but a close is an
+	// ordinary syscall, which would wake Go's runtime monitor for the loop.
+	xconn net.Conn
 
 	recvLen    int // bytes per receive
 	payloadOff int // where the payload starts in the receive area (the GRH's length for UD)
@@ -105,9 +111,10 @@ func pingpong(c config, out io.Writer) (err error) {
 	}
 	var remote []dest
 	if c.server != "" {
-		remote, err = exchangeClient(c.server, c.tcpPort, mine)
+		remote, s.xconn, err = exchangeClient(c.server, c.tcpPort, mine)
 	} else {
-		remote, err = exchangeServer(c.tcpPort, mine, func(r []dest) error {
+		remote, s.xconn, err = exchangeServer(c.tcpPort, mine, func(x net.Conn, r []dest) error {
+			s.xconn = x
 			if err := s.connect(mine, r); err != nil {
 				return fmt.Errorf("%v\nCouldn't connect to remote QP", err)
 			}
@@ -361,6 +368,11 @@ func (s *session) connect(mine, remote []dest) error {
 			if c.mode == modeSRQ {
 				name = fmt.Sprintf("QP[%d]", i)
 			}
+			// A peer whose GID is the address the exchange just reached, or
+			// this side's own GID (a loopback): the RTR modify finds the MAC
+			// at once (rawconn.Reached).
+			g := remote[i].gid
+			o.Resolved = g != [16]byte{} && (g == mine[i].gid || rawconn.Reached(s.xconn, g))
 			if err := qp.Connect(s.endpoint(mine[i]), s.endpoint(remote[i]), o); err != nil {
 				return failf("Failed to modify %s to RTR/RTS: %v", name, err)
 			}
@@ -547,6 +559,9 @@ func (s *session) close() error {
 	}
 	if s.mem != nil {
 		note(s.mem.Close(), "unmap the work buffer")
+	}
+	if s.xconn != nil {
+		s.xconn.Close() // the peer is done with it; nothing to report
 	}
 	return first
 }

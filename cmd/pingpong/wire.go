@@ -60,66 +60,78 @@ func (d dest) hasInterfaceID() bool {
 
 // exchangeClient connects to the server, sends mine (one message per QP),
 // reads as many back, then sends "done": the client side of
-// pp_client_exch_dest.
-func exchangeClient(host string, port int, mine []dest) ([]dest, error) {
+// pp_client_exch_dest. It returns the connection, for the caller to close
+// after the loop (see session.xconn).
+func exchangeClient(host string, port int, mine []dest) (theirs []dest, conn net.Conn, err error) {
 	c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
 	if err != nil {
-		return nil, failf("Couldn't connect to %s:%d", host, port)
+		return nil, nil, failf("Couldn't connect to %s:%d", host, port)
 	}
-	defer c.Close()
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
 	rc := rawconn.New(c) // raw syscalls: the last message comes just before the loop
 	for _, d := range mine {
 		if err := rc.WriteAll(d.encode()); err != nil {
-			return nil, failure("Couldn't send local address")
+			return nil, nil, failure("Couldn't send local address")
 		}
 	}
-	theirs, err := readDests(rc, len(mine))
+	theirs, err = readDests(rc, len(mine))
 	if err != nil {
-		return nil, failf("Couldn't read/write remote address: %v", err)
+		return nil, nil, failf("Couldn't read/write remote address: %v", err)
 	}
 	if err := rc.WriteAll(done); err != nil {
-		return nil, failf("Couldn't read/write remote address: %v", err)
+		return nil, nil, failf("Couldn't read/write remote address: %v", err)
 	}
-	return theirs, nil
+	return theirs, c, nil
 }
 
 // exchangeServer listens on port, accepts one client, reads its addresses,
-// calls connect with them (the server's QPs must be ready before the
-// client learns their numbers), sends mine and waits for "done": the
-// server side of pp_server_exch_dest.
-func exchangeServer(port int, mine []dest, connect func([]dest) error) ([]dest, error) {
+// calls connect with the connection and them (the server's QPs must be
+// ready before the client learns their numbers), sends mine and waits for
+// "done": the server side of pp_server_exch_dest. It returns the
+// connection, for the caller to close after the loop (see session.xconn).
+func exchangeServer(port int, mine []dest, connect func(net.Conn, []dest) error) (theirs []dest, conn net.Conn, err error) {
 	l, err := net.Listen("tcp", ":"+strconv.Itoa(port))
 	if err != nil {
-		return nil, failf("Couldn't listen to port %d", port)
+		return nil, nil, failf("Couldn't listen to port %d", port)
 	}
 	c, err := l.Accept()
 	l.Close()
 	if err != nil {
-		return nil, failure("accept() failed")
+		return nil, nil, failure("accept() failed")
 	}
-	defer c.Close()
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
 	rc := rawconn.New(c) // raw syscalls: the client's "done" comes just before the loop
-	theirs, err := readDests(rc, len(mine))
+	theirs, err = readDests(rc, len(mine))
 	if err != nil {
-		return nil, failf("Couldn't read remote address: %v", err)
+		return nil, nil, failf("Couldn't read remote address: %v", err)
 	}
-	if err := connect(theirs); err != nil {
-		return nil, err
+	if err := connect(c, theirs); err != nil {
+		return nil, nil, err
 	}
 	for _, d := range mine {
 		if err := rc.WriteAll(d.encode()); err != nil {
-			return nil, failure("Couldn't send/recv local address")
+			return nil, nil, failure("Couldn't send/recv local address")
 		}
 	}
 	// rdma-core reads the client's "done" with one read() of up to msgSize
-	// bytes; a client that closes without it is an error there too.
+	// bytes; a client that closes without it is an error there too. The
+	// deadline is lifted after it (a timer's removal makes no syscall).
 	c.SetReadDeadline(time.Now().Add(time.Minute))
 	var b [msgSize]byte
 	n, err := rc.ReadAtLeast(b[:], len(done))
 	if err != nil || string(b[:n]) != string(done) {
-		return nil, failure("Couldn't send/recv local address")
+		return nil, nil, failure("Couldn't send/recv local address")
 	}
-	return theirs, nil
+	c.SetReadDeadline(time.Time{})
+	return theirs, c, nil
 }
 
 // readDests reads n messages of msgSize bytes.

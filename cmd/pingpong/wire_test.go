@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -95,20 +96,21 @@ func TestExchange(t *testing.T) {
 		srvDests, cliDests := mk(0x100), mk(0x900)
 		var wg sync.WaitGroup
 		var srvGot, cliGot []dest
+		var srvConn, cliConn, connectConn net.Conn
 		var srvErr, cliErr error
 		connected := false
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			srvGot, srvErr = exchangeServer(port, srvDests, func(r []dest) error {
-				connected = len(r) == n
+			srvGot, srvConn, srvErr = exchangeServer(port, srvDests, func(c net.Conn, r []dest) error {
+				connected, connectConn = len(r) == n, c
 				return nil
 			})
 		}()
 		// The client retries until the server listens (the test's race, not
 		// the program's: rdma-core's client does not retry either).
 		for i := 0; i < 200; i++ {
-			cliGot, cliErr = exchangeClient("127.0.0.1", port, cliDests)
+			cliGot, cliConn, cliErr = exchangeClient("127.0.0.1", port, cliDests)
 			if cliErr == nil || !strings.Contains(cliErr.Error(), "Couldn't connect") {
 				break
 			}
@@ -118,9 +120,20 @@ func TestExchange(t *testing.T) {
 		if srvErr != nil || cliErr != nil {
 			t.Fatalf("n=%d: server %v, client %v", n, srvErr, cliErr)
 		}
-		if !connected {
-			t.Errorf("n=%d: connect was not called with the client's addresses", n)
+		if !connected || connectConn != srvConn {
+			t.Errorf("n=%d: connect was not called with the client's addresses and the returned connection", n)
 		}
+		// Both connections come back open (the caller closes them after
+		// its loop).
+		if _, err := cliConn.Write([]byte{7}); err != nil {
+			t.Fatalf("n=%d: client's connection after the exchange: %v", n, err)
+		}
+		var b [1]byte
+		if _, err := io.ReadFull(srvConn, b[:]); err != nil || b[0] != 7 {
+			t.Fatalf("n=%d: server's connection after the exchange: %v %v", n, b, err)
+		}
+		cliConn.Close()
+		srvConn.Close()
 		for i := range n {
 			if srvGot[i] != cliDests[i] || cliGot[i] != srvDests[i] {
 				t.Fatalf("n=%d: message %d: server got %+v, client got %+v", n, i, srvGot[i], cliGot[i])
@@ -139,12 +152,15 @@ func TestExchangeConnectFails(t *testing.T) {
 	l.Close()
 	errc := make(chan error, 1)
 	go func() {
-		_, err := exchangeServer(port, []dest{{qpn: 1}}, func([]dest) error { return errors.New("no") })
+		_, c, err := exchangeServer(port, []dest{{qpn: 1}}, func(net.Conn, []dest) error { return errors.New("no") })
+		if c != nil {
+			err = errors.New("a connection returned with the error")
+		}
 		errc <- err
 	}()
 	var cliErr error
 	for i := 0; i < 200; i++ {
-		_, cliErr = exchangeClient("127.0.0.1", port, []dest{{qpn: 2}})
+		_, _, cliErr = exchangeClient("127.0.0.1", port, []dest{{qpn: 2}})
 		if cliErr == nil || !strings.Contains(cliErr.Error(), "Couldn't connect") {
 			break
 		}

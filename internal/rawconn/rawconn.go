@@ -16,6 +16,7 @@ package rawconn
 import (
 	"io"
 	"net"
+	"net/netip"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -110,4 +111,22 @@ func pump(fd uintptr, op func(uintptr, []byte) (int, unix.Errno), p []byte, n in
 		*off += k
 	}
 	return true
+}
+
+// Reached reports whether gid is the address of c's peer: an IPv4-mapped
+// GID of its IPv4 address, or the same IPv6 address. The exchange's own
+// packets have then resolved that neighbour, so a QP's RTR modify towards
+// the GID finds its MAC at once (uverbs.ConnectOptions.Resolved,
+// QP.ModifyResolved): no ordinary syscall, which would wake the runtime's
+// monitor just before the measured loop.
+func Reached(c net.Conn, gid [16]byte) bool {
+	if c == nil {
+		return false
+	}
+	a, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return false
+	}
+	peer, ok := netip.AddrFromSlice(a.IP)
+	return ok && peer.Unmap() == netip.AddrFrom16(gid).Unmap()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -97,5 +98,32 @@ func TestReadAtLeast(t *testing.T) {
 	d.Close()
 	if n, err := New(c).ReadAtLeast(buf, 4); n != 0 || !errors.Is(err, io.EOF) {
 		t.Errorf("ReadAtLeast from a closed peer = %d, %v; want 0, io.EOF", n, err)
+	}
+}
+
+// TestReached: only a GID naming the connection's peer (IPv4-mapped, or
+// the same IPv6 address) counts as reached.
+func TestReached(t *testing.T) {
+	conn, _ := tcpPair(t)
+	p1, p2 := net.Pipe()
+	defer p1.Close()
+	defer p2.Close()
+	peer := conn.RemoteAddr().(*net.TCPAddr).IP.String()
+	mapped := func(s string) [16]byte { return netip.MustParseAddr("::ffff:" + s).As16() }
+	for _, tc := range []struct {
+		c    net.Conn
+		gid  [16]byte
+		want bool
+	}{
+		{conn, mapped(peer), true},
+		{conn, mapped("192.0.2.1"), false},
+		{conn, [16]byte{}, false},
+		{conn, netip.MustParseAddr("fe80::1").As16(), false},
+		{p1, mapped(peer), false}, // no IP peer
+		{nil, mapped(peer), false},
+	} {
+		if got := Reached(tc.c, tc.gid); got != tc.want {
+			t.Errorf("Reached(%T, %v) = %v, want %v", tc.c, netip.AddrFrom16(tc.gid), got, tc.want)
+		}
 	}
 }
