@@ -253,6 +253,13 @@ func (c *Conn) close() error {
 	return errors.Join(errs...)
 }
 
+// sharesComp reports whether a connection made with c has its CQ report to
+// the device's shared completion channel (SharedCompChannel): c makes the
+// CQ (no QP or CQs of the caller's) and waits on it (not PollOnly).
+func (c *Config) sharesComp() bool {
+	return c.SharedCompChannel && !c.PollOnly && c.QP == nil && c.SendCQ == nil
+}
+
 // newConn creates the QP of a connection on id's device and moves it to
 // INIT, then runs cfg.Prepare.
 func newConn(id *ID, cfg *Config) (*Conn, error) {
@@ -291,7 +298,7 @@ func newConn(id *ID, cfg *Config) (*Conn, error) {
 	sendCQ, recvCQ := cfg.SendCQ, cfg.RecvCQ
 	if sendCQ == nil {
 		opt := uverbs.CQOptions{WaitSpin: cfg.WaitSpin, WaitSpinMax: cfg.WaitSpinMax}
-		if !cfg.PollOnly && cfg.SharedCompChannel && c.dev != nil {
+		if cfg.sharesComp() && c.dev != nil {
 			ch, err := c.dev.sharedComp()
 			if err != nil {
 				return fail(opError("CreateQP", err))

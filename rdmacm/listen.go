@@ -57,7 +57,7 @@ func Listen(addr netip.AddrPort, cfg *Config) (*Listener, error) {
 	// so that answering a request makes none of the ordinary system calls
 	// that creating it takes (each wakes Go's runtime monitor from its
 	// deep sleep just as the connection's first messages come).
-	if id.dev != nil && c.SharedCompChannel && !c.PollOnly && c.QP == nil && c.SendCQ == nil {
+	if id.dev != nil && c.sharesComp() {
 		if _, err := id.dev.sharedComp(); err != nil {
 			return fail(id, opError("Listen", err))
 		}

@@ -213,11 +213,8 @@ func (qp *QP) Connect(local, remote Endpoint, o ConnectOptions) error {
 		return argError("Connect", dev, "QP %d is in %v; Connect starts from RESET, INIT or RTR", qp.qpn, from)
 	}
 	for i := range steps {
-		modify := qp.Modify
-		if o.Resolved && steps[i].Mask&QPAttrAV != 0 {
-			modify = qp.ModifyResolved
-		}
-		if err := modify(&steps[i].Attr, steps[i].Mask); err != nil {
+		// Resolved changes only the step with an AV (ModifyResolved's rule).
+		if err := qp.modifyQP(&steps[i].Attr, steps[i].Mask, o.Resolved); err != nil {
 			return fmt.Errorf("uverbs: Connect QP %d to %v: %w", qp.qpn, steps[i].Attr.State, err)
 		}
 	}

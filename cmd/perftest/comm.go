@@ -142,10 +142,6 @@ func accept(port int) (*comm, error) {
 	return &comm{conn: c}, nil
 }
 
-// reached reports whether gid is the address of the peer the TCP exchange
-// is connected to (rawconn.Reached); never over rdma_cm.
-func (c *comm) reached(gid [16]byte) bool { return c.conn != nil && rawconn.Reached(c.conn, gid) }
-
 func (c *comm) close() error {
 	if c.cm != nil {
 		return c.cm.close()

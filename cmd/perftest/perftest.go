@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/goverbs/goverbs/internal/rawconn"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/rdmacm"
 	"github.com/goverbs/goverbs/uverbs"
@@ -412,7 +413,7 @@ func (s *session) connect() error {
 			mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
 		}
 		modify := qp.Modify
-		if g := r.gid; av.GRH != nil && (g == s.mine[i].gid || s.comm.reached(g)) {
+		if av.GRH != nil && rawconn.Resolved(s.comm.conn, s.mine[i].gid, r.gid) {
 			// The exchange's own packets resolved the peer's MAC, or the
 			// peer is this side's own GID (a loopback): the kernel's lookup
 			// is quick, and a raw syscall leaves the runtime's monitor

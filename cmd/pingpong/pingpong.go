@@ -114,8 +114,7 @@ func pingpong(c config, out io.Writer) (err error) {
 		remote, s.xconn, err = exchangeClient(c.server, c.tcpPort, mine)
 	} else {
 		remote, s.xconn, err = exchangeServer(c.tcpPort, mine, func(x net.Conn, r []dest) error {
-			s.xconn = x
-			if err := s.connect(mine, r); err != nil {
+			if err := s.connect(x, mine, r); err != nil {
 				return fmt.Errorf("%v\nCouldn't connect to remote QP", err)
 			}
 			return nil
@@ -129,7 +128,7 @@ func pingpong(c config, out io.Writer) (err error) {
 		s.printDest("remote address:", d, false)
 	}
 	if c.server != "" {
-		if err := s.connect(mine, remote); err != nil {
+		if err := s.connect(s.xconn, mine, remote); err != nil {
 			return err
 		}
 	}
@@ -346,8 +345,9 @@ func (s *session) connectOptions() uverbs.ConnectOptions {
 }
 
 // connect is pp_connect_ctx: every QP (in INIT) to RTR and RTS towards its
-// peer (and, for UD, the address handle), then the sends are built.
-func (s *session) connect(mine, remote []dest) error {
+// peer (and, for UD, the address handle), then the sends are built; x is
+// the address exchange's connection (rawconn.Resolved).
+func (s *session) connect(x net.Conn, mine, remote []dest) error {
 	c := s.c
 	o := s.connectOptions()
 	if c.mode == modeUD {
@@ -370,9 +370,8 @@ func (s *session) connect(mine, remote []dest) error {
 			}
 			// A peer whose GID is the address the exchange just reached, or
 			// this side's own GID (a loopback): the RTR modify finds the MAC
-			// at once (rawconn.Reached).
-			g := remote[i].gid
-			o.Resolved = g != [16]byte{} && (g == mine[i].gid || rawconn.Reached(s.xconn, g))
+			// at once.
+			o.Resolved = rawconn.Resolved(x, mine[i].gid, remote[i].gid)
 			if err := qp.Connect(s.endpoint(mine[i]), s.endpoint(remote[i]), o); err != nil {
 				return failf("Failed to modify %s to RTR/RTS: %v", name, err)
 			}

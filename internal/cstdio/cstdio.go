@@ -12,9 +12,9 @@
 package cstdio
 
 import (
+	"bytes"
 	"io"
 	"os"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,7 +57,7 @@ func (s *Stdout) Write(p []byte) (int, error) {
 	n := len(p)
 	if s.line {
 		s.buf = append(s.buf, p...)
-		if i := strings.LastIndexByte(string(s.buf), '\n'); i >= 0 {
+		if i := bytes.LastIndexByte(s.buf, '\n'); i >= 0 {
 			if err := s.writeOut(s.buf[:i+1]); err != nil {
 				return 0, err
 			}

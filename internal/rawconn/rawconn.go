@@ -113,13 +113,20 @@ func pump(fd uintptr, op func(uintptr, []byte) (int, unix.Errno), p []byte, n in
 	return true
 }
 
-// Reached reports whether gid is the address of c's peer: an IPv4-mapped
-// GID of its IPv4 address, or the same IPv6 address. The exchange's own
-// packets have then resolved that neighbour, so a QP's RTR modify towards
-// the GID finds its MAC at once (uverbs.ConnectOptions.Resolved,
-// QP.ModifyResolved): no ordinary syscall, which would wake the runtime's
-// monitor just before the measured loop.
-func Reached(c net.Conn, gid [16]byte) bool {
+// Resolved reports whether a QP's RTR modify towards gid finds its MAC at
+// once: gid is this side's own GID own (a loopback), or the address of c's
+// peer (an IPv4-mapped GID of its IPv4 address, or the same IPv6 address),
+// whose neighbour the exchange's own packets have resolved. Then the modify
+// can be uverbs' QP.ModifyResolved (ConnectOptions.Resolved): no ordinary
+// syscall, which would wake the runtime's monitor just before the measured
+// loop. A zero gid is never resolved.
+func Resolved(c net.Conn, own, gid [16]byte) bool {
+	if gid == ([16]byte{}) {
+		return false
+	}
+	if gid == own {
+		return true
+	}
 	if c == nil {
 		return false
 	}

@@ -101,9 +101,9 @@ func TestReadAtLeast(t *testing.T) {
 	}
 }
 
-// TestReached: only a GID naming the connection's peer (IPv4-mapped, or
-// the same IPv6 address) counts as reached.
-func TestReached(t *testing.T) {
+// TestResolved: only a GID naming the connection's peer (IPv4-mapped, or
+// the same IPv6 address), or this side's own, counts as resolved.
+func TestResolved(t *testing.T) {
 	conn, _ := tcpPair(t)
 	p1, p2 := net.Pipe()
 	defer p1.Close()
@@ -122,8 +122,12 @@ func TestReached(t *testing.T) {
 		{p1, mapped(peer), false}, // no IP peer
 		{nil, mapped(peer), false},
 	} {
-		if got := Reached(tc.c, tc.gid); got != tc.want {
-			t.Errorf("Reached(%T, %v) = %v, want %v", tc.c, netip.AddrFrom16(tc.gid), got, tc.want)
+		if got := Resolved(tc.c, [16]byte{}, tc.gid); got != tc.want {
+			t.Errorf("Resolved(%T, ::, %v) = %v, want %v", tc.c, netip.AddrFrom16(tc.gid), got, tc.want)
 		}
+	}
+	own := mapped("192.0.2.7")
+	if !Resolved(nil, own, own) || Resolved(conn, [16]byte{}, [16]byte{}) {
+		t.Error("own GID not resolved, or a zero GID resolved")
 	}
 }
