@@ -67,6 +67,9 @@ if [ "${1:-}" = --guest ]; then
 fi
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# The measurement rig's kernel command line (RIG_APPEND's default).
+# shellcheck source=perf/lib.sh
+. "$top/test/perf/lib.sh"
 cfgs=("$@")
 [ ${#cfgs[@]} -gt 0 ] || cfgs=(64:10000 4096:1000)
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT

@@ -2,10 +2,12 @@
 # figures.sh: throughput and round-trip latency of goverbs' rstream, rdma-core's
 # rstream (default: nonblocking, spinning; and -T b: blocking) and rdma-core's
 # rstream -T s (TCP sockets) over one netdev, at 64 B, 4 KiB, 64 KiB and 1 MiB,
-# in one boot. Run inside the rig with goverbs' rstream in PATH as grstream:
-#   test/rig/run.sh --kernel 6.1 --bin DIR --timeout 3600 -- 'sh /rig/bin/figures.sh 10.0.2.15'
-# (DIR holds grstream and this script). ROUNDS (default 3) rounds run one
-# after the other; in each, every size and mode runs the four pairs back to
+# in one boot. It runs inside the rig with goverbs' rstream in PATH as
+# grstream: test/perf/figures.sh builds that and boots the measurement
+# rig's command line (test/perf/lib.sh: on the HPET, which 6.1 picks
+# without it, every clock read is a syscall, and Go's runtime reads the
+# clock far more often than rstream does). ROUNDS (default 3) rounds run
+# one after the other; in each, every size and mode runs the four pairs back to
 # back, the first of them rotating from round to round, so a burst of load
 # on a shared host falls on each in turn rather than on one. Each line is
 # the client's result line (rstream's format), prefixed by round and pair;

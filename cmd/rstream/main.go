@@ -19,7 +19,8 @@
 // rsocket doubles SO_SNDBUF/SO_RCVBUF values, so the buffers are 1 MiB).
 //
 // figures.sh, beside this file, runs it against rdma-core's rstream (its
-// spinning default and -T b) and TCP (-T s) in one rig boot. On Linux 6.1
+// spinning default and -T b) and TCP (-T s) in one rig boot
+// (test/perf/figures.sh builds and boots it). On Linux 6.1
 // under TCG (docs/COST.md, session 41), against the spinning rstream on
 // rxe: round trips 1.24-1.29x at 64 B, 0.98x at 4 KiB, 0.79x at 64 KiB,
 // 0.96x at 1 MiB; streams 0.96-1.02x at 64 B, 1.39x at 4 KiB, 1.30x at

@@ -6,7 +6,11 @@
 # The measurement rigs boot with "tsc=reliable nopku" unless RIG_APPEND is
 # set (set it empty for the rig's own command line): tsc=reliable keeps one
 # clocksource through a boot (7.3.4 switched from the TSC to the HPET
-# part-way, session 29); nopku because QEMU's TCG flushes its whole soft TLB
+# part-way, session 29; 6.1 without it marks the TSC unstable at boot and
+# runs on the HPET from the start, where a clock read is a syscall and an
+# emulated device read: Go's time.Now 1.7-1.9 us against 0.2 us, and Go's
+# runtime reads the clock far more often than rdma-core's tools do,
+# session 49); nopku because QEMU's TCG flushes its whole soft TLB
 # whenever the guest's PKRU changes, a cost hardware does not have that fell
 # on goverbs' multi-threaded processes more than on perftest's (session 31,
 # docs/COST.md). Both programs always share the boot.
