@@ -42,16 +42,16 @@
 // GOVERBS_WAIT_SPIN_MAX (WaitSpinMaxEnv) change the defaults.
 //
 // Busy polling and the Go runtime: the fast path's syscalls (rxe's and
-// siw's doorbells for up to 64 KiB of data, the spin's getppid; mlx5
-// rings with stores) are raw, so they leave the runtime's monitor thread
-// (sysmon) as it is. The monitor sleeps once it
-// sees every P idle and wakes at the next ordinary syscall or timer; while
-// awake it naps (20 µs, growing to 10 ms) and preempts a goroutine that ran
-// 10 ms without yielding, and at GOMAXPROCS above 1 the preempted goroutine
-// may resume on another thread. So a spinning loop meets those preemptions
-// only if an ordinary syscall came after the program's last long wait, or
-// if the program never waited long enough for the monitor to see it idle;
-// on a machine whose every CPU runs a spinner each nap takes one of them
+// siw's doorbells for up to 64 KiB of data, the spin's getppid; mlx5 rings
+// with stores) are raw, so they leave the runtime's monitor thread
+// (sysmon) as it is. The monitor sleeps once it sees every P idle and
+// wakes at the next ordinary syscall or timer; while awake it naps (20 µs,
+// growing to 10 ms) and preempts a goroutine that ran 10 ms without
+// yielding, and at GOMAXPROCS above 1 the preempted goroutine may resume
+// on another thread. So a spinning loop meets those preemptions only if an
+// ordinary syscall came after the program's last long wait, or if the
+// program never waited long enough for the monitor to see it idle; on a
+// machine whose every CPU runs a spinner each nap takes one of them
 // (docs/COST.md, sessions 34 and 47-49).
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one

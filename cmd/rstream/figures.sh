@@ -7,9 +7,9 @@
 # rig's command line (test/perf/lib.sh: on the HPET, which 6.1 picks
 # without it, every clock read is a syscall, and Go's runtime reads the
 # clock far more often than rstream does). ROUNDS (default 3) rounds run
-# one after the other; in each, every size and mode runs the four pairs back to
-# back, the first of them rotating from round to round, so a burst of load
-# on a shared host falls on each in turn rather than on one. Each line is
+# one after the other; in each, every size and mode runs the four pairs
+# back to back, the first of them rotating from round to round, so a burst
+# of load on a shared host falls on each in turn rather than on one. Each line is
 # the client's result line (rstream's format), prefixed by round and pair;
 # then a table of medians over the rounds and their ratios: goverbs'
 # throughput (MB/s, from usec/xfer: rstream's Gb/s has two decimals, 0.00
