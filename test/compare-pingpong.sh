@@ -75,7 +75,6 @@ cfgs=("$@")
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/compare-pingpong.sh"
 ( cd "$top" && CGO_ENABLED=0 go build -o "$bin/" ./cmd/pingpong )
-env=()
-for v in RUNS EXTRA GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v=${!v}"); done
+env=$(guest_env RUNS EXTRA GOMAXPROCS GODEBUG)
 RIG_TIMEOUT=${RIG_TIMEOUT:-3000} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
-  "${env[*]} compare-pingpong.sh --guest ${cfgs[*]}"
+  "$env compare-pingpong.sh --guest ${cfgs[*]}"

@@ -412,15 +412,17 @@ func (s *session) connect() error {
 			rtr.MaxDestRDAtomic, rtr.MinRNRTimer = uint8(min(s.mine[i].outReads, 255)), 12
 			mask |= uverbs.QPAttrMaxDestRDAtomic | uverbs.QPAttrMinRNRTimer
 		}
-		modify := qp.Modify
+		var err error
 		if av.GRH != nil && rawconn.Resolved(s.comm.conn, s.mine[i].gid, r.gid) {
 			// The exchange's own packets resolved the peer's MAC, or the
 			// peer is this side's own GID (a loopback): the kernel's lookup
 			// is quick, and a raw syscall leaves the runtime's monitor
 			// asleep for the loop (uverbs.ModifyResolved).
-			modify = qp.ModifyResolved
+			err = qp.ModifyResolved(rtr, mask)
+		} else {
+			err = qp.Modify(rtr, mask)
 		}
-		if err := modify(rtr, mask); err != nil {
+		if err != nil {
 			return failf("Failed to modify QP %d to RTR: %v", qp.QPN(), err)
 		}
 		rts := &uverbs.QPAttr{State: uverbs.QPStateRTS, SQPSN: s.mine[i].psn}

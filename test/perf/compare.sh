@@ -130,7 +130,6 @@ bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 cp "$0" "$bin/compare.sh"
 perftest_tools "$top" "$bin"
 echo "compare: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
-env=()
-for v in RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS GAP LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+env=$(guest_env RUNS LAT_ITERS BW_ITERS LAT_SIZES BW_SIZES PLISTS GAP LAT_TESTS BW_TESTS GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN)
 RIG_TIMEOUT=${RIG_TIMEOUT:-5400} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
-  "${env[*]} compare.sh --guest ${1:-all}"
+  "$env compare.sh --guest ${1:-all}"

@@ -134,7 +134,6 @@ if [ -n "${BASE:-}" ]; then
   PROGS=${PROGS:-gb_ib_ gv_ib_ ib_}
   echo "counts: gb_ib_* is goverbs at $BASE"
 fi
-env=()
-for v in CASES N1 N2 CHECK PROGS SHOW GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+env=$(guest_env CASES N1 N2 CHECK PROGS SHOW GOMAXPROCS GODEBUG GOVERBS_WAIT_SPIN)
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
-  "${env[*]} counts.sh --guest"
+  "$env counts.sh --guest"

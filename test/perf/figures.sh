@@ -16,7 +16,6 @@ export PATH=$PATH:/usr/local/go/bin
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 ( cd "$top" && CGO_ENABLED=0 go build -o "$work/grstream" ./cmd/rstream )
 cp "$top/cmd/rstream/figures.sh" "$work/figures.sh"
-env=()
-for v in ROUNDS SIZES PAIRS GENV GSPIN PAIR_TIMEOUT; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+env=$(guest_env ROUNDS SIZES PAIRS GENV GSPIN PAIR_TIMEOUT)
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-3600}" -- \
-  "${env[*]} sh /rig/bin/figures.sh ${ADDR:-10.0.2.15}"
+  "$env sh /rig/bin/figures.sh ${ADDR:-10.0.2.15}"

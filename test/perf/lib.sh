@@ -17,6 +17,15 @@
 : "${RIG_APPEND=tsc=reliable nopku}"
 export RIG_APPEND
 
+# guest_env VAR...: the set ones of the variables VAR as the environment
+# prefix of a guest's command line (VAR='value' ..., each value quoted for
+# the guest's shell), for test/rig/run.sh's command.
+guest_env() {
+  local v out=()
+  for v in "$@"; do [ -n "${!v:-}" ] && out+=("$v='${!v}'"); done
+  echo "${out[*]}"
+}
+
 # perftest_tools TOP BIN: builds goverbs' cmd/perftest from the checkout
 # TOP into BIN/perftest and links it under perftest's test names with a gv_
 # prefix (gv_ib_send_lat, ...): goverbs' tools run beside perftest's ib_*

@@ -259,11 +259,10 @@ cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
-env=()
-for v in TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GAP GVENVS BASE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done
+env=$(guest_env TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GAP GVENVS BASE GOMAXPROCS GODEBUG)
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
-  "${env[*]} mix.sh --guest" > "$log" 2>&1 || rc=$?
+  "$env mix.sh --guest" > "$log" 2>&1 || rc=$?
 tr -d '\r' < "$log" | grep -a -E '^(mix|round|MEDIAN)' || true
 [ $rc = 0 ] || { tail -n 30 "$log"; echo "mix.sh: the guest failed (exit $rc)" >&2; exit "$rc"; }
