@@ -28,7 +28,11 @@
 // message is an RDMA WRITE followed by a 4-byte inline SEND of the word. A
 // sender has at most 4 control messages and (receive queue size) data
 // messages in flight. The defaults are rsocket's: 128 KiB send and receive
-// buffers, 384-entry queues, 64 bytes inline. The iomap extension (riomap,
+// buffers, 384-entry queues, 64 bytes inline. A Write is cut into
+// transfers as rsocket.c cuts a send (2 KiB, then doubling up to 64 KiB),
+// except on rxe and siw: there every transfer costs the kernel's protocol
+// work and the copy overlaps nothing, so each transfer is as large as the
+// peer's buffers allow, up to 64 KiB. The iomap extension (riomap,
 // riowrite) is not implemented: goverbs announces no iomap and ignores
 // IOMAP_SGL messages.
 //

@@ -47,3 +47,12 @@ func Lingered(c net.Conn) string {
 	defer cc.mu.Unlock()
 	return cc.lingered
 }
+
+// Transfers is how many data transfers c has sent (rsocket's send
+// sequence number, which counts them and nothing else).
+func Transfers(c net.Conn) uint16 {
+	cc := c.(*Conn)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.sseqNo
+}

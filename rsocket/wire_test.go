@@ -6,6 +6,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/goverbs/goverbs/uverbs"
 )
 
 // The rs_conn_data librdmacm 44 sends from a little-endian host with
@@ -196,5 +198,19 @@ func TestDeadlineContext(t *testing.T) {
 		}
 		cancel()
 		d.set(time.Time{})
+	}
+}
+
+func TestFirstTransfer(t *testing.T) {
+	for _, tc := range []struct {
+		d    uverbs.DriverID
+		want int
+	}{
+		{uverbs.DriverRXE, 65536}, {uverbs.DriverSIW, 65536},
+		{uverbs.DriverMLX5, 2048}, {uverbs.DriverUnknown, 2048},
+	} {
+		if got := firstTransfer(tc.d); got != tc.want {
+			t.Errorf("firstTransfer(%v) = %d, want %d", tc.d, got, tc.want)
+		}
 	}
 }
