@@ -470,12 +470,12 @@ func (c *Conn) write(b []byte) (int, error) {
 // up to 64 KiB, so that a NIC puts the first bytes on the wire while the
 // CPU copies the next ones. The software devices have no such overlap to
 // offer: rxe and siw do a transfer's protocol work in the kernel, on the
-// CPU, at a fixed cost per transfer far above the copy's, and the peer pays a completion,
-// a repost and a wake-up per transfer too. There a Write sends transfers
-// as large as the buffers allow, up to 64 KiB, from the first: a 4 KiB
-// round trip took 0.78 of the time on rxe0 and 0.49 on siw0 (docs/COST.md,
-// session 50). The peer cannot tell: a transfer's length is bounded only
-// by its target buffer.
+// CPU, at a fixed cost per transfer far above the copy's, and the peer
+// pays a completion, a repost and a wake-up per transfer too. There a
+// Write sends transfers as large as the buffers allow, up to 64 KiB, from
+// the first: a 4 KiB round trip took 0.78 of the time on rxe0 and 0.49 on
+// siw0 (docs/COST.md, session 50). The peer cannot tell: a transfer's
+// length is bounded only by its target buffer.
 func firstTransfer(d uverbs.DriverID) int {
 	if d == uverbs.DriverRXE || d == uverbs.DriverSIW {
 		return maxTransfer

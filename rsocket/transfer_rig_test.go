@@ -19,10 +19,11 @@ func TestRigWriteTransfers(t *testing.T) {
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {
 			client, server := pair(t, p, rsocket.Config{})
-			// 57,346 bytes in all: within the peer's first target
-			// buffer (half its 128 KiB receive buffer), so no Write
-			// waits for credits. Then 64 KiB + 1: the first target
-			// buffer's rest, then the second once the reader freed half.
+			// The first five Writes, 57,346 bytes, fit in the peer's
+			// first target buffer (half its 128 KiB receive buffer);
+			// the sixth fills it to its end. Then 64 KiB + 1: the
+			// second target buffer whole (offered once the reader has
+			// read the first), then one byte in the first again.
 			for _, tc := range []struct{ size, transfers int }{
 				{1, 1}, {2048, 1}, {2049, 1}, {4096, 1}, {48 << 10, 1},
 				{64<<10 - 57346, 1}, {64<<10 + 1, 2},
