@@ -323,9 +323,9 @@ func (qp *QP) Modify(attr *QPAttr, mask QPAttrMask) error {
 // peer of an IP connection the program has just used (cmd/perftest's TCP
 // exchange, when the GID is that peer's address), or the device's own GID
 // (a loopback). On RoCE the kernel looks the MAC up again for every AV it
-// is given (ib_resolve_eth_dmac), and waits for ARP when the neighbour is unknown,
-// so Modify makes a command with an AV an ordinary syscall; here the
-// neighbour is known and the kernel waits only for its address work
+// is given (ib_resolve_eth_dmac), and waits for ARP when the neighbour is
+// unknown, so Modify makes a command with an AV an ordinary syscall; here
+// the neighbour is known and the kernel waits only for its address work
 // queue, so on a software device (rxe, siw) the command is a raw syscall
 // like Modify's others: the goroutine keeps its P while the kernel waits
 // (microseconds; at most the kernel's 1 s resolution timeout, should the

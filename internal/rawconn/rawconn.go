@@ -114,7 +114,7 @@ func pump(fd uintptr, op func(uintptr, []byte) (int, unix.Errno), p []byte, n in
 }
 
 // Resolved reports whether a QP's RTR modify towards gid finds its MAC at
-// once: gid is own, this side's own GID (a loopback), or the address of c's
+// once: gid is own (this side's own GID: a loopback), or the address of c's
 // peer (an IPv4-mapped GID of its IPv4 address, or the same IPv6 address),
 // whose neighbour the exchange's own packets have resolved. Then the modify
 // can be uverbs' QP.ModifyResolved (ConnectOptions.Resolved): no ordinary
