@@ -351,8 +351,8 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // within WaitSpinMax (timed by two clock reads, on parked waits only)
 // raises it, so the next such wait is spun through. A completion found
 // while spinning costs no scheduler hand-off and no syscall but one raw
-// getppid per 512 polls, made so that a kernel with lazy preemption can
-// run a kernel thread the spin waits for (rxe's sends on Linux 7.x),
+// sched_yield per 512 polls, made so that a kernel thread the spin waits
+// for (rxe's sends on Linux 6.12 and 7.x) gets the spinning CPU,
 // where a parked wait costs the arm, the channel's read and a wake-up by
 // the runtime poller. The price is CPU: the goroutine keeps its OS thread busy
 // while it spins (at most the cap per Wait, four times that on a probe:

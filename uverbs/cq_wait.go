@@ -59,21 +59,34 @@ const spinTimedChunks = 8
 // ctx once in this many chunks.
 const spinKernelChunks = 8
 
-// enterKernel makes the cheapest syscall there is, so that the kernel may
-// switch the spinning thread out on its way back to user space. A kernel
-// with lazy preemption (Linux 6.13 on; Debian's 7.3.4 runs it by default)
-// lets a task woken on a CPU whose current task runs in user space wait
-// until that task enters the kernel or the next tick (4 ms at HZ 250): a
-// spin with no syscall in it holds off the work it waits for wherever
-// that work is a kernel thread (rxe on Linux 7.x sends from a work
-// queue), and only the end of the spin lets it run. Measured with rxe0 under TCG
-// (test/perf/rtt.sh's 64 B rsocket round trips, five rounds in one boot,
-// medians; one entry per 512 polls, ~40 µs of spinning, against none):
-// Linux 7.3.4 (lazy) mean 219 µs against 306, p90 353 against 905; 6.1
-// (voluntary preemption, so some other hold-off of the same kind) mean
-// 46.7 against 52.4; faster in every round on both. A raw getppid: no
+// enterKernel yields the spinning thread's CPU (sched_yield), so that a
+// task woken on that CPU, most often a kernel worker doing the work the
+// spin waits for, runs now rather than when the spin ends.
+//
+// Any kernel entry would let a kernel with lazy preemption (Linux 6.13
+// on; Debian's 7.3.4 runs it by default) switch to a task woken on a CPU
+// whose current task runs in user space; without one that task waits for
+// the next tick (4 ms at HZ 250), and a spin holds off rxe's send work
+// queue (a kernel worker on the rig's 6.12 and 7.3.4) for its whole
+// length. rxe0 under TCG, rsocket's 64
+// B round trips (test/perf/rtt.sh, five rounds in one boot, medians), one
+// raw getppid per 512 polls (~40 µs of spinning) against none: Linux
+// 7.3.4 mean 219 µs against 306, p90 353 against 905; 6.1 46.7 against
+// 52.4. But a plain entry switches only if the scheduler prefers the woken
+// task there, and EEVDF (6.6 on) keeps a runner with slice left on its CPU:
+// with sched_yield, whose runner gives way to the tasks its CPU has
+// queued, rsocket's 64 B round trip took 0.90-0.93 of getppid's time on
+// 7.3.4 and 0.77 on 6.12, its 64 B stream went 1.37-1.52x as fast, its 4
+// KiB round trip 0.84-0.85 (test/perf/figures.sh, 5 rounds, rxe0); on
+// 6.1, whose rxe sends within the doorbell's syscall, 0.98-1.03; siw0 on
+// 7.3.4 (siw sends within the doorbell's syscall too): 64 B 0.97, 4 KiB
+// 1.06, streams 1.28-1.34x (docs/COST.md, session 50).
+//
+// The price: on a CPU shared with other runnable tasks, each yield lets
+// them run (up to a slice) while the spin waits, which is what a spin
+// ought to give a loaded machine. Raw, as the runtime's own osyield: no
 // runtime bookkeeping (Syscall's entersyscall and exitsyscall).
-func enterKernel() { unix.RawSyscall(unix.SYS_GETPPID, 0, 0, 0) }
+func enterKernel() { unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // spinCalibrateEvery: one spinning Wait in this many reads the clock, to
 // keep the cost of a poll (which converts WaitSpin into polls) current.

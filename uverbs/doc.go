@@ -31,10 +31,11 @@
 // the event and the waiter. A completion found while spinning costs no
 // scheduler hand-off (rdma-core's way, a blocked read() of the channel,
 // costs a syscall and a thread wake-up per event, and on rxe the re-arm
-// is a second syscall) and no syscall but a raw getppid per 512 polls: a
-// kernel with lazy preemption runs a thread woken on the spinning CPU
-// only once the spin enters it. The price is CPU, a thread kept busy
-// while the goroutine spins. A CQ whose waits
+// is a second syscall) and no syscall but a raw sched_yield per 512
+// polls: a kernel worker woken on the spinning CPU (rxe's sends on Linux
+// 6.12 and 7.x) runs only once the spin lets it. The price is CPU, a
+// thread kept busy while the goroutine spins (it yields to whatever else
+// is runnable on its CPU). A CQ whose waits
 // keep outlasting the cap stops spinning (it probes with a spin now and
 // then); CQOptions.WaitSpinMax lets the cap grow to cover the waits seen
 // (rsocket.Config passes it); CQOptions.WaitSpin < 0 turns spinning
@@ -42,7 +43,7 @@
 // GOVERBS_WAIT_SPIN_MAX (WaitSpinMaxEnv) change the defaults.
 //
 // Busy polling and the Go runtime: the fast path's syscalls (rxe's and
-// siw's doorbells for up to 64 KiB of data, the spin's getppid; mlx5 rings
+// siw's doorbells for up to 64 KiB of data, the spin's sched_yield; mlx5 rings
 // with stores) are raw, so they leave the runtime's monitor thread
 // (sysmon) as it is. The monitor sleeps once it sees every P idle and
 // wakes at the next ordinary syscall or timer; while awake it naps (20 µs,
