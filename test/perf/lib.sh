@@ -21,8 +21,12 @@ export RIG_APPEND
 # prefix of a guest's command line (VAR='value' ..., each value quoted for
 # the guest's shell), for test/rig/run.sh's command.
 guest_env() {
-  local v out=()
-  for v in "$@"; do [ -n "${!v:-}" ] && out+=("$v='${!v}'"); done
+  local v q out=()
+  for v in "$@"; do
+    [ -n "${!v:-}" ] || continue
+    q=${!v//\'/\'\\\'\'} # a ' in the value closes, escapes and reopens the quote
+    out+=("$v='$q'")
+  done
   echo "${out[*]}"
 }
 
