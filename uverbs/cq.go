@@ -342,23 +342,24 @@ func (cq *CQ) ReqNotify(solicitedOnly bool) (err error) {
 // (see CompChannel), so a lone waiter's event costs one wake-up by the
 // runtime poller and no hand-off between goroutines.
 //
-// The spin lasts at most a cap, CQOptions.WaitSpin (DefaultWaitSpin, 1
-// ms), counted in polls (the cost of a poll is timed now and then, so a
-// spin reads no clock); once 16 waits in a row outlast it, Wait parks at
-// once and spins (for 4 times the cap) on one wait in 8 only, until a spin
-// finds a completion again. With CQOptions.WaitSpinMax above WaitSpin the
-// cap follows the waits, between the two: a wait that parked and ended
-// within WaitSpinMax (timed by two clock reads, on parked waits only)
-// raises it, so the next such wait is spun through. A completion found
-// while spinning costs no scheduler hand-off and no syscall but one raw
-// sched_yield per 512 polls, made so that a kernel thread the spin waits
-// for (rxe's sends on Linux 6.12 and 7.x) gets the spinning CPU,
-// where a parked wait costs the arm, the channel's read and a wake-up by
-// the runtime poller. The price is CPU: the goroutine keeps its OS thread busy
-// while it spins (at most the cap per Wait, four times that on a probe:
-// WaitSpin, or up to WaitSpinMax with growth). ctx is looked at while
-// spinning, a Close of the CQ or the Context is seen at the next poll, a
-// Close of the channel or the device's removal when the spin ends.
+// The spin lasts at most a cap, CQOptions.WaitSpin (DefaultWaitSpin, 1 ms),
+// counted in polls (the cost of a poll is timed now and then; time the spin
+// gives to other tasks does not count); once 16 waits in a row outlast it,
+// Wait parks at once and spins (for 4 times the cap) on one wait in 8 only,
+// until a spin finds a completion again. With CQOptions.WaitSpinMax above
+// WaitSpin the cap follows the waits, between the two: a wait that parked
+// and ended within WaitSpinMax (timed by two clock reads, on parked waits
+// only) raises it, so the next such wait is spun through. A completion
+// found while spinning costs no scheduler hand-off and no syscall but one
+// raw sched_yield per 512 polls (two clock reads around it), made so that a
+// kernel thread the spin waits for (rxe's sends on Linux 6.12 and 7.x) gets
+// the spinning CPU; while its yields find such work, the spin yields once
+// per 64 polls. A parked wait costs the arm, the channel's read and a
+// wake-up by the runtime poller. The price is CPU: the goroutine keeps its
+// OS thread busy while it spins (at most the cap per Wait, four times that
+// on a probe: WaitSpin, or up to WaitSpinMax with growth). ctx is looked at
+// while spinning, a Close of the CQ or the Context is seen at the next
+// poll, a Close of the channel or the device's removal when the spin ends.
 // CQOptions.WaitSpin < 0 turns spinning off.
 //
 // While a goroutine is in Wait, the CQ's completion events are its own:

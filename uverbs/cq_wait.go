@@ -56,8 +56,15 @@ const spinChunk = 64
 const spinTimedChunks = 8
 
 // spinKernelChunks: a spin enters the kernel (enterKernel) and looks at
-// ctx once in this many chunks.
+// ctx once in this many chunks, or in every chunk while its yields find
+// other work on its CPU (see waitSpin.yielded).
 const spinKernelChunks = 8
+
+// spinYieldTaken: a yield that lasted more than this many times the least
+// the CQ has seen gave its CPU to another task (an empty one is a syscall
+// and a pass through the scheduler: ~1-2 µs under TCG, a fraction of a µs
+// on hardware).
+const spinYieldTaken = 3
 
 // enterKernel yields the spinning thread's CPU (sched_yield), so that a
 // task woken on that CPU, most often a kernel worker doing the work the
@@ -122,7 +129,7 @@ const (
 
 // waitSpin is a CQ's spin state. Wait spins for at most the cap (WaitSpin
 // converted into polls of the empty CQ by the measured cost of one, so
-// that a spin reads no clock and makes no syscall) and stops spinning
+// that a spin reads the clock only around its yields) and stops spinning
 // while its waits outlast the cap. With a growth limit above WaitSpin the
 // cap follows the waits the CQ has seen, between the two.
 type waitSpin struct {
@@ -132,6 +139,11 @@ type waitSpin struct {
 	pollPs int64 // cost of one empty poll, picoseconds; 0: not measured yet
 	waits  int64 // spinning waits, for the periodic calibration and the probes
 	parks  int64 // waits in a row that parked after their spin
+	// The spin's kernel entries: every is the chunks from one to the
+	// next (1 to spinKernelChunks; 0 before the first spin), yieldNs the
+	// least time a yield took.
+	every   int
+	yieldNs int64
 }
 
 // newWaitSpin is the spin state of a CQ created with WaitSpin d and
@@ -250,6 +262,30 @@ func (s *waitSpin) calibrate(polls, ns int64, intervals int) {
 	s.pollPs = ps
 }
 
+// yielded records that a spin's yield took ns nanoseconds and sets the
+// chunks to the next one. A yield that gave the CPU away (it took
+// spinYieldTaken times the least seen) says that other tasks want this
+// CPU, most often the kernel worker doing the work the spin waits for:
+// the spin yields after every chunk from then on; each yield that finds
+// nothing to run doubles the interval, back to spinKernelChunks. rxe0
+// under TCG (test/perf/figures.sh, 7 rounds, this against a yield every 8
+// chunks, one boot per kernel): rsocket's 64 B round trip 0.97 of the
+// fixed rule's time on 7.3.4, 0.88 on 6.12, 1.01 on 6.1; 4 KiB 0.97,
+// 1.06, 0.94; streams 0.94x-1.12x (docs/COST.md, session 51). A rule
+// with a fixed bound instead (10 µs) measured 0.86, 0.89 and 0.90 at 64 B
+// in other boots: the bound relative to the least yield is kept because
+// it holds on hardware too, where an empty yield is far shorter.
+func (s *waitSpin) yielded(ns int64) {
+	if s.yieldNs == 0 || ns < s.yieldNs {
+		s.yieldNs = ns
+	}
+	if ns > spinYieldTaken*s.yieldNs {
+		s.every = 1
+	} else if s.every < spinKernelChunks {
+		s.every *= 2
+	}
+}
+
 // spin polls the CQ, found empty by Wait, for the adaptive spin budget.
 // It reports whether it ended the wait (with completions, an error or
 // ctx's error) and how many polls it spent.
@@ -260,15 +296,19 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 		return 0, false, 0, nil
 	}
 	// A timed spin reads the clock every spinTimedChunks chunks; the
-	// cheapest of those intervals is what a poll costs (an interrupted one
-	// only looks dearer).
-	var start, mark, least int64
+	// cheapest of those intervals, less the time its yields took, is what
+	// a poll costs (an interrupted one only looks dearer).
+	var start, mark, least, yields int64
 	var intervals int
 	if timed {
 		start = nanotime()
 		mark = start
 	}
 	done := ctx.Done()
+	if s.every == 0 {
+		s.every = spinKernelChunks
+	}
+	next := s.every // the chunk after which the spin yields
 	for chunks := 1; ; chunks++ {
 		for range spinChunk {
 			polls++
@@ -285,8 +325,13 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 				return n, true, polls, err
 			}
 		}
-		if chunks%spinKernelChunks == 0 {
+		if chunks == next {
+			t := nanotime()
 			enterKernel()
+			d := nanotime() - t
+			s.yielded(d)
+			yields += d
+			next = chunks + s.every
 			// ctx as seldom: a look at a channel costs ~60
 			// instructions, as much as two polls.
 			if done != nil {
@@ -302,11 +347,11 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 				continue
 			}
 			now := nanotime()
-			if d := now - mark; least == 0 || d < least {
+			if d := now - mark - yields; least == 0 || d < least {
 				least = d
 			}
 			intervals++
-			mark = now
+			mark, yields = now, 0
 			if now-start >= s.capNs {
 				s.calibrate(spinChunk*spinTimedChunks, least, intervals)
 				return 0, false, polls, nil

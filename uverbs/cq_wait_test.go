@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -151,5 +152,38 @@ func TestWaitSpinGrowth(t *testing.T) {
 	}
 	if off := newWaitSpin(-1, 16*time.Millisecond); off.grows() {
 		t.Fatal("spinning off, yet the cap grows")
+	}
+}
+
+// TestWaitSpinYields: the spin yields once per spinKernelChunks chunks
+// until a yield takes more than spinYieldTaken times the least seen (the
+// CPU went to another task); then once per chunk, and each yield that
+// finds nothing to run doubles the interval back to spinKernelChunks.
+func TestWaitSpinYields(t *testing.T) {
+	s := newWaitSpin(time.Millisecond, 0)
+	s.every = spinKernelChunks // as spin sets it
+	s.yielded(1000)
+	s.yielded(1500) // slower, not taken: the least stays
+	if s.every != spinKernelChunks || s.yieldNs != 1000 {
+		t.Fatalf("after empty yields: every %d chunks, least %d ns; want %d, 1000", s.every, s.yieldNs, spinKernelChunks)
+	}
+	s.yielded(spinYieldTaken*1000 + 1)
+	if s.every != 1 {
+		t.Fatalf("after a yield that gave the CPU away: every %d chunks, want 1", s.every)
+	}
+	s.yielded(spinYieldTaken * 1000) // at the bound: not taken
+	if s.every != 2 {
+		t.Fatalf("after one empty yield: every %d chunks, want 2", s.every)
+	}
+	var seen []int
+	for range 4 {
+		s.yielded(900)
+		seen = append(seen, s.every)
+	}
+	if want := []int{4, 8, 8, 8}; !slices.Equal(seen, want) {
+		t.Fatalf("intervals as empty yields follow: %v, want %v (doubling, at most %d)", seen, want, spinKernelChunks)
+	}
+	if s.yieldNs != 900 {
+		t.Fatalf("least yield %d ns, want 900", s.yieldNs)
 	}
 }
