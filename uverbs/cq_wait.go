@@ -68,26 +68,29 @@ const spinYieldTaken = 3
 
 // enterKernel yields the spinning thread's CPU (sched_yield), so that a
 // task woken on that CPU, most often a kernel worker doing the work the
-// spin waits for, runs now rather than when the spin ends.
+// spin waits for, runs now rather than when the spin ends. rxe on 6.12
+// and 7.x sends and receives from work queue items (rxe_wq, unbound); in
+// a guest whose CPUs all run spinners (a ping-pong's two sides on the
+// rig's two vCPUs) the worker can only take a spinner's CPU.
 //
 // Any kernel entry would let a kernel with lazy preemption (Linux 6.13
 // on; Debian's 7.3.4 runs it by default) switch to a task woken on a CPU
 // whose current task runs in user space; without one that task waits for
-// the next tick (4 ms at HZ 250), and a spin holds off rxe's send work
-// queue (a kernel worker on the rig's 6.12 and 7.3.4) for its whole
-// length. rxe0 under TCG, rsocket's 64
-// B round trips (test/perf/rtt.sh, five rounds in one boot, medians), one
-// raw getppid per 512 polls (~40 µs of spinning) against none: Linux
-// 7.3.4 mean 219 µs against 306, p90 353 against 905; 6.1 46.7 against
-// 52.4. But a plain entry switches only if the scheduler prefers the woken
-// task there, and EEVDF (6.6 on) keeps a runner with slice left on its CPU:
-// with sched_yield, whose runner gives way to the tasks its CPU has
-// queued, rsocket's 64 B round trip took 0.90-0.93 of getppid's time on
-// 7.3.4 and 0.77 on 6.12, its 64 B stream went 1.37-1.52x as fast, its 4
-// KiB round trip 0.84-0.85 (test/perf/figures.sh, 5 rounds, rxe0); on
-// 6.1, whose rxe sends within the doorbell's syscall, 0.98-1.03; siw0 on
-// 7.3.4 (siw sends within the doorbell's syscall too): 64 B 0.97, 4 KiB
-// 1.06, streams 1.28-1.34x (docs/COST.md, session 50).
+// the next tick (4 ms at HZ 250), and a spin holds off rxe's worker for
+// its whole length. rxe0 under TCG, rsocket's 64 B round trips
+// (test/perf/rtt.sh, five rounds in one boot, medians), one raw getppid
+// per 512 polls (~40 µs of spinning) against none: Linux 7.3.4 mean 219
+// µs against 306, p90 353 against 905; 6.1 46.7 against 52.4. But a plain
+// entry switches only if the scheduler prefers the woken task there, and
+// EEVDF (6.6 on) keeps a runner with slice left on its CPU: with
+// sched_yield, whose runner gives way to the tasks its CPU has queued,
+// rsocket's 64 B round trip took 0.90-0.93 of getppid's time on 7.3.4 and
+// 0.77 on 6.12, its 64 B stream went 1.37-1.52x as fast, its 4 KiB round
+// trip 0.84-0.85 (test/perf/figures.sh, 5 rounds, rxe0); on 6.1, whose
+// rxe sends within the doorbell's syscall, 0.98-1.03 (rtt.sh, 6 rounds:
+// means 67.7 against 65.3 µs, p50 51.5 against 53.9); siw0 on 7.3.4 (siw
+// sends within the doorbell's syscall too): 64 B 0.97, 4 KiB 1.06,
+// streams 1.28-1.34x (docs/COST.md, sessions 50 and 51).
 //
 // The price: on a CPU shared with other runnable tasks, each yield lets
 // them run (up to a slice) while the spin waits, which is what a spin

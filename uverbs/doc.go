@@ -32,10 +32,11 @@
 // scheduler hand-off (rdma-core's way, a blocked read() of the channel,
 // costs a syscall and a thread wake-up per event, and on rxe the re-arm
 // is a second syscall) and no syscall but a raw sched_yield per 512
-// polls: a kernel worker woken on the spinning CPU (rxe's sends on Linux
-// 6.12 and 7.x) runs only once the spin lets it. The price is CPU, a
-// thread kept busy while the goroutine spins (it yields to whatever else
-// is runnable on its CPU). A CQ whose waits
+// polls, or per 64 while the yields find other tasks waiting for the CPU:
+// a kernel worker that needs the spinning CPU (rxe's sends on Linux 6.12
+// and 7.x) runs only once the spin lets it. The price is CPU, a thread
+// kept busy while the goroutine spins (it yields to whatever else is
+// runnable on its CPU). A CQ whose waits
 // keep outlasting the cap stops spinning (it probes with a spin now and
 // then); CQOptions.WaitSpinMax lets the cap grow to cover the waits seen
 // (rsocket.Config passes it); CQOptions.WaitSpin < 0 turns spinning

@@ -33,19 +33,19 @@ const waitSpin = "100ms"
 // to run. The Go runtime's housekeeping is the rest: sysmon sleeps in
 // nanosleep (usleep) between its rounds, and preempts a goroutine that has
 // run for 10 ms with a signal (tgkill(getpid(), tid), then the handler's
-// rt_sigreturn). Per iteration these grow with the length of an
-// iteration, that is with the host's load: on 6.1 beside another TCG
-// guest, nanosleep 3.86 and tgkill, getpid, rt_sigreturn 0.55 each per
-// ib_send_lat -e -s 2 iteration put goverbs at 11.33 against perftest's
-// 10.00. CQ.Wait's spin makes one raw sched_yield per 512 polls (so that
-// a kernel worker the spin waits for gets its CPU: uverbs' enterKernel):
-// it too comes with the spin's length, not with the waits (as getppid
-// before it, 9.2-9.6 per ib_send_lat -e -s 4096 iteration on 6.12 and
-// 7.3.4, whose round trips are long; 0.1-3 at 2 B), so sched_yield is not
-// compared; the runtime's own (osyield, in contended locks) is then
-// hidden as well, and perftest makes none. What is compared is what the
-// waits and posts cost: read, write, ioctl, epoll_pwait, futex and
-// anything else.
+// rt_sigreturn). Per iteration these grow with the length of an iteration,
+// that is with the host's load: on 6.1 beside another TCG guest, nanosleep
+// 3.86 and tgkill, getpid, rt_sigreturn 0.55 each per ib_send_lat -e -s 2
+// iteration put goverbs at 11.33 against perftest's 10.00. CQ.Wait's spin
+// makes one raw sched_yield per 512 polls, or per 64 (so that a kernel
+// worker the spin waits for gets its CPU: uverbs' enterKernel), and reads
+// the clock around each: it too comes with the spin's length, not with the
+// waits (as getppid before it, 9.2-9.6 per ib_send_lat -e -s 4096 iteration
+// on 6.12 and 7.3.4, whose round trips are long; 0.1-3 at 2 B), so
+// sched_yield is not compared; the runtime's own (osyield, in contended
+// locks) is then hidden as well, and perftest makes none. What is compared
+// is what the waits and posts cost: read, write, ioctl, epoll_pwait, futex
+// and anything else.
 var timeDriven = map[string]bool{
 	"clock_gettime": true, "gettimeofday": true,
 	"nanosleep": true, "tgkill": true, "getpid": true, "rt_sigreturn": true,
