@@ -13,12 +13,13 @@ import (
 )
 
 // TestConnectRetriesRefused: Connect tries again while the kernel refuses
-// (ECONNREFUSED), up to refusedTries tries, and not after another error or
+// (ECONNREFUSED, or EADDRNOTAVAIL on the dialing side), up to refusedTries tries, and not after another error or
 // once its context is done. The tries are stand-ins (no device); the QPs
 // are nil, so no reset is made (the rig's siw tests dial for real).
 func TestConnectRetriesRefused(t *testing.T) {
 	refused := fmt.Errorf("rdmacm.Dial: %w", unix.ECONNREFUSED)
 	other := fmt.Errorf("rdmacm.Dial: %w", unix.ETIMEDOUT)
+	inUse := fmt.Errorf("rdmacm.Dial: rdmacm: Connect: %w", unix.EADDRNOTAVAIL)
 	for _, tc := range []struct {
 		name     string
 		results  []error // the tries' errors, in order; nil is a connection
@@ -31,6 +32,8 @@ func TestConnectRetriesRefused(t *testing.T) {
 		{"refused twice", []error{refused, refused, nil}, false, nil, 3},
 		{"refused every time", []error{refused, refused, refused, nil}, false, unix.ECONNREFUSED, refusedTries},
 		{"another error", []error{other, nil}, false, unix.ETIMEDOUT, 1},
+		{"address pair in use", []error{inUse, nil}, false, nil, 2},
+		{"in use, then refused, every time", []error{inUse, refused, inUse, nil}, false, unix.EADDRNOTAVAIL, refusedTries},
 		{"context done", []error{refused, nil}, true, unix.ECONNREFUSED, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
