@@ -15,6 +15,8 @@ type ioctlKernel struct {
 	asyncFd int
 	chanFd  int    // CREATE_COMP_CHANNEL's answer (0: the test makes no channel)
 	ring    []byte // Mmap's memory
+	eintr   int    // REG_MRs still to answer with EINTR
+	regMRs  int    // REG_MRs seen
 }
 
 func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
@@ -23,6 +25,13 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 	for i := 0; i < n; i++ {
 		if a := arg[24+16*i:]; object == abi.UVERBS_OBJECT_DEVICE && method == abi.UVERBS_METHOD_INVOKE_WRITE && ne.Uint16(a) == 2 {
 			writeCmd = ne.Uint64(a[8:]) // UVERBS_ATTR_WRITE_CMD
+		}
+	}
+	if writeCmd == abi.IB_USER_VERBS_CMD_REG_MR {
+		k.regMRs++
+		if k.eintr > 0 {
+			k.eintr--
+			return unix.EINTR
 		}
 	}
 	for i := 0; i < n; i++ {

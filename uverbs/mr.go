@@ -1,6 +1,7 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/goverbs/goverbs/abi"
 	"github.com/goverbs/goverbs/mmap"
 	"github.com/goverbs/goverbs/provider"
+	"golang.org/x/sys/unix"
 )
 
 // Access is a set of memory access rights (enum ib_uverbs_access_flags).
@@ -141,8 +143,19 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	return mr, nil
 }
 
+// regMRTries is how many times RegMRAddr sends REG_MR while the kernel
+// answers EINTR. A registration that faults its pages in (on-demand
+// paging, or pinning a large range) gives up when a signal is pending, and
+// the Go runtime signals its own threads (SIGURG preempts a goroutine): on
+// rxe0 under Linux 7.3.4 an on-demand RegMR failed so once (TestODPRig,
+// session 51). An interrupted REG_MR registered nothing (the kernel drops
+// the object it was making), so it is sent again, as package os retries
+// its EINTRs; a signal storm still ends in the error.
+const regMRTries = 8
+
 // RegMRAddr registers length bytes at user address addr, seen by the
-// device at I/O virtual address iova (REG_MR: one syscall).
+// device at I/O virtual address iova (REG_MR: one syscall; again if the
+// kernel answers EINTR).
 func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ *MR, err error) {
 	if sp := pd.ctx.begin("RegMR"); sp.rec != nil {
 		defer func() { sp.end(err) }()
@@ -167,7 +180,11 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	var resp abi.IbUverbsRegMrResp
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: pd.ctx.quickPin(length)}
-	if err := pd.ctx.invoke("RegMR", &cmd); err != nil {
+	err = pd.ctx.invoke("RegMR", &cmd)
+	for try := 1; try < regMRTries && errors.Is(err, unix.EINTR); try++ {
+		err = pd.ctx.invoke("RegMR", &cmd)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &MR{pd: pd, c: pd.ctx, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr, length: length, iova: iova, access: access}, nil
