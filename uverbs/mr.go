@@ -144,13 +144,13 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 }
 
 // regMRTries is how many times RegMRAddr sends REG_MR while the kernel
-// answers EINTR. A registration that faults its pages in (on-demand
-// paging, or pinning a large range) gives up when a signal is pending, and
-// the Go runtime signals its own threads (SIGURG preempts a goroutine): on
-// rxe0 under Linux 7.3.4 an on-demand RegMR failed so once (TestODPRig,
-// session 51). An interrupted REG_MR registered nothing (the kernel drops
-// the object it was making), so it is sent again, as package os retries
-// its EINTRs; a signal storm still ends in the error.
+// answers EINTR. On rxe0 under Linux 7.3.4 an on-demand RegMR failed so
+// once (TestODPRig, session 51); which wait in the registration saw the
+// signal is not traced, but the Go runtime signals its own threads
+// (SIGURG preempts a goroutine), so a program cannot keep signals away.
+// A REG_MR that failed registered nothing (the kernel drops the object it
+// was making), so it is sent again, as package os retries its EINTRs; a
+// signal storm still ends in the error.
 const regMRTries = 8
 
 // RegMRAddr registers length bytes at user address addr, seen by the
