@@ -143,8 +143,8 @@ type waitSpin struct {
 	waits  int64 // spinning waits, for the periodic calibration and the probes
 	parks  int64 // waits in a row that parked after their spin
 	// The spin's kernel entries: every is the chunks from one to the
-	// next (1 to spinKernelChunks; 0 before the first spin), yieldNs the
-	// least time a yield took.
+	// next (1 to spinKernelChunks), yieldNs the least time a yield took
+	// (0: none yet).
 	every   int
 	yieldNs int64
 }
@@ -158,7 +158,7 @@ func newWaitSpin(d, limit time.Duration) waitSpin {
 	if limit == 0 && defaultWaitSpinMaxSet {
 		limit = defaultWaitSpinMax
 	}
-	s := waitSpin{capNs: int64(d), baseNs: int64(d)}
+	s := waitSpin{capNs: int64(d), baseNs: int64(d), every: spinKernelChunks}
 	if d > 0 && limit > d {
 		s.maxNs = int64(limit)
 	}
@@ -308,9 +308,6 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 		mark = start
 	}
 	done := ctx.Done()
-	if s.every == 0 {
-		s.every = spinKernelChunks
-	}
 	next := s.every // the chunk after which the spin yields
 	for chunks := 1; ; chunks++ {
 		for range spinChunk {

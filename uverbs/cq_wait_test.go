@@ -161,7 +161,6 @@ func TestWaitSpinGrowth(t *testing.T) {
 // finds nothing to run doubles the interval back to spinKernelChunks.
 func TestWaitSpinYields(t *testing.T) {
 	s := newWaitSpin(time.Millisecond, 0)
-	s.every = spinKernelChunks // as spin sets it
 	s.yielded(1000)
 	s.yielded(1500) // slower, not taken: the least stays
 	if s.every != spinKernelChunks || s.yieldNs != 1000 {

@@ -13,9 +13,10 @@ import (
 )
 
 // TestConnectRetriesRefused: Connect tries again while the kernel refuses
-// (ECONNREFUSED, or EADDRNOTAVAIL on the dialing side), up to refusedTries tries, and not after another error or
-// once its context is done. The tries are stand-ins (no device); the QPs
-// are nil, so no reset is made (the rig's siw tests dial for real).
+// (ECONNREFUSED, or EADDRNOTAVAIL on the dialing side), up to refusedTries
+// tries, and not after another error or once its context is done. The
+// tries are stand-ins (no device); the QPs are nil, so no reset is made
+// (the rig's siw tests dial for real).
 func TestConnectRetriesRefused(t *testing.T) {
 	refused := fmt.Errorf("rdmacm.Dial: %w", unix.ECONNREFUSED)
 	other := fmt.Errorf("rdmacm.Dial: %w", unix.ETIMEDOUT)
