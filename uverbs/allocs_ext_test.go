@@ -47,13 +47,19 @@ func openAllocs(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
 
 // openAllocsOpen is openAllocs for a test that closes the context itself.
 func openAllocsOpen(tb testing.TB, driver uverbs.DriverID) *uverbs.Context {
+	return openFakeOpen(tb, driver, uverbs.NewAllocsKernel)
+}
+
+// openFakeOpen opens a context of driver's provider over the fake kernel
+// newKernel makes (given the read end of a pipe for its async events).
+func openFakeOpen(tb testing.TB, driver uverbs.DriverID, newKernel func(asyncFd int) kernel.Kernel) *uverbs.Context {
 	var pipe [2]int
 	if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { unix.Close(pipe[1]) })
 	path := fmt.Sprintf("/dev/infiniband/uverbs-allocs-%d", driver)
-	tb.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, uverbs.NewAllocsKernel(pipe[0]), nil }))
+	tb.Cleanup(kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, newKernel(pipe[0]), nil }))
 	c, err := uverbs.Open(uverbs.Device{Name: "allocs0", CharDev: path, Driver: driver})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,4 +1,4 @@
-package uverbs
+package uverbs_test
 
 import (
 	"errors"
@@ -6,12 +6,13 @@ import (
 
 	"github.com/goverbs/goverbs/internal/kernel"
 	"github.com/goverbs/goverbs/mmap"
+	"github.com/goverbs/goverbs/uverbs"
 	"golang.org/x/sys/unix"
 )
 
 // TestRegMRRetriesEINTR: a REG_MR the kernel answers with EINTR (a signal
 // interrupted the registration, which registered nothing) is sent again,
-// up to regMRTries times in all; past that the EINTR is RegMR's error.
+// up to RegMRTries times in all; past that the EINTR is RegMR's error.
 func TestRegMRRetriesEINTR(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -21,21 +22,14 @@ func TestRegMRRetriesEINTR(t *testing.T) {
 	}{
 		{"none", 0, false, 1},
 		{"interrupted twice", 2, false, 3},
-		{"interrupted every time", regMRTries, true, regMRTries},
+		{"interrupted every time", uverbs.RegMRTries, true, uverbs.RegMRTries},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var pipe [2]int
-			if err := unix.Pipe2(pipe[:], unix.O_CLOEXEC); err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(pipe[1])
-			k := &ioctlKernel{asyncFd: pipe[0], eintr: tc.eintr}
-			path := "/dev/infiniband/uverbs-eintr"
-			defer kernel.RegisterFake(path, func() (int, kernel.Kernel, error) { return 1000, k, nil })()
-			c, err := Open(Device{Name: "eintr0", CharDev: path, Driver: DriverRXE})
-			if err != nil {
-				t.Fatal(err)
-			}
+			var sent func() int
+			c := openFakeOpen(t, uverbs.DriverRXE, func(asyncFd int) (k kernel.Kernel) {
+				k, sent = uverbs.NewEINTRKernel(asyncFd, tc.eintr)
+				return k
+			})
 			defer c.Close()
 			pd, err := c.AllocPD()
 			if err != nil {
@@ -46,7 +40,7 @@ func TestRegMRRetriesEINTR(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer buf.Close()
-			mr, err := pd.RegMR(buf.Bytes(), AccessLocalWrite)
+			mr, err := pd.RegMR(buf.Bytes(), uverbs.AccessLocalWrite)
 			if tc.wantErr {
 				if !errors.Is(err, unix.EINTR) {
 					t.Errorf("RegMR = %v, want EINTR", err)
@@ -56,8 +50,8 @@ func TestRegMRRetriesEINTR(t *testing.T) {
 			} else {
 				mr.Close()
 			}
-			if k.regMRs != tc.wantSent {
-				t.Errorf("REG_MR sent %d times, want %d", k.regMRs, tc.wantSent)
+			if got := sent(); got != tc.wantSent {
+				t.Errorf("REG_MR sent %d times, want %d", got, tc.wantSent)
 			}
 		})
 	}
