@@ -8,7 +8,16 @@
 # what rstream's mean hides: min, p10, p50, p90, p99, max (µs) and how many
 # round trips took over 100 µs; a second line per run splits the run in
 # tenths, in order: each tenth's round trips over 100 µs and its time (ms),
-# so a tail at the run's start shows apart from one throughout.
+# so a tail at the run's start shows apart from one throughout. A "cpu"
+# line per side (the server's labelled "srv") gives the process's CPU time
+# a round trip, user and kernel (getrusage over all its threads: both
+# sides spin, so the two add up to about the round trip), and its
+# voluntary and involuntary context switches over the run: which side,
+# and which half of it, a gap is in. The kernel splits a task's run time
+# into user and sys by where its ticks land (4 ms apart at HZ 250), so the
+# split of one run is a sample of ~60-80 ticks. On 6.1 one side of a pair,
+# either, takes ~40 µs of sys a round trip and the other ~2-20: rxe's
+# work for both directions runs in one side's syscalls (session 52).
 #   test/perf/rtt.sh
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
@@ -47,19 +56,19 @@ cat > "$work/guest.sh" <<GUEST
 p=7700
 export RTT_WARM_US=${WARM:-0}
 for r in \$(seq ${ROUNDS:-4}); do
-  p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
-  /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait
-  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
-  env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait
+  p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>/tmp/srv & sleep 1
+  /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait; cat /tmp/srv
+  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1
+  env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait; cat /tmp/srv
   if [ "${MIX:-}" = 1 ]; then
-    p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>&1 & sleep 1
-    env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait
-    p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>&1 & sleep 1
-    /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait
+    p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>/tmp/srv & sleep 1
+    env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait; sed 's/^rdma-core srv/c-srv\/go srv(c)/' /tmp/srv
+    p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1
+    /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait; sed 's/^goverbs   srv/go-srv\/c srv(go)/' /tmp/srv
   fi
   [ -x /rig/bin/gortt-base ] || continue
-  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt-base $addr:\$p server >/dev/null 2>&1 & sleep 1
-  env ${GENV:-} /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait
+  p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt-base $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1
+  env ${GENV:-} /rig/bin/gortt-base $addr:\$p $n $size | sed 's/^goverbs  /base     /' || echo "gortt-base failed"; wait; sed 's/^goverbs  /base     /' /tmp/srv
 done
 GUEST
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' 2>&1 |

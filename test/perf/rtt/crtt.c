@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,14 +24,27 @@ static long long mono(void)
 	return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
+// cpu prints the process's CPU time (all its threads) and context switches
+// since *r0, per round trip: where a side's time goes, user code or kernel.
+static void cpu(FILE *f, const char *who, const struct rusage *r0, long n)
+{
+	struct rusage r;
+	getrusage(RUSAGE_SELF, &r);
+	double u = (r.ru_utime.tv_sec - r0->ru_utime.tv_sec) * 1e6 + (r.ru_utime.tv_usec - r0->ru_utime.tv_usec);
+	double k = (r.ru_stime.tv_sec - r0->ru_stime.tv_sec) * 1e6 + (r.ru_stime.tv_usec - r0->ru_stime.tv_usec);
+	fprintf(f, "%s cpu n %ld user %.1f sys %.1f us/rt nvcsw %ld nivcsw %ld\n", who, n, n ? u / n : 0, n ? k / n : 0,
+		r.ru_nvcsw - r0->ru_nvcsw, r.ru_nivcsw - r0->ru_nivcsw);
+	fflush(f);
+}
+
 static int cmp(const void *a, const void *b)
 {
 	long long x = *(const long long *)a, y = *(const long long *)b;
 	return x < y ? -1 : x > y;
 }
 
-// xfer moves n bytes, spinning on EAGAIN; the peer's close ends the program.
-static void xfer(int s, char *b, int n, int send)
+// xfer moves n bytes, spinning on EAGAIN; false once the peer closed.
+static int xfer(int s, char *b, int n, int send)
 {
 	int off = 0;
 	while (off < n) {
@@ -38,12 +52,13 @@ static void xfer(int s, char *b, int n, int send)
 		if (r > 0)
 			off += r;
 		else if (r == 0)
-			exit(0);
+			return 0;
 		else if (errno != EAGAIN && errno != EWOULDBLOCK) {
 			perror(send ? "rsend" : "rrecv");
 			exit(1);
 		}
 	}
+	return 1;
 }
 
 int main(int argc, char **argv)
@@ -76,10 +91,13 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		rfcntl(c, F_SETFL, O_NONBLOCK);
-		for (;;) {
-			xfer(c, buf, size, 0);
-			xfer(c, buf, size, 1);
-		}
+		struct rusage r0;
+		getrusage(RUSAGE_SELF, &r0);
+		long served = 0;
+		while (xfer(c, buf, size, 0) && xfer(c, buf, size, 1))
+			served++;
+		cpu(stderr, "rdma-core srv", &r0, served); /* from the accept to the client's close */
+		return 0;
 	}
 	// The server may not listen yet: retry for 10 s.
 	for (int i = 0; rconnect(s, (struct sockaddr *)&a, sizeof a); i++) {
@@ -96,15 +114,21 @@ int main(int argc, char **argv)
 	const char *w = getenv("RTT_WARM_US");
 	for (long long end = mono() + (w ? atoll(w) : 0) * 1000; mono() < end;)
 		;
-	long long *ts = malloc(n * sizeof *ts), sum = 0, t0 = mono();
+	long long *ts = malloc(n * sizeof *ts), sum = 0;
+	struct rusage r0;
+	getrusage(RUSAGE_SELF, &r0);
+	long long t0 = mono();
 	for (int i = 0; i < n; i++) {
 		long long st = mono();
-		xfer(s, buf, size, 1);
-		xfer(s, buf, size, 0);
+		if (!xfer(s, buf, size, 1) || !xfer(s, buf, size, 0)) {
+			fprintf(stderr, "crtt: the server closed\n");
+			return 1;
+		}
 		ts[i] = mono() - st;
 		sum += ts[i];
 	}
 	long long wall = mono() - t0;
+	cpu(stdout, "rdma-core", &r0, n);
 	rclose(s);
 	/* gortt's tenths: slow round trips and time by tenth of the run */
 	int tover[10] = {0};

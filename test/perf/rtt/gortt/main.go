@@ -17,6 +17,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/goverbs/goverbs/rsocket"
@@ -75,6 +76,7 @@ func main() {
 	ts := make([]int64, n)
 	var sum int64
 	warm(os.Getenv("RTT_WARM_US"))
+	r0 := rusage()
 	t0 := mono()
 	for i := range ts {
 		st := mono()
@@ -90,6 +92,7 @@ func main() {
 		sum += ts[i]
 	}
 	wall := mono() - t0
+	cpu(os.Stdout, "goverbs  ", r0, n)
 	c.Close()
 	tenths("goverbs  ", ts)
 	slices.Sort(ts)
@@ -153,14 +156,35 @@ func serve(addr string, cfg rsocket.Config, buf []byte) {
 		os.Exit(1)
 	}
 	defer c.Close()
+	r0 := rusage()
+	served := 0
 	for {
 		if err := readFull(c, buf); err != nil {
-			return
+			break
 		}
 		if _, err := c.Write(buf); err != nil {
-			return
+			break
 		}
+		served++
 	}
+	cpu(os.Stderr, "goverbs   srv", r0, served) // from the accept to the client's close
+}
+
+// rusage is the process's resource usage, all its threads.
+func rusage() syscall.Rusage {
+	var r syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r) //nolint:errcheck // RUSAGE_SELF cannot fail
+	return r
+}
+
+// cpu prints the process's CPU time (all its threads) and context switches
+// since r0, per round trip, as crtt.c does: where a side's time goes, user
+// code or kernel.
+func cpu(w *os.File, who string, r0 syscall.Rusage, n int) {
+	r := rusage()
+	us := func(a, b syscall.Timeval) float64 { return float64(a.Nano()-b.Nano()) / 1e3 / float64(max(n, 1)) }
+	fmt.Fprintf(w, "%s cpu n %d user %.1f sys %.1f us/rt nvcsw %d nivcsw %d\n", who, n,
+		us(r.Utime, r0.Utime), us(r.Stime, r0.Stime), r.Nvcsw-r0.Nvcsw, r.Nivcsw-r0.Nivcsw)
 }
 
 // readFull reads len(b) bytes, as rrecv's loop in crtt.c does (io.ReadFull
