@@ -8,7 +8,10 @@
 # what rstream's mean hides: min, p10, p50, p90, p99, max (µs) and how many
 # round trips took over 100 µs; a second line per run splits the run in
 # tenths, in order: each tenth's round trips over 100 µs and its time (ms),
-# so a tail at the run's start shows apart from one throughout. A "cpu"
+# so a tail at the run's start shows apart from one throughout. A "split"
+# line per client gives the median and mean of each round trip's two
+# parts: its send (the write call, the doorbell's syscall) and the rest
+# (the wait for the reply and its read). A "cpu"
 # line per side (the server's labelled "srv") gives the process's CPU time
 # a round trip, user and kernel (getrusage over all its threads: both
 # sides spin, so the two add up to about the round trip), and its

@@ -114,13 +114,15 @@ int main(int argc, char **argv)
 	const char *w = getenv("RTT_WARM_US");
 	for (long long end = mono() + (w ? atoll(w) : 0) * 1000; mono() < end;)
 		;
-	long long *ts = malloc(n * sizeof *ts), sum = 0;
+	long long *ts = malloc(n * sizeof *ts), *ws = malloc(n * sizeof *ws), sum = 0;
 	struct rusage r0;
 	getrusage(RUSAGE_SELF, &r0);
 	long long t0 = mono();
 	for (int i = 0; i < n; i++) {
 		long long st = mono();
-		if (!xfer(s, buf, size, 1) || !xfer(s, buf, size, 0)) {
+		int ok = xfer(s, buf, size, 1);
+		ws[i] = mono() - st;
+		if (!ok || !xfer(s, buf, size, 0)) {
 			fprintf(stderr, "crtt: the server closed\n");
 			return 1;
 		}
@@ -130,6 +132,17 @@ int main(int argc, char **argv)
 	long long wall = mono() - t0;
 	cpu(stdout, "rdma-core", &r0, n);
 	rclose(s);
+	/* gortt's split: each round trip's send and the rest (the wait and the receive) */
+	long long *rs = malloc(n * sizeof *rs), wsum = 0, rsum = 0;
+	for (int i = 0; i < n; i++) {
+		rs[i] = ts[i] - ws[i];
+		wsum += ws[i];
+		rsum += rs[i];
+	}
+	qsort(ws, n, sizeof *ws, cmp);
+	qsort(rs, n, sizeof *rs, cmp);
+	printf("rdma-core split write p50 %.2f mean %.2f read p50 %.2f mean %.2f us\n", ws[n / 2] / 1e3, wsum / 1e3 / n,
+	       rs[n / 2] / 1e3, rsum / 1e3 / n);
 	/* gortt's tenths: slow round trips and time by tenth of the run */
 	int tover[10] = {0};
 	double tms[10] = {0};

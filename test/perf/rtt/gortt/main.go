@@ -74,6 +74,7 @@ func main() {
 		os.Exit(1)
 	}
 	ts := make([]int64, n)
+	ws := make([]int64, n) // each round trip's Write
 	var sum int64
 	warm(os.Getenv("RTT_WARM_US"))
 	r0 := rusage()
@@ -84,6 +85,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "gortt:", err)
 			os.Exit(1)
 		}
+		ws[i] = mono() - st
 		if err := readFull(c, buf); err != nil {
 			fmt.Fprintln(os.Stderr, "gortt:", err)
 			os.Exit(1)
@@ -94,6 +96,7 @@ func main() {
 	wall := mono() - t0
 	cpu(os.Stdout, "goverbs  ", r0, n)
 	c.Close()
+	split("goverbs  ", ts, ws)
 	tenths("goverbs  ", ts)
 	slices.Sort(ts)
 	over := 0
@@ -120,6 +123,25 @@ func warm(us string) {
 // tenths prints, for each tenth of the run in order, how many round trips
 // took over 100 µs and the tenth's time (ms): whether a run's slow round
 // trips come at its start or throughout. crtt.c prints the same line.
+// split prints the medians and means of each round trip's two parts: the
+// Write (the post and its doorbell) and the rest (the wait for the reply
+// and its Read), as crtt.c does: which part a gap is in.
+func split(label string, ts, ws []int64) {
+	n := len(ts)
+	rs := make([]int64, n)
+	var wsum, rsum int64
+	for i := range ts {
+		rs[i] = ts[i] - ws[i]
+		wsum += ws[i]
+		rsum += rs[i]
+	}
+	w, r := slices.Clone(ws), rs
+	slices.Sort(w)
+	slices.Sort(r)
+	fmt.Printf("%s split write p50 %.2f mean %.2f read p50 %.2f mean %.2f us\n", label,
+		float64(w[n/2])/1e3, float64(wsum)/1e3/float64(n), float64(r[n/2])/1e3, float64(rsum)/1e3/float64(n))
+}
+
 func tenths(label string, ts []int64) {
 	var over [10]int
 	var ms [10]float64
