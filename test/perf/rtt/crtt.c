@@ -1,8 +1,9 @@
 // crtt: librdmacm's rsocket ping-pong with every round trip timed, the
 // twin of gortt (test/perf/rtt/gortt). Both sides spin as rstream's default
 // mode does (nonblocking rsend/rrecv in a loop); each round trip is timed
-// by two CLOCK_MONOTONIC reads. Prints the distribution, not only the mean:
-// under emulation a few slow round trips can carry the mean.
+// by three CLOCK_MONOTONIC reads (start, after the send, end). Prints the
+// distribution, not only the mean: under emulation a few slow round trips
+// can carry the mean.
 //   crtt ADDR PORT server     # serve
 //   crtt ADDR PORT [N [SIZE]] # client: N round trips (5000) of SIZE bytes (64)
 #include <rdma/rsocket.h>

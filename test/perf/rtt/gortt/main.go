@@ -1,6 +1,6 @@
 // Command gortt is an rsocket ping-pong with every round trip timed, the
 // twin of crtt.c beside it (librdmacm's rsocket): the same exchange, the
-// same clock (two CLOCK_MONOTONIC reads a round trip, through the vDSO, a
+// same clock (three CLOCK_MONOTONIC reads a round trip, through the vDSO, a
 // syscall on a guest whose clocksource is hpet), the same output line, so that
 // test/perf/rtt.sh can print the two distributions side by side. A
 // blocked Read or Write spins in CQ.Wait up to its cap (1 ms by default)
