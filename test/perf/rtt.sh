@@ -5,8 +5,8 @@
 # trips (default 5000) of SIZE bytes (default 64) on ADDR (default 10.0.2.15,
 # rxe0's netdev; 10.0.3.15 is siw0's). Both sides of both programs spin, and
 # every round trip is timed (three CLOCK_MONOTONIC reads: start, after the
-# send, end), so the lines show what rstream's mean hides: min, p10, p50, p90, p99, max (µs) and how many
-# round trips took over 100 µs; a second line per run splits the run in
+# send, end), so the lines show what rstream's mean hides: min, p10, p50,
+# p90, p99, max (µs) and how many round trips took over 100 µs; a second line per run splits the run in
 # tenths, in order: each tenth's round trips over 100 µs and its time (ms),
 # so a tail at the run's start shows apart from one throughout. A "split"
 # line per client gives the median and mean of each round trip's two
