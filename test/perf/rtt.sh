@@ -1,26 +1,26 @@
 #!/usr/bin/env bash
-# rtt.sh: the distribution of rsocket round trips, goverbs (test/perf/rtt/gortt)
-# beside librdmacm's rsocket (test/perf/rtt/crtt.c), in one boot of the rig:
-# ROUNDS rounds (default 4), each a crtt pair then a gortt pair of N round
-# trips (default 5000) of SIZE bytes (default 64) on ADDR (default 10.0.2.15,
-# rxe0's netdev; 10.0.3.15 is siw0's). Both sides of both programs spin, and
-# every round trip is timed (three CLOCK_MONOTONIC reads: start, after the
-# send, end), so the lines show what rstream's mean hides: min, p10, p50,
-# p90, p99, max (µs) and how many round trips took over 100 µs; a second line per run splits the run in
-# tenths, in order: each tenth's round trips over 100 µs and its time (ms),
-# so a tail at the run's start shows apart from one throughout. A "split"
-# line per client gives the median and mean of each round trip's two
-# parts: its send (the write call, the doorbell's syscall) and the rest
-# (the wait for the reply and its read). A "cpu"
-# line per side (the server's labelled "srv") gives the process's CPU time
-# a round trip, user and kernel (getrusage over all its threads: both
-# sides spin, so the two add up to about the round trip), and its
-# voluntary and involuntary context switches over the run: which side,
-# and which half of it, a gap is in. The kernel splits a task's run time
-# into user and sys by where its ticks land (4 ms apart at HZ 250), so the
-# split of one run is a sample of ~60-80 ticks. On 6.1 one side of a pair,
-# either, takes ~40 µs of sys a round trip and the other ~2-20: rxe's
-# work for both directions runs in one side's syscalls (session 52).
+# rtt.sh: the distribution of rsocket round trips, goverbs
+# (test/perf/rtt/gortt) beside librdmacm's rsocket (test/perf/rtt/crtt.c), in
+# one boot of the rig: ROUNDS rounds (default 4), each a crtt pair then a
+# gortt pair of N round trips (default 5000) of SIZE bytes (default 64) on
+# ADDR (default 10.0.2.15, rxe0's netdev; 10.0.3.15 is siw0's). Both sides of
+# both programs spin, and every round trip is timed (three CLOCK_MONOTONIC
+# reads: start, after the send, end), so the lines show what rstream's mean
+# hides: min, p10, p50, p90, p99, max (µs) and how many round trips took over
+# 100 µs; a second line per run splits the run in tenths, in order: each
+# tenth's round trips over 100 µs and its time (ms), so a tail at the run's
+# start shows apart from one throughout. A "split" line per client gives the
+# median and mean of each round trip's two parts: its send (the write call,
+# the doorbell's syscall) and the rest (the wait for the reply and its read).
+# A "cpu" line per side (the server's labelled "srv") gives the process's CPU
+# time a round trip, user and kernel (getrusage over all its threads: both
+# sides spin, so the two add up to about the round trip), and its voluntary
+# and involuntary context switches over the run: which side, and which half of
+# it, a gap is in. The kernel splits a task's run time into user and sys by
+# where its ticks land (4 ms apart at HZ 250), so the split of one run is a
+# sample of ~60-80 ticks. On 6.1 one side of a pair, either, takes ~40 µs of
+# sys a round trip and the other ~2-20: rxe's work for both directions runs in
+# one side's syscalls (session 52).
 #   test/perf/rtt.sh
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
