@@ -18,9 +18,9 @@
 # and involuntary context switches over the run: which side, and which half of
 # it, a gap is in. The kernel splits a task's run time into user and sys by
 # where its ticks land (4 ms apart at HZ 250), so the split of one run is a
-# sample of ~60-80 ticks. On 6.1 one side of a pair, either, takes ~40 µs of
-# sys a round trip and the other ~2-20: rxe's work for both directions runs in
-# one side's syscalls (session 52).
+# sample of ~60-80 ticks. On 6.1 one side of a pair, either, took ~40 µs of
+# sys a round trip and the other ~2-20 (session 52, docs/COST.md: rxe's work
+# for both directions can settle into one side's syscalls).
 #   test/perf/rtt.sh
 #   KERNEL=newest ADDR=10.0.3.15 SIZE=4096 test/perf/rtt.sh
 #   BASE=<git revision> test/perf/rtt.sh   # an A/B in one boot: that
