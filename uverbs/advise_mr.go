@@ -1,9 +1,11 @@
 package uverbs
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/goverbs/goverbs/abi"
+	"golang.org/x/sys/unix"
 )
 
 // MRAdvice is what AdviseMR tells the device about a range of an
@@ -52,7 +54,8 @@ func (c *Context) odpSupported(verb string, need ODPGeneralCap) error {
 // on-demand paging is refused with ErrNotSupported before any command; a
 // kernel whose driver has no advise_mr answers EOPNOTSUPP (the method
 // exists for every device: Linux 6.1's handler checks the driver), which
-// is ErrNotSupported too (one ioctl).
+// is ErrNotSupported too (one ioctl; again while the kernel answers
+// EINTR, as RegMR).
 //
 // Without AdviseFlush the kernel checks the keys and queues the prefetch:
 // a range it then cannot fault in is not reported. With it the prefetch is
@@ -85,6 +88,18 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 		e := abi.IbUverbsSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}
 		list = append(list, abi.Bytes(&e)...)
 	}
+	// A prefetch may make an implicit MR's first child, the process's
+	// first ODP mapping, which a pending signal interrupts (odpTries);
+	// each try takes a new builder (one is sent once).
+	err = pd.adviseMR(verb, advice, flags, list)
+	for try := 1; try < odpTries && errors.Is(err, unix.EINTR); try++ {
+		err = pd.adviseMR(verb, advice, flags, list)
+	}
+	return err
+}
+
+// adviseMR sends one ADVISE_MR.
+func (pd *PD) adviseMR(verb string, advice MRAdvice, flags uint32, list []byte) error {
 	// The method belongs to the MR object (enum uverbs_methods_mr; the PD
 	// object has only PD_DESTROY, so asking it answers EPROTONOSUPPORT).
 	b := abi.NewIoctl(abi.UVERBS_OBJECT_MR, abi.UVERBS_METHOD_ADVISE_MR)
@@ -98,7 +113,7 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 	// to fall back to. A kernel with it answers EOPNOTSUPP for a driver
 	// without advise_mr (uverbs_std_types_mr.c: the method is declared for
 	// every device, and its handler checks ops.advise_mr).
-	_, err = pd.ctx.ioctlOr(verb, b, abi.TransportNone, func() error {
+	_, err := pd.ctx.ioctlOr(verb, b, abi.TransportNone, func() error {
 		return fmt.Errorf("%w: the kernel has no ADVISE_MR method", ErrNotSupported)
 	})
 	return err

@@ -15,8 +15,9 @@ type ioctlKernel struct {
 	asyncFd int
 	chanFd  int    // CREATE_COMP_CHANNEL's answer (0: the test makes no channel)
 	ring    []byte // Mmap's memory
-	eintr   int    // REG_MRs still to answer with EINTR
+	eintr   int    // REG_MRs and ADVISE_MRs still to answer with EINTR
 	regMRs  int    // REG_MRs seen
+	advises int    // ADVISE_MRs seen
 }
 
 func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
@@ -27,12 +28,16 @@ func (k *ioctlKernel) Ioctl(fd int, req uint, arg []byte) error {
 			writeCmd = ne.Uint64(a[8:]) // UVERBS_ATTR_WRITE_CMD
 		}
 	}
-	if writeCmd == abi.IB_USER_VERBS_CMD_REG_MR {
+	regMR, advise := writeCmd == abi.IB_USER_VERBS_CMD_REG_MR, object == abi.UVERBS_OBJECT_MR && method == abi.UVERBS_METHOD_ADVISE_MR
+	if regMR {
 		k.regMRs++
-		if k.eintr > 0 {
-			k.eintr--
-			return unix.EINTR
-		}
+	}
+	if advise {
+		k.advises++
+	}
+	if (regMR || advise) && k.eintr > 0 {
+		k.eintr--
+		return unix.EINTR
 	}
 	for i := 0; i < n; i++ {
 		a := arg[24+16*i:]

@@ -6,16 +6,29 @@ import "github.com/goverbs/goverbs/internal/kernel"
 // package uverbs_test (allocs_ext_test.go).
 func NewAllocsKernel(asyncFd int) kernel.Kernel { return &ioctlKernel{asyncFd: asyncFd} }
 
-// NewEINTRKernel is NewAllocsKernel answering its first eintr REG_MRs
-// with EINTR; regMRs reports how many REG_MRs it has seen.
-func NewEINTRKernel(asyncFd, eintr int) (k kernel.Kernel, regMRs func() int) {
-	ik := &ioctlKernel{asyncFd: asyncFd, eintr: eintr}
-	return ik, func() int { return ik.regMRs }
+// NewEINTRKernel is NewAllocsKernel with a handle that makes its REG_MRs
+// and ADVISE_MRs answer EINTR and counts them.
+func NewEINTRKernel(asyncFd int) (kernel.Kernel, EINTRKernel) {
+	k := &ioctlKernel{asyncFd: asyncFd}
+	return k, EINTRKernel{k}
 }
 
-// RegMRTries is how many times RegMR sends REG_MR while the kernel answers
-// EINTR.
-const RegMRTries = regMRTries
+// EINTRKernel is NewEINTRKernel's handle on its fake kernel.
+type EINTRKernel struct{ k *ioctlKernel }
+
+// Interrupt makes the next n REG_MRs and ADVISE_MRs answer EINTR.
+func (e EINTRKernel) Interrupt(n int) { e.k.eintr = n }
+
+// Sent reports how many REG_MRs and ADVISE_MRs the kernel has seen.
+func (e EINTRKernel) Sent() (regMRs, advises int) { return e.k.regMRs, e.k.advises }
+
+// SkipCapChecks lets c send commands its capability checks would refuse
+// (the fake kernels report no capabilities).
+func SkipCapChecks(c *Context) { c.skipCapChecks = true }
+
+// ODPTries is how many times RegMR sends REG_MR (and AdviseMR its
+// ADVISE_MR) while the kernel answers EINTR.
+const ODPTries = odpTries
 
 // RaceBuild reports whether the tests run under the race detector.
 const RaceBuild = raceBuild

@@ -143,19 +143,27 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 	return mr, nil
 }
 
-// regMRTries is how many times RegMRAddr sends REG_MR while the kernel
-// answers EINTR. On rxe0 under Linux 7.3.4 an on-demand RegMR failed so
-// once (TestODPRig, session 51); which wait in the registration saw the
-// signal is not traced, but the Go runtime signals its own threads
-// (SIGURG preempts a goroutine), so a program cannot keep signals away.
-// A REG_MR that failed registered nothing (the kernel drops the object it
-// was making), so it is sent again, as package os retries its EINTRs; a
+// odpTries is how many times a command that may make the process's first
+// on-demand-paging mapping (REG_MR with AccessOnDemand; ADVISE_MR, whose
+// prefetch may make an implicit MR's first child) is sent while the kernel
+// answers EINTR. The first ODP mapping of a process registers its mm with
+// the MMU notifiers (mmu_interval_notifier_insert, mmu_notifier_register),
+// which takes every lock of the mm (mm_take_all_locks, mm/vma.c) and gives
+// up with -EINTR when any signal is pending while it walks the mappings,
+// not only a fatal one: read in Linux 7.3.4's source after TestODPRig's
+// RegMR failed so on rxe0 under it (session 51; rxe has ODP from 6.15,
+// mlx5 on every kernel of the matrix). The Go runtime signals its own
+// threads (SIGURG preempts a goroutine) and a Go process has many
+// mappings, so a program cannot keep this away. -EINTR, unlike
+// -ERESTARTSYS, is not restarted for a handler with SA_RESTART. The failed
+// command left nothing behind (the umem and the half-made registration
+// are freed), so it is sent again, as package os retries its EINTRs; a
 // signal storm still ends in the error.
-const regMRTries = 8
+const odpTries = 8
 
 // RegMRAddr registers length bytes at user address addr, seen by the
 // device at I/O virtual address iova (REG_MR: one syscall; again if the
-// kernel answers EINTR).
+// kernel answers EINTR, see odpTries).
 func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ *MR, err error) {
 	if sp := pd.ctx.begin("RegMR"); sp.rec != nil {
 		defer func() { sp.end(err) }()
@@ -181,7 +189,7 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: pd.ctx.quickPin(length)}
 	err = pd.ctx.invoke("RegMR", &cmd)
-	for try := 1; try < regMRTries && errors.Is(err, unix.EINTR); try++ {
+	for try := 1; try < odpTries && errors.Is(err, unix.EINTR); try++ {
 		err = pd.ctx.invoke("RegMR", &cmd)
 	}
 	if err != nil {
