@@ -18,7 +18,11 @@
 # CREATE_ID and a DESTROY_ID on one event channel, "cm_resolve" an ID
 # created, resolved (address and route, to ADDR: rxe0's 10.0.2.15) and
 # destroyed, each event through the channel (librdmacm's rdma_get_cm_event,
-# goverbs' reader goroutine). DEV: the device (default rxe0). SAMPLE=US
+# goverbs' reader goroutine); and two fast-path calls in straight loops:
+# "poll_empty" a poll of an empty CQ (16 asked), "post_recv" a receive of
+# one SGE into a QP in INIT (its queue holds 16,384: keep N2 at most that),
+#   VERBS="poll_empty post_recv" DEV=siw0 N1=2000 N2=14000 test/perf/slowloop.sh
+# DEV: the device (default rxe0). SAMPLE=US
 # also samples where the host's time went, as insns.sh does. TCG only.
 set -euo pipefail
 if [ "${1:-}" = --guest ]; then

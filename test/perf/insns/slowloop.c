@@ -6,7 +6,8 @@
  * mr:BYTES of an anonymous mapping of BYTES, populated and MADV_DONTFORK as mmap.Anonymous's),
  * modify (RESET -> INIT -> RESET of an RC QP), ah (create and destroy an AH
  * to port 1's own RoCE v2 IPv4 GID), open; cm_id, cm_resolve
- * through librdmacm on one event channel, as main.go says.)
+ * through librdmacm on one event channel, as main.go says; poll_empty and
+ * post_recv, fast-path calls in a straight loop, fast.go's.)
  * It prints the loop's mean wall time per call (set-up excluded).
  */
 #include <arpa/inet.h>
@@ -91,6 +92,56 @@ static int cm(const char *verb, int n, const char *addr)
 	return 0;
 }
 
+#define FAST_RECV_DEPTH 16384 /* main.go's fastRecvDepth */
+
+/* fast is fast.go's runFast: a straight loop of one fast-path call,
+ * poll_empty (ibv_poll_cq of an empty CQ, 16 asked) or post_recv
+ * (ibv_post_recv of one request of one 64-byte SGE into a QP in INIT whose
+ * receive queue holds the run's every request). */
+static int fast(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq, const char *verb, int n)
+{
+	long long t0;
+
+	if (!strcmp(verb, "poll_empty")) {
+		struct ibv_wc wc[16];
+		t0 = now_ns();
+		for (int i = 0; i < n; i++)
+			if (ibv_poll_cq(cq, 16, wc) != 0) {
+				fprintf(stderr, "slowloop: poll of an empty CQ failed\n");
+				return 1;
+			}
+		report(verb, n, t0);
+		return 0;
+	}
+	if (n > FAST_RECV_DEPTH) {
+		fprintf(stderr, "slowloop: post_recv: at most %d calls\n", FAST_RECV_DEPTH);
+		return 2;
+	}
+	struct ibv_qp_init_attr qa = { .send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC,
+				       .cap = { .max_send_wr = 1, .max_recv_wr = FAST_RECV_DEPTH, .max_send_sge = 1, .max_recv_sge = 1 } };
+	struct ibv_qp *qp = ibv_create_qp(pd, &qa);
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1, .qp_access_flags = IBV_ACCESS_LOCAL_WRITE };
+	static char page[4096] __attribute__((aligned(4096)));
+	struct ibv_mr *mr = qp ? ibv_reg_mr(pd, page, sizeof page, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!mr || ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+		fprintf(stderr, "slowloop: post_recv's QP failed\n");
+		return 1;
+	}
+	struct ibv_sge sge = { .addr = (uintptr_t)page, .length = 64, .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = 1, .sg_list = &sge, .num_sge = 1 }, *bad;
+	t0 = now_ns();
+	for (int i = 0; i < n; i++)
+		if (ibv_post_recv(qp, &wr, &bad)) {
+			fprintf(stderr, "slowloop: post_recv failed\n");
+			return 1;
+		}
+	report(verb, n, t0);
+	ibv_destroy_qp(qp);
+	ibv_dereg_mr(mr);
+	(void)ctx;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct ibv_device **list, *dev = NULL;
@@ -128,6 +179,8 @@ int main(int argc, char **argv)
 	/* mr and modify's objects, made before every loop (main.go makes the same). */
 	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	if (!strcmp(argv[2], "poll_empty") || !strcmp(argv[2], "post_recv"))
+		return pd0 && cq0 ? fast(ctx, pd0, cq0, argv[2], n) : 1;
 	static char page[4096] __attribute__((aligned(4096)));
 	char *buf = page;
 	size_t buf_len = sizeof page;

@@ -15,7 +15,9 @@
 // connection manager's on an event channel opened before the loop:
 // cm_id (CREATE_ID and DESTROY_ID, no event) and cm_resolve (an ID created,
 // its address and route resolved to ADDR, an IPv4 address of DEVICE's,
-// and destroyed: two events through the channel's reader). It prints the
+// and destroyed: two events through the channel's reader), or one of two
+// fast-path calls (fast.go): poll_empty (a Poll of an empty CQ) and
+// post_recv (a PostRecv of one request). It prints the
 // loop's mean wall time per call (set-up excluded). With PIN=N in the
 // environment the loop's goroutine is locked to its thread and the thread
 // pinned to CPU N.
@@ -125,6 +127,9 @@ func run(name, verb string, n int) error {
 		return err
 	}
 	defer qp0.Close()
+	if verb == "poll_empty" || verb == "post_recv" {
+		return runFast(ctx, pd0, cq0, verb, n)
+	}
 	mrSize := 4096
 	if size, ok := strings.CutPrefix(verb, "mr:"); ok {
 		if mrSize, err = strconv.Atoi(size); err != nil {
