@@ -3,8 +3,12 @@
  * which QEMU's TCG may flush its soft TLB: WRPKRU (always a change: Linux
  * writes PKRU only when it differs), XRSTOR (a flush when it loads a
  * different PKRU; Linux leaves PKRU out of a context switch's restore),
- * MOV to CR3 and CR4, INVLPG. At QEMU's exit it prints, summed over vCPUs,
+ * MOV to CR3 and CR4, INVLPG; and three that cost TCG an exit or a helper:
+ * PAUSE (helper_pause leaves the execution loop: a spin-wait hint is dear),
+ * RDTSC/RDTSCP, and SYSCALL (user code entering the kernel). At QEMU's exit
+ * it prints, summed over vCPUs,
  *   PKCOUNT wrpkru=N xrstor_kernel=N xrstor_user=N mov_cr3=N mov_cr4=N invlpg=N
+ *     pause_kernel=N pause_user=N rdtsc_kernel=N rdtsc_user=N syscall=N
  * on its stderr, which the rig's console log collects. Compare two boots
  * that run the same workload with different programs (the boot's own share
  * is the same in both); a boot running only `true` gives that share.
@@ -42,8 +46,10 @@ void qemu_plugin_outs(const char *string);
 EXPORT int qemu_plugin_version = 1;
 
 #define MAX_VCPUS 64
-enum { WRPKRU, XRSTOR_KERNEL, XRSTOR_USER, MOV_CR3, MOV_CR4, INVLPG, NKINDS };
-static const char *const names[NKINDS] = {"wrpkru", "xrstor_kernel", "xrstor_user", "mov_cr3", "mov_cr4", "invlpg"};
+enum { WRPKRU, XRSTOR_KERNEL, XRSTOR_USER, MOV_CR3, MOV_CR4, INVLPG, PAUSE_KERNEL, PAUSE_USER, RDTSC_KERNEL, RDTSC_USER,
+       SYSCALL, NKINDS };
+static const char *const names[NKINDS] = {"wrpkru", "xrstor_kernel", "xrstor_user", "mov_cr3", "mov_cr4", "invlpg",
+					  "pause_kernel", "pause_user", "rdtsc_kernel", "rdtsc_user", "syscall"};
 
 /* counts[v][k]: executions of kind k on vCPU v; each vCPU writes its own row. */
 static uint64_t counts[MAX_VCPUS][NKINDS];
@@ -58,16 +64,25 @@ static void hit(unsigned int v, void *kind)
 static int classify(const uint8_t *p, size_t n, uint64_t va)
 {
 	size_t i = 0;
+	int rep = 0, kernel = va >= 0xffff800000000000ULL;
 	/* legacy prefixes and REX */
 	while (i < n && (p[i] == 0x66 || p[i] == 0xf2 || p[i] == 0xf3 || (p[i] & 0xf0) == 0x40))
-		i++;
+		rep |= p[i++] == 0xf3;
+	if (rep && i + 1 == n && p[i] == 0x90) /* PAUSE: TCG leaves its execution loop (helper_pause) */
+		return kernel ? PAUSE_KERNEL : PAUSE_USER;
+	if (i + 1 < n && p[i] == 0x0f && p[i + 1] == 0x31) /* RDTSC */
+		return kernel ? RDTSC_KERNEL : RDTSC_USER;
+	if (i + 1 < n && p[i] == 0x0f && p[i + 1] == 0x05) /* SYSCALL */
+		return SYSCALL;
 	if (i + 2 >= n || p[i] != 0x0f) /* 0F, the opcode and ModRM */
 		return -1;
 	uint8_t op = p[i + 1], modrm = p[i + 2], reg = (modrm >> 3) & 7, mod = modrm >> 6;
+	if (op == 0x01 && modrm == 0xf9) /* RDTSCP */
+		return kernel ? RDTSC_KERNEL : RDTSC_USER;
 	if (op == 0x01 && modrm == 0xef)
 		return WRPKRU;
 	if (op == 0xae && reg == 5 && mod != 3) /* mod 3 is LFENCE */
-		return va >= 0xffff800000000000ULL ? XRSTOR_KERNEL : XRSTOR_USER;
+		return kernel ? XRSTOR_KERNEL : XRSTOR_USER;
 	if (op == 0x22 && reg == 3)
 		return MOV_CR3;
 	if (op == 0x22 && reg == 4)
