@@ -25,7 +25,7 @@ const (
 const AdviseFlush = abi.IB_UVERBS_ADVISE_MR_FLAG_FLUSH
 
 // odpSupported is the capability check of on-demand paging: a device whose
-// ODP capabilities lack need (ODPSupport: rxe before Linux 6.4, siw, the
+// ODP capabilities lack need (ODPSupport: rxe of Linux 6.12 and before, siw, the
 // mlx5 model without ODP; ODPSupportImplicit for the implicit MR) refuses
 // with ErrNotSupported before any command but the QUERY_DEVICE.
 func (c *Context) odpSupported(verb string, need ODPGeneralCap) error {

@@ -151,14 +151,14 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 // which takes every lock of the mm (mm_take_all_locks, mm/vma.c) and gives
 // up with -EINTR when any signal is pending while it walks the mappings,
 // not only a fatal one: read in Linux 7.3.4's source after TestODPRig's
-// RegMR failed so on rxe0 under it (session 51; rxe has ODP from 6.15,
-// mlx5 on every kernel of the matrix). The Go runtime signals its own
-// threads (SIGURG preempts a goroutine) and a Go process has many
-// mappings, so a program cannot keep this away. -EINTR, unlike
-// -ERESTARTSYS, is not restarted for a handler with SA_RESTART. The failed
-// command left nothing behind (the umem and the half-made registration
-// are freed), so it is sent again, as package os retries its EINTRs; a
-// signal storm still ends in the error.
+// RegMR failed so on rxe0 under it (session 51; rxe's ODP came after 6.12,
+// whose rxe has none; mlx5 has ODP on every kernel of the matrix). The Go
+// runtime signals its own threads (SIGURG preempts a goroutine) and a Go
+// process has many mappings, so a program cannot keep this away. -EINTR,
+// unlike -ERESTARTSYS, is not restarted for a handler with SA_RESTART. The
+// failed command left nothing behind (the umem and the half-made
+// registration are freed), so it is sent again, as package os retries its
+// EINTRs; a signal storm still ends in the error.
 const odpTries = 8
 
 // RegMRAddr registers length bytes at user address addr, seen by the

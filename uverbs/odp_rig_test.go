@@ -12,17 +12,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// TestODPRig: on a device without on-demand paging (siw; rxe before Linux
-// 6.4) RegMR with AccessOnDemand, AdviseMR and RegImplicitODP are refused
-// with ErrNotSupported by their capability checks (RegImplicitODP's costs
-// the one QUERY_DEVICE and sends no REG_MR), and sent anyway the kernel
-// refuses them itself: REG_MR with ON_DEMAND, explicit or implicit, is
-// EINVAL on 6.1 (ib_check_mr_access without IBK_ON_DEMAND_PAGING; newer
-// kernels may say EOPNOTSUPP), and ADVISE_MR of the MR object is the
-// handler's EOPNOTSUPP for a driver without advise_mr (the method exists
-// for every device), which AdviseMR reports as ErrNotSupported. Where the
-// device reports ODP (rxe from 6.4), the ODP MR registers and takes RDMA
-// WRITEs, AdviseMR behaves as rxe's advise_mr defines (adviseRig), and
+// TestODPRig: on a device without on-demand paging (siw; rxe up to Linux
+// 6.12 at least: its source has no rxe_odp.c, 7.3.4's has) RegMR with
+// AccessOnDemand, AdviseMR and RegImplicitODP are refused with
+// ErrNotSupported by their capability checks (RegImplicitODP's costs the
+// one QUERY_DEVICE and sends no REG_MR), and sent anyway the kernel refuses
+// them itself: REG_MR with ON_DEMAND, explicit or implicit, is EINVAL on
+// 6.1 (ib_check_mr_access without IBK_ON_DEMAND_PAGING; newer kernels may
+// say EOPNOTSUPP), and ADVISE_MR of the MR object is the handler's
+// EOPNOTSUPP for a driver without advise_mr (the method exists for every
+// device), which AdviseMR reports as ErrNotSupported. Where the device
+// reports ODP (rxe on 7.3.4), the ODP MR registers and takes RDMA WRITEs,
+// AdviseMR behaves as rxe's advise_mr defines (adviseRig), and
 // RegImplicitODP is refused by the capability check unless the device
 // reports implicit ODP (rxe does not), and registers if it does.
 func TestODPRig(t *testing.T) {
