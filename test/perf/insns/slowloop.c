@@ -98,7 +98,7 @@ static int cm(const char *verb, int n, const char *addr)
  * poll_empty (ibv_poll_cq of an empty CQ, 16 asked) or post_recv
  * (ibv_post_recv of one request of one 64-byte SGE into a QP in INIT whose
  * receive queue holds the run's every request). */
-static int fast(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq, const char *verb, int n)
+static int fast(struct ibv_pd *pd, struct ibv_cq *cq, const char *verb, int n)
 {
 	long long t0;
 
@@ -138,7 +138,6 @@ static int fast(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq, c
 	report(verb, n, t0);
 	ibv_destroy_qp(qp);
 	ibv_dereg_mr(mr);
-	(void)ctx;
 	return 0;
 }
 
@@ -180,7 +179,7 @@ int main(int argc, char **argv)
 	struct ibv_pd *pd0 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq0 = ibv_create_cq(ctx, 16, NULL, NULL, 0);
 	if (!strcmp(argv[2], "poll_empty") || !strcmp(argv[2], "post_recv"))
-		return pd0 && cq0 ? fast(ctx, pd0, cq0, argv[2], n) : 1;
+		return pd0 && cq0 ? fast(pd0, cq0, argv[2], n) : 1;
 	static char page[4096] __attribute__((aligned(4096)));
 	char *buf = page;
 	size_t buf_len = sizeof page;

@@ -19,7 +19,7 @@ const fastRecvDepth = 16384
 //   - post_recv: PostRecv of one request of one 64-byte SGE into a QP in
 //     INIT whose receive queue holds every request of the run (nothing
 //     consumes them).
-func runFast(ctx *uverbs.Context, pd *uverbs.PD, cq *uverbs.CQ, verb string, n int) error {
+func runFast(pd *uverbs.PD, cq *uverbs.CQ, verb string, n int) error {
 	switch verb {
 	case "poll_empty":
 		var wc [16]uverbs.WorkCompletion

@@ -128,7 +128,7 @@ func run(name, verb string, n int) error {
 	}
 	defer qp0.Close()
 	if verb == "poll_empty" || verb == "post_recv" {
-		return runFast(ctx, pd0, cq0, verb, n)
+		return runFast(pd0, cq0, verb, n)
 	}
 	mrSize := 4096
 	if size, ok := strings.CutPrefix(verb, "mr:"); ok {
