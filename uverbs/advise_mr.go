@@ -27,12 +27,13 @@ const AdviseFlush = abi.IB_UVERBS_ADVISE_MR_FLAG_FLUSH
 // odpSupported is the capability check of on-demand paging: a device whose
 // ODP capabilities lack need (ODPSupport: rxe of Linux 6.12 and before,
 // siw, the mlx5 model without ODP; ODPSupportImplicit for the implicit MR)
-// refuses with ErrNotSupported before any command but the QUERY_DEVICE.
+// refuses with ErrNotSupported before any command but the context's first
+// QUERY_DEVICE (capabilities).
 func (c *Context) odpSupported(verb string, need ODPGeneralCap) error {
 	if c.skipCapChecks {
 		return nil
 	}
-	a, err := c.QueryDevice()
+	a, err := c.capabilities()
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,10 @@ type Context struct {
 	// skipCapChecks lets a test send a command its capability check would
 	// refuse, to see the kernel's own answer.
 	skipCapChecks bool
-	postNamesQP   bool // the provider's send doorbell is a command naming the QP (rxe, siw)
+	// caps is the device's attributes as the context's first successful
+	// QueryDevice read them, for the capability checks (capabilities).
+	caps        atomic.Pointer[DeviceAttr]
+	postNamesQP bool // the provider's send doorbell is a command naming the QP (rxe, siw)
 	// cpuOnly: the device is software (rxe, siw), so the kernel answers
 	// its queries, PD and context commands, the QP transitions that
 	// resolve no address and the creation and destruction of CQs, QPs

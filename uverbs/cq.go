@@ -269,7 +269,7 @@ func (c *Context) createCQBuilt(a cqCommand, in, out []byte) (handle, got uint32
 // timestampsSupported is the capability check of a CQ with timestamps:
 // the device must report a completion timestamp mask (QUERY_DEVICE_EX).
 func (c *Context) timestampsSupported(verb string) error {
-	a, err := c.QueryDevice()
+	a, err := c.capabilities()
 	if err != nil {
 		return err
 	}

@@ -29,7 +29,7 @@ func (cq *CQ) Moderate(count, period uint16) (err error) {
 		return err
 	}
 	defer cq.done()
-	a, err := cq.ctx.QueryDevice()
+	a, err := cq.ctx.capabilities()
 	if err != nil {
 		return err
 	}

@@ -24,7 +24,8 @@ import (
 //
 // A device whose ODP capabilities lack ODPSupportImplicit (rxe, siw, mlx5
 // without the firmware capabilities) is refused with ErrNotSupported by the
-// capability check (QUERY_DEVICE), before any REG_MR.
+// capability check (the context's first QUERY_DEVICE, or none: see
+// Context.QueryDevice), before any REG_MR.
 func (pd *PD) RegImplicitODP(access Access) (_ *MR, err error) {
 	const verb = "RegImplicitODP"
 	if sp := pd.ctx.begin(verb); sp.rec != nil {

@@ -95,7 +95,11 @@ type DeviceAttr struct {
 
 // QueryDevice asks the device what it can do: the extended QUERY_DEVICE
 // (one syscall), or the legacy command on kernels that lack the extended
-// one (EOPNOTSUPP or ENOSYS, as rdma-core falls back).
+// one (EOPNOTSUPP or ENOSYS, as rdma-core falls back). Every call asks the
+// kernel. The context keeps the first answer for the capability checks of
+// the verbs that have one (on-demand paging, XRC, completion timestamps,
+// CQ moderation): a check queries the device only while the context has
+// not, so those verbs make no more syscalls than libibverbs' do.
 func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
 	if sp := c.begin("QueryDevice"); sp.rec != nil {
 		defer func() { sp.end(err) }()
@@ -109,7 +113,7 @@ func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
 	}
 	err = c.invoke("QueryDevice", &cmd)
 	if err == nil {
-		return c.deviceAttr(&resp, int(resp.ResponseLength)), nil
+		return c.keepCaps(c.deviceAttr(&resp, int(resp.ResponseLength))), nil
 	}
 	if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.ENOSYS) {
 		return DeviceAttr{}, err
@@ -119,7 +123,34 @@ func (c *Context) QueryDevice() (_ DeviceAttr, err error) {
 	if err := c.invoke("QueryDevice", &lcmd); err != nil {
 		return DeviceAttr{}, err
 	}
-	return c.deviceAttr(&resp, 0), nil
+	return c.keepCaps(c.deviceAttr(&resp, 0)), nil
+}
+
+// keepCaps keeps a, the context's first device attributes, for the
+// capability checks, and returns it.
+func (c *Context) keepCaps(a DeviceAttr) DeviceAttr {
+	if c.caps.Load() == nil {
+		kept := a
+		c.caps.CompareAndSwap(nil, &kept)
+	}
+	return a
+}
+
+// capabilities is the device's attributes for a capability check (ODP,
+// XRC, completion timestamps, CQ moderation): those of the context's first
+// QueryDevice, which a check makes only if none was made yet. The
+// capabilities a check reads do not change while a context is open, and
+// libibverbs' providers read them once, at open: a verb whose check has
+// run before makes no more syscalls than ibv_*'s.
+func (c *Context) capabilities() (*DeviceAttr, error) {
+	if a := c.caps.Load(); a != nil {
+		return a, nil
+	}
+	a, err := c.QueryDevice()
+	if err != nil {
+		return nil, err
+	}
+	return &a, nil
 }
 
 // Offsets of the extended response's fields (struct

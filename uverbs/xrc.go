@@ -150,7 +150,7 @@ func (c *Context) xrcSupported(verb string) error {
 	if c.skipCapChecks {
 		return nil
 	}
-	a, err := c.QueryDevice()
+	a, err := c.capabilities()
 	if err != nil {
 		return err
 	}

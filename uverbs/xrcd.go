@@ -40,7 +40,7 @@ func (c *Context) OpenXRCD(o XRCDOptions) (_ *XRCD, err error) {
 		defer func() { sp.end(err) }()
 	}
 	if !c.skipCapChecks {
-		a, err := c.QueryDevice()
+		a, err := c.capabilities()
 		if err != nil {
 			return nil, err
 		}

@@ -29,7 +29,7 @@ func TestXRCDRig(t *testing.T) {
 			if _, err := c.OpenXRCD(XRCDOptions{}); !errors.Is(err, ErrNotSupported) {
 				t.Errorf("OpenXRCD on %s: %v, want ErrNotSupported", name, err)
 			} else {
-				t.Logf("OpenXRCD refused: %v (%d syscalls: QUERY_DEVICE only)", err, c.Syscalls()-before)
+				t.Logf("OpenXRCD refused: %v (%d syscalls: its check read the attributes the QueryDevice above kept)", err, c.Syscalls()-before)
 			}
 			c.skipCapChecks = true
 			x, err := c.OpenXRCD(XRCDOptions{})
