@@ -1,11 +1,9 @@
 package uverbs
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/goverbs/goverbs/abi"
-	"golang.org/x/sys/unix"
 )
 
 // MRAdvice is what AdviseMR tells the device about a range of an
@@ -92,11 +90,7 @@ func (pd *PD) AdviseMR(advice MRAdvice, flags uint32, sgl []SGE) (err error) {
 	// A prefetch may make an implicit MR's first child, the process's
 	// first ODP mapping, which a pending signal interrupts (odpTries);
 	// each try takes a new builder (one is sent once).
-	err = pd.adviseMR(verb, advice, flags, list)
-	for try := 1; try < odpTries && errors.Is(err, unix.EINTR); try++ {
-		err = pd.adviseMR(verb, advice, flags, list)
-	}
-	return err
+	return retryEINTR(func() error { return pd.adviseMR(verb, advice, flags, list) })
 }
 
 // adviseMR sends one ADVISE_MR.

@@ -161,6 +161,16 @@ func (pd *PD) RegMR(buf []byte, access Access) (*MR, error) {
 // EINTRs; a signal storm still ends in the error.
 const odpTries = 8
 
+// retryEINTR runs send, again while it answers EINTR, odpTries times at
+// most (RegMR's and AdviseMR's rule, see odpTries).
+func retryEINTR(send func() error) error {
+	err := send()
+	for try := 1; try < odpTries && errors.Is(err, unix.EINTR); try++ {
+		err = send()
+	}
+	return err
+}
+
 // RegMRAddr registers length bytes at user address addr, seen by the
 // device at I/O virtual address iova (REG_MR: one syscall; again if the
 // kernel answers EINTR, see odpTries).
@@ -188,11 +198,7 @@ func (pd *PD) RegMRAddr(addr uint64, length int, iova uint64, access Access) (_ 
 	var resp abi.IbUverbsRegMrResp
 	in, out := pd.ctx.prov.Udata(provider.VerbRegMR)
 	cmd := abi.Command{Num: abi.IB_USER_VERBS_CMD_REG_MR, In: abi.Bytes(&req), Out: abi.Bytes(&resp), DriverIn: in, DriverOut: out, Quick: pd.ctx.quickPin(length)}
-	err = pd.ctx.invoke("RegMR", &cmd)
-	for try := 1; try < odpTries && errors.Is(err, unix.EINTR); try++ {
-		err = pd.ctx.invoke("RegMR", &cmd)
-	}
-	if err != nil {
+	if err = retryEINTR(func() error { return pd.ctx.invoke("RegMR", &cmd) }); err != nil {
 		return nil, err
 	}
 	return &MR{pd: pd, c: pd.ctx, handle: resp.MrHandle, lkey: resp.Lkey, rkey: resp.Rkey, addr: addr, length: length, iova: iova, access: access}, nil

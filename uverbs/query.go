@@ -146,11 +146,10 @@ func (c *Context) capabilities() (*DeviceAttr, error) {
 	if a := c.caps.Load(); a != nil {
 		return a, nil
 	}
-	a, err := c.QueryDevice()
-	if err != nil {
+	if _, err := c.QueryDevice(); err != nil {
 		return nil, err
 	}
-	return &a, nil
+	return c.caps.Load(), nil // kept by that QueryDevice (keepCaps)
 }
 
 // Offsets of the extended response's fields (struct
