@@ -141,9 +141,13 @@ func TestRigPairMckey(t *testing.T) {
 			port := l.Addr().(*net.TCPAddr).Port
 			group := map[string]string{"receive": "239.77.11.1", "send": "239.77.12.1"}[c.role]
 			cmd := exec.Command(bash, script, c.role, strconv.Itoa(port), group)
+			// PAIR_MCKEY_RECV_WAIT 3: the script's deadline counts whole
+			// seconds of uptime, so 1 left the fake mckey between 0 and 1 s
+			// to see its delivered file, and a loaded make unit (-race,
+			// two cores) once saw a delivered try fail (session 52).
 			cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "PAIR_DEV=rxe1", "PAIR_NET=eth1",
 				"PAIR_IP=127.0.0.1", "PAIR_PEER=127.0.0.1", "PAIR_HW="+hw, "PAIR_IGMP="+igmp,
-				"PAIR_DEV_MCAST="+filepath.Join(dir, "dev_mcast"), "PAIR_MCKEY_RECV_WAIT=1", "PAIR_MCKEY_WAIT=20",
+				"PAIR_DEV_MCAST="+filepath.Join(dir, "dev_mcast"), "PAIR_MCKEY_RECV_WAIT=3", "PAIR_MCKEY_WAIT=20",
 				"FAKE_DIR="+dir, "FAKE_SENT="+c.sent)
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
