@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,23 +279,34 @@ func (f *File) Doorbell(p []byte) error {
 	if !f.acquire() {
 		return ErrClosed
 	}
-	var n int
-	var err error
 	if f.quick {
-		// A static call, as Ioctl's quick commands make: no interface
-		// dispatch on the fast path.
-		n, err = realKernel{}.Doorbell(f.fd, p)
-	} else {
-		n, err = f.k.Doorbell(f.fd, p)
+		// The syscall itself, inlined: no interface dispatch and no
+		// wrapper's call on the fast path.
+		n, e := doorbellWrite(f.fd, p)
+		runtime.KeepAlive(p)
+		f.release()
+		if e != 0 {
+			return e
+		}
+		if int(n) != len(p) {
+			return errShortDoorbell(int(n), len(p))
+		}
+		return nil
 	}
+	n, err := f.k.Doorbell(f.fd, p)
 	f.release()
 	if err != nil {
 		return err
 	}
 	if n != len(p) {
-		return fmt.Errorf("abi: short doorbell write: %d of %d bytes", n, len(p))
+		return errShortDoorbell(n, len(p))
 	}
 	return nil
+}
+
+// errShortDoorbell is a doorbell write the kernel took only part of.
+func errShortDoorbell(n, want int) error {
+	return fmt.Errorf("abi: short doorbell write: %d of %d bytes", n, want)
 }
 
 // Mmap maps length bytes of the command file at offset (rxe queues, mlx5

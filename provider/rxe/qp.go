@@ -502,7 +502,7 @@ func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
 		rq.mu.Unlock()
 		return false
 	}
-	fillRecvOne(q, prod, wr.ID, s)
+	fillRecvOne(q.recvWQE(prod), wr.ID, s)
 	prod = (prod + 1) & q.mask
 	rq.prod = prod
 	doorbell.Publish32(q.prod, prod) // release
@@ -510,10 +510,10 @@ func (rq *recvQueue) postOne(wr *provider.RecvWR) bool {
 	return true
 }
 
-// fillRecvOne is fillRecv of a receive with ID id and the one SGE s, or
-// none if s is nil.
-func fillRecvOne(q *queue, prod uint32, id uint64, s *provider.SGE) {
-	w := q.recvWQE(prod)
+// fillRecvOne is fillRecv, into WQE w, of a receive with ID id and the one
+// SGE s, or none if s is nil. Small enough to inline into postOne (a call
+// under TCG costs ~15 ns).
+func fillRecvOne(w *abi.RxeRecvWqe, id uint64, s *provider.SGE) {
 	var n, length uint32
 	if s != nil {
 		recvSGEs(w, 1)[0] = abi.RxeSge{Addr: s.Addr, Length: s.Length, Lkey: s.LKey}

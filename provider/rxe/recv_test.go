@@ -39,7 +39,7 @@ func TestRecvOneMatchesGeneric(t *testing.T) {
 		fillRecv(q, slot, &wr)
 		want := bytes.Clone(mem)
 		copy(mem, stale)
-		fillRecvOne(q, slot, wr.ID, one)
+		fillRecvOne(q.recvWQE(slot), wr.ID, one)
 		if !bytes.Equal(want, mem) {
 			t.Fatalf("%+v: fillRecvOne wrote\n% x\nfillRecv\n% x", wr, mem, want)
 		}

@@ -11,7 +11,10 @@
 # client) it runs `-S SIZE -C N1` and `-S SIZE -C N2` (default 2000 and
 # 12000: every transfer goes out and comes back, so a side's transfer is
 # one send and one receive) and prints the difference over N2-N1: user
-# instructions a transfer, set-up and exit cancelled. Then the TOP (default
+# instructions a transfer, set-up and exit cancelled; the third role (c:
+# rdma-core's rstream as the client, under callgrind, against its own
+# server) is the same count for librdmacm's rsocket with libibverbs, librxe
+# and libc, the figure to hold goverbs' against. Then the TOP (default
 # 25) functions of each N2 profile by their own instructions a transfer
 # (the N2 profile over N2: set-up included, ~5%), read on the host with
 # callgrind_annotate; the profiles come out of the guest on its console
@@ -47,15 +50,19 @@ for n in $n1 $n2; do
   cg /tmp/cg.rcv.\$n /rig/bin/grstream -b $addr -p \$p -S $size -C \$n >/dev/null 2>&1 & listening \$p
   timeout 900 /usr/bin/rstream -s $addr -p \$p -S $size -C \$n 2>&1 | grep '^custom' | sed "s/^/rcv \$n (rdma-core's client): /"
   wait
+  p=\$((p + 1))
+  timeout 900 /usr/bin/rstream -b $addr -p \$p -S $size -C \$n >/dev/null 2>&1 & listening \$p
+  cg /tmp/cg.c.\$n /usr/bin/rstream -s $addr -p \$p -S $size -C \$n 2>&1 | grep '^custom' | sed "s/^/c \$n (rdma-core's client, profiled): /"
+  wait
 done
 for f in /tmp/cg.*; do echo "BEGIN-FILE \$(basename \$f)"; gzip -c \$f | base64 -w 0; echo; echo END-FILE; done
 GUEST
 log=$work/guest.log
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work/bin" --timeout "${RIG_TIMEOUT:-2400}" -- 'sh /rig/bin/guest.sh' > "$log" 2>&1 ||
   { tail -40 "$log"; echo "rstreamcg: the guest failed (above)"; exit 1; }
-grep -E '^(snd|rcv) ' "$log" || true
+grep -E '^(snd|rcv|c) ' "$log" || true
 cg_files "$log" "$out"
-for r in snd rcv; do
+for r in snd rcv c; do
   a=$(awk '/^summary:/ {print $2}' "$out/cg.$r.$n1") b=$(awk '/^summary:/ {print $2}' "$out/cg.$r.$n2")
   echo "$r: $(( (b - a) / (n2 - n1) )) user instructions a transfer (-S $size)"
   cg_top "$out/cg.$r.$n2" "$n2" "${TOP:-25}"
