@@ -282,7 +282,9 @@ func (f *File) Doorbell(p []byte) error {
 	if f.quick {
 		// The syscall itself, inlined: no interface dispatch and no
 		// wrapper's call on the fast path.
+		t0 := doorbellStart()
 		n, e := doorbellWrite(f.fd, p)
+		doorbellEnd(t0)
 		runtime.KeepAlive(p)
 		f.release()
 		if e != 0 {

@@ -34,6 +34,11 @@
 #   MIX=1 test/perf/rtt.sh   # each round also runs the mixed pairs (the
 #     two speak one protocol): "c-srv/go" is crtt serving gortt's client,
 #     "go-srv/c" gortt serving crtt's; which side a gap follows
+#   DBTIME=1 test/perf/rtt.sh   # a "doorbell" line per client: the
+#     median and mean time of the write(2) each send's doorbell makes, from
+#     the clock read just before and just after it (gortt built with the
+#     tag goverbs_dbtime, crtt with test/perf/rtt/wtime.c preloaded): the
+#     kernel's part of a send, which on 6.1 holds rxe's whole exchange
 # Builds crtt with gcc against Debian's librdmacm-dev (installed if missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -45,14 +50,19 @@ export PATH=$PATH:/usr/local/go/bin
 command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 gcc -O2 -Wall -o "$work/crtt" "$top/test/perf/rtt/crtt.c" -lrdmacm
-( cd "$top" && CGO_ENABLED=0 go build -o "$work/gortt" ./test/perf/rtt/gortt )
+tags= pre=
+if [ "${DBTIME:-}" = 1 ]; then
+  tags=goverbs_dbtime pre=LD_PRELOAD=/rig/bin/wtime.so
+  gcc -O2 -Wall -shared -fPIC -o "$work/wtime.so" "$top/test/perf/rtt/wtime.c"
+fi
+( cd "$top" && CGO_ENABLED=0 go build -tags "$tags" -o "$work/gortt" ./test/perf/rtt/gortt )
 if [ -n "${BASEBIN:-}" ]; then
   cp "$BASEBIN" "$work/gortt-base"
 elif [ -n "${BASE:-}" ]; then
   rev=$(git -C "$top" rev-parse --verify "${BASE}^{commit}")
   src=$(mktemp -d); trap 'rm -rf "$work" "$src"' EXIT
   git -C "$top" archive "$rev" | tar -x -C "$src"
-  ( cd "$src" && CGO_ENABLED=0 go build -o "$work/gortt-base" ./test/perf/rtt/gortt )
+  ( cd "$src" && CGO_ENABLED=0 go build -tags "$tags" -o "$work/gortt-base" ./test/perf/rtt/gortt )
 fi
 addr=${ADDR:-10.0.2.15} n=${N:-5000} size=${SIZE:-64}
 cat > "$work/guest.sh" <<GUEST
@@ -60,14 +70,14 @@ p=7700
 export RTT_WARM_US=${WARM:-0}
 for r in \$(seq ${ROUNDS:-4}); do
   p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>/tmp/srv & sleep 1
-  /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait; cat /tmp/srv
+  env $pre /rig/bin/crtt $addr \$p $n $size || echo "crtt failed"; wait; cat /tmp/srv
   p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1
   env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size || echo "gortt failed"; wait; cat /tmp/srv
   if [ "${MIX:-}" = 1 ]; then
     p=\$((p + 1)); /rig/bin/crtt $addr \$p server >/dev/null 2>/tmp/srv & sleep 1
     env ${GENV:-} /rig/bin/gortt $addr:\$p $n $size | sed 's/^goverbs  /c-srv\/go/' || echo "gortt failed"; wait; sed 's/^rdma-core srv/c-srv\/go srv(c)/' /tmp/srv
     p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1
-    /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait; sed 's/^goverbs   srv/go-srv\/c srv(go)/' /tmp/srv
+    env $pre /rig/bin/crtt $addr \$p $n $size | sed 's/^rdma-core/go-srv\/c/' || echo "crtt failed"; wait; sed 's/^goverbs   srv/go-srv\/c srv(go)/' /tmp/srv
   fi
   [ -x /rig/bin/gortt-base ] || continue
   p=\$((p + 1)); env ${GENV:-} /rig/bin/gortt-base $addr:\$p server >/dev/null 2>/tmp/srv & sleep 1

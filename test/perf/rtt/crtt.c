@@ -6,7 +6,9 @@
 // can carry the mean.
 //   crtt ADDR PORT server     # serve
 //   crtt ADDR PORT [N [SIZE]] # client: N round trips (5000) of SIZE bytes (64)
+#define _GNU_SOURCE /* RTLD_DEFAULT */
 #include <rdma/rsocket.h>
+#include <dlfcn.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -116,6 +118,11 @@ int main(int argc, char **argv)
 	for (long long end = mono() + (w ? atoll(w) : 0) * 1000; mono() < end;)
 		;
 	long long *ts = malloc(n * sizeof *ts), *ws = malloc(n * sizeof *ws), sum = 0;
+	/* wtime.so's doorbell timer, when preloaded (rtt.sh DBTIME=1) */
+	void (*wreset)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "wtime_reset");
+	void (*wreport)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, "wtime_report");
+	if (wreset)
+		wreset();
 	struct rusage r0;
 	getrusage(RUSAGE_SELF, &r0);
 	long long t0 = mono();
@@ -131,6 +138,8 @@ int main(int argc, char **argv)
 		sum += ts[i];
 	}
 	long long wall = mono() - t0;
+	if (wreport)
+		wreport("rdma-core");
 	cpu(stdout, "rdma-core", &r0, n);
 	rclose(s);
 	/* gortt's split: each round trip's send and the rest (the wait and the receive) */

@@ -77,6 +77,7 @@ func main() {
 	ws := make([]int64, n) // each round trip's Write
 	var sum int64
 	warm(os.Getenv("RTT_WARM_US"))
+	dbtimeReset()
 	r0 := rusage()
 	t0 := mono()
 	for i := range ts {
@@ -94,6 +95,7 @@ func main() {
 		sum += ts[i]
 	}
 	wall := mono() - t0
+	dbtimeReport(os.Stdout, "goverbs  ")
 	cpu(os.Stdout, "goverbs  ", r0, n)
 	c.Close()
 	split("goverbs  ", ts, ws)
