@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/goverbs/goverbs/rsocket"
+	"github.com/goverbs/goverbs/test/perf/internal/dbtime"
 )
 
 // epoch is mono's zero.
@@ -77,7 +78,7 @@ func main() {
 	ws := make([]int64, n) // each round trip's Write
 	var sum int64
 	warm(os.Getenv("RTT_WARM_US"))
-	dbtimeReset()
+	dbtime.Reset()
 	r0 := rusage()
 	t0 := mono()
 	for i := range ts {
@@ -95,7 +96,7 @@ func main() {
 		sum += ts[i]
 	}
 	wall := mono() - t0
-	dbtimeReport(os.Stdout, "goverbs  ")
+	dbtime.Report(os.Stdout, "goverbs  ")
 	cpu(os.Stdout, "goverbs  ", r0, n)
 	c.Close()
 	split("goverbs  ", ts, ws)
