@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # xchg.sh: the smallest loop in which goverbs' kernel time can be set beside
-# rdma-core's: test/perf/xchg (Go) and its twin test/perf/xchg/xchg.c
+# rdma-core's: test/perf/xchg/goxchg (Go) and its twin test/perf/xchg/xchg.c
 # (libibverbs) in one boot of the measurement rig, each iteration an inline
 # 64-byte RDMA WRITE with immediate between two RC QPs of one context and its
 # two completions. On Linux 6.1 rxe runs the whole exchange inside the send's
@@ -30,7 +30,7 @@ gcc -O2 -Wall -shared -fPIC -o "$bin/wtime.so" "$top/test/perf/rtt/wtime.c"
 # count the build programs run, without the timer's clock reads.
 tags=goverbs_dbtime
 [ -n "${COUNT:-}" ] && tags=
-( cd "$top" && CGO_ENABLED=0 go build -tags "$tags" -o "$bin/xchg-go" ./test/perf/xchg )
+( cd "$top" && CGO_ENABLED=0 go build -tags "$tags" -o "$bin/xchg-go" ./test/perf/xchg/goxchg )
 echo "xchg: goverbs at $(cd "$top" && git describe --always --dirty), $dev, kernel ${KERNEL:-6.1}"
 case "${COUNT:-}" in
 "")

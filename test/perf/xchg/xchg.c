@@ -1,5 +1,5 @@
 /*
- * xchg.c: test/perf/xchg's loop over libibverbs (rdma-core's librxe): two
+ * xchg.c: test/perf/xchg/goxchg's loop over libibverbs (rdma-core's librxe): two
  * RC QPs of one context, each iteration a receive posted on the second, an
  * inline 64-byte RDMA WRITE with immediate from the first into the second's
  * buffer, both completions polled. With test/perf/rtt/wtime.c preloaded it

@@ -1,14 +1,14 @@
-// Command xchg is the smallest loop in which a Go process's kernel time
+// Command goxchg is the smallest loop in which a Go process's kernel time
 // can be set beside a C one's: two RC QPs of one context on one device,
 // each iteration a receive posted on the second, an inline 64-byte RDMA
 // WRITE with immediate from the first into the second's buffer, and both
 // completions polled. On Linux 6.1 rxe runs the whole exchange (requester,
 // responder, ACK, completer) inside the send's doorbell write(2), so the
-// doorbell is the kernel's part of an iteration. xchg.c is its twin over
-// libibverbs; test/perf/xchg.sh runs both in one boot (docs/COST.md,
+// doorbell is the kernel's part of an iteration. ../xchg.c is its twin
+// over libibverbs; test/perf/xchg.sh runs both in one boot (docs/COST.md,
 // session 53).
 //
-//	xchg DEVICE N ROUNDS   # N iterations a round, after 100 unmeasured
+//	goxchg DEVICE N ROUNDS   # N iterations a round, after 100 unmeasured
 //
 // Each round prints "goverbs   loop US us/iter", and, in a build with the
 // tag goverbs_dbtime, the doorbells' median and mean write(2) time.
@@ -26,17 +26,17 @@ import (
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: xchg DEVICE N ROUNDS")
+		fmt.Fprintln(os.Stderr, "usage: goxchg DEVICE N ROUNDS")
 		os.Exit(2)
 	}
 	n, err1 := strconv.Atoi(os.Args[2])
 	rounds, err2 := strconv.Atoi(os.Args[3])
 	if err1 != nil || err2 != nil || n < 1 || rounds < 1 {
-		fmt.Fprintln(os.Stderr, "xchg: N and ROUNDS are positive integers")
+		fmt.Fprintln(os.Stderr, "goxchg: N and ROUNDS are positive integers")
 		os.Exit(2)
 	}
 	if err := run(os.Args[1], n, rounds); err != nil {
-		fmt.Fprintln(os.Stderr, "xchg:", err)
+		fmt.Fprintln(os.Stderr, "goxchg:", err)
 		os.Exit(1)
 	}
 }
