@@ -15,37 +15,15 @@
  *   gcc -O2 -shared -fPIC -fvisibility=hidden -o flushes.so test/perf/insns/flushes.c
  *   RIG_ACCEL=tcg test/rig/run.sh --kernel 6.1 --qemu -plugin --qemu $PWD/flushes.so \
  *     --qemu -d --qemu plugin -- 'CMD'
- * The API declarations are QEMU 7.2's (plugin API version 1), written out
- * as in plugin.c: Debian ships no header for them.
+ * QEMU's plugin API: qemu_plugin.h.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-typedef uint64_t qemu_plugin_id_t;
-typedef struct qemu_info_t qemu_info_t; /* not read */
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
-typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
-const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
-uint64_t qemu_plugin_insn_vaddr(const struct qemu_plugin_insn *insn);
-void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
-					    enum qemu_plugin_cb_flags flags, void *userdata);
-void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
-void qemu_plugin_outs(const char *string);
+#include "qemu_plugin.h"
 
-#define EXPORT __attribute__((visibility("default")))
-EXPORT int qemu_plugin_version = 1;
-
-#define MAX_VCPUS 64
 enum { WRPKRU, XRSTOR_KERNEL, XRSTOR_USER, MOV_CR3, MOV_CR4, INVLPG, PAUSE_KERNEL, PAUSE_USER, RDTSC_KERNEL, RDTSC_USER,
        SYSCALL, NKINDS };
 static const char *const names[NKINDS] = {"wrpkru", "xrstor_kernel", "xrstor_user", "mov_cr3", "mov_cr4", "invlpg",

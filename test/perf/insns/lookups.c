@@ -23,40 +23,14 @@
  *   gcc -O2 -shared -fPIC -fvisibility=hidden -o lookups.so test/perf/insns/lookups.c
  *   RIG_ACCEL=tcg test/rig/run.sh --kernel 6.1 --qemu -plugin --qemu $PWD/lookups.so \
  *     --qemu -d --qemu plugin -- 'CMD with icmark between runs'
- * The API declarations are QEMU 7.2's (plugin API version 1), written out
- * as in plugin.c: Debian ships no header for them.
+ * QEMU's plugin API and the buckets: qemu_plugin.h.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-typedef uint64_t qemu_plugin_id_t;
-typedef struct qemu_info_t qemu_info_t; /* not read */
-struct qemu_plugin_tb;
-struct qemu_plugin_insn;
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
-					  enum qemu_plugin_cb_flags flags, void *userdata);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
-struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
-const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
-size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn);
-void qemu_plugin_outs(const char *string);
-
-#define EXPORT __attribute__((visibility("default")))
-EXPORT int qemu_plugin_version = 1;
-
-#define MARK_BASE 0x13370000ULL /* mark.c's link address */
-#define MARK_END (MARK_BASE + 0x10000ULL)
-#define MAX_VCPUS 64
-
-enum { KERNEL, GO, EXE, LIB, OTHER, NBUCKETS };
-static const char *const names[NBUCKETS] = {"kernel", "go", "exe", "lib", "other"};
+#include "qemu_plugin.h"
 
 /* Per vCPU, written only by that vCPU's thread: the lookups by the
  * entered block's bucket, and the last block's page and ending. */
@@ -67,19 +41,6 @@ static struct {
 	char pad[64 - (NBUCKETS * 8 + 16) % 64];
 } vc[MAX_VCPUS];
 static uint64_t seq;
-
-static int bucket(uint64_t va)
-{
-	if (va >= 0xffff800000000000ULL)
-		return KERNEL;
-	if (va >= 0x400000ULL && va < 0x10000000ULL)
-		return GO;
-	if (va >= 0x500000000000ULL && va < 0x600000000000ULL)
-		return EXE;
-	if (va >= 0x7f0000000000ULL && va < 0x800000000000ULL)
-		return LIB;
-	return OTHER;
-}
 
 /* indirect reports whether an instruction leaves its block without a
  * chainable jump: RET (C3, C2, CB, CA), IRET (CF), SYSCALL (0F 05), SYSRET
@@ -135,7 +96,7 @@ static void exec_mark(unsigned int vcpu, void *udata)
 	uint64_t sq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
 	len = snprintf(line, sizeof(line), "INSNS %" PRIu64, sq);
 	for (int b = 0; b < NBUCKETS; b++)
-		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, names[b], t[b]);
+		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, bucket_name(b), t[b]);
 	snprintf(line + len, sizeof(line) - len, "\n");
 	qemu_plugin_outs(line);
 	vc[vcpu % MAX_VCPUS].last_indirect = 1; /* the marker's blocks count for nothing */

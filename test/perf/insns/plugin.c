@@ -25,9 +25,7 @@
  *   SAMPLES <seq> idle=N kernel=N go=N exe=N lib=N other=N
  *   SAMPLE <seq> <address> <count>      (the 400 most frequent block starts)
  *
- * The declarations below are QEMU's plugin API, version 1 (QEMU 7.2, the
- * rig host's; include/qemu/qemu-plugin.h), written out here because Debian
- * ships no development package with that header.
+ * QEMU's plugin API and the buckets: qemu_plugin.h.
  */
 #include <inttypes.h>
 #include <stdbool.h>
@@ -38,32 +36,7 @@
 #include <pthread.h>
 #include <time.h>
 
-typedef uint64_t qemu_plugin_id_t;
-typedef struct qemu_info_t qemu_info_t; /* not read */
-struct qemu_plugin_tb;
-typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
-typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
-typedef void (*qemu_plugin_vcpu_simple_cb_t)(qemu_plugin_id_t id, unsigned int vcpu_index);
-void qemu_plugin_register_vcpu_idle_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_simple_cb_t cb);
-void qemu_plugin_register_vcpu_resume_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_simple_cb_t cb);
-enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS };
-
-void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
-void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
-					  enum qemu_plugin_cb_flags flags, void *userdata);
-size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
-uint64_t qemu_plugin_tb_vaddr(const struct qemu_plugin_tb *tb);
-void qemu_plugin_outs(const char *string);
-
-#define EXPORT __attribute__((visibility("default")))
-EXPORT int qemu_plugin_version = 1;
-
-#define MARK_BASE 0x13370000ULL /* mark.c's link address */
-#define MARK_END (MARK_BASE + 0x10000ULL)
-#define MAX_VCPUS 64
-
-enum { KERNEL, GO, EXE, LIB, OTHER, NBUCKETS };
-static const char *const names[NBUCKETS] = {"kernel", "go", "exe", "lib", "other"};
+#include "qemu_plugin.h"
 
 /* counts[v][b]: instructions vCPU v ran in bucket b; each vCPU writes only
  * its own row. Padded to a cache line per vCPU. */
@@ -163,7 +136,7 @@ static void report_samples(uint64_t sq)
 	}
 	len = snprintf(line, sizeof(line), "SAMPLES %" PRIu64 " idle=%" PRIu64, sq, t[NBUCKETS]);
 	for (int b = 0; b < NBUCKETS; b++)
-		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, names[b], t[b]);
+		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, bucket_name(b), t[b]);
 	snprintf(line + len, sizeof(line) - len, "\n");
 	qemu_plugin_outs(line);
 	qsort(all, n, sizeof(all[0]), by_count);
@@ -171,19 +144,6 @@ static void report_samples(uint64_t sq)
 		snprintf(line, sizeof(line), "SAMPLE %" PRIu64 " 0x%" PRIx64 " %" PRIu64 "\n", sq, all[i].va, all[i].n);
 		qemu_plugin_outs(line);
 	}
-}
-
-static int bucket(uint64_t va)
-{
-	if (va >= 0xffff800000000000ULL)
-		return KERNEL;
-	if (va >= 0x400000ULL && va < 0x10000000ULL)
-		return GO;
-	if (va >= 0x500000000000ULL && va < 0x600000000000ULL)
-		return EXE;
-	if (va >= 0x7f0000000000ULL && va < 0x800000000000ULL)
-		return LIB;
-	return OTHER;
 }
 
 /* A TB's userdata packs its bucket (bits 0-2), its instruction count
@@ -223,10 +183,10 @@ static void exec_mark(unsigned int vcpu, void *udata)
 	uint64_t sq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
 	len = snprintf(line, sizeof(line), "INSNS %" PRIu64, sq);
 	for (int b = 0; b < NBUCKETS; b++)
-		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, names[b], t[b]);
+		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, bucket_name(b), t[b]);
 	if (only_vcpu >= 0) /* the chosen vCPU's own counts: vkernel=, vgo=, ... */
 		for (int b = 0; b < NBUCKETS; b++)
-			len += snprintf(line + len, sizeof(line) - len, " v%s=%" PRIu64, names[b],
+			len += snprintf(line + len, sizeof(line) - len, " v%s=%" PRIu64, bucket_name(b),
 					__atomic_load_n(&counts[only_vcpu].n[b], __ATOMIC_RELAXED));
 	snprintf(line + len, sizeof(line) - len, "\n");
 	qemu_plugin_outs(line);
