@@ -94,9 +94,7 @@ static void exec_mark(unsigned int vcpu, void *udata)
 		for (int b = 0; b < NBUCKETS; b++)
 			t[b] += __atomic_load_n(&vc[v].n[b], __ATOMIC_RELAXED);
 	uint64_t sq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
-	len = snprintf(line, sizeof(line), "INSNS %" PRIu64, sq);
-	for (int b = 0; b < NBUCKETS; b++)
-		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, bucket_name(b), t[b]);
+	len = format_totals(line, sizeof(line), sq, t);
 	snprintf(line + len, sizeof(line) - len, "\n");
 	qemu_plugin_outs(line);
 	vc[vcpu % MAX_VCPUS].last_indirect = 1; /* the marker's blocks count for nothing */

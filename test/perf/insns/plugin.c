@@ -181,9 +181,7 @@ static void exec_mark(unsigned int vcpu, void *udata)
 		for (int b = 0; b < NBUCKETS; b++)
 			t[b] += __atomic_load_n(&counts[v].n[b], __ATOMIC_RELAXED);
 	uint64_t sq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
-	len = snprintf(line, sizeof(line), "INSNS %" PRIu64, sq);
-	for (int b = 0; b < NBUCKETS; b++)
-		len += snprintf(line + len, sizeof(line) - len, " %s=%" PRIu64, bucket_name(b), t[b]);
+	len = format_totals(line, sizeof(line), sq, t);
 	if (only_vcpu >= 0) /* the chosen vCPU's own counts: vkernel=, vgo=, ... */
 		for (int b = 0; b < NBUCKETS; b++)
 			len += snprintf(line + len, sizeof(line) - len, " v%s=%" PRIu64, bucket_name(b),

@@ -8,8 +8,10 @@
 #ifndef GOVERBS_QEMU_PLUGIN_H
 #define GOVERBS_QEMU_PLUGIN_H
 
+#include <inttypes.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 typedef uint64_t qemu_plugin_id_t;
 typedef struct qemu_info_t qemu_info_t; /* not read */
@@ -69,6 +71,17 @@ static inline const char *bucket_name(int b)
 {
 	static const char *const names[NBUCKETS] = {"kernel", "go", "exe", "lib", "other"};
 	return names[b];
+}
+
+/* format_totals writes a mark's line, "INSNS <seq> kernel=N go=N ...",
+ * without its newline, from t (summed over vCPUs) into line, and returns
+ * its length: what table.awk and samples.awk read. */
+static inline int format_totals(char *line, size_t size, uint64_t sq, const uint64_t t[NBUCKETS])
+{
+	int len = snprintf(line, size, "INSNS %" PRIu64, sq);
+	for (int b = 0; b < NBUCKETS; b++)
+		len += snprintf(line + len, size - len, " %s=%" PRIu64, bucket_name(b), t[b]);
+	return len;
 }
 
 #endif
