@@ -14,6 +14,9 @@
 #   COUNT=lookups test/perf/xchg.sh   # blocks entered by a lookup an iteration
 #                                     # (test/perf/insns/lookups.c)
 #   KERNEL=newest DEV=rxe0 test/perf/xchg.sh
+#   GOENVS='GODEBUG=disablethp=1;GOGC=off' test/perf/xchg.sh
+#                                     # also goverbs under each environment
+#                                     # (';' between variants), labelled v1..
 # TCG only for COUNT. Needs gcc and libibverbs-dev (installed if missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,16 +37,25 @@ tags=goverbs_dbtime
 echo "xchg: goverbs at $(cd "$top" && git describe --always --dirty), $dev, kernel ${KERNEL:-6.1}"
 case "${COUNT:-}" in
 "")
-  cat > "$bin/guest.sh" <<GUEST
-for r in \$(seq ${ROUNDS:-6}); do
-  LD_PRELOAD=/rig/bin/wtime.so /rig/bin/xchg-c $dev $n 1 || echo "xchg-c failed"
-  /rig/bin/xchg-go $dev $n 1 || echo "xchg-go failed"
-done
-GUEST
+  # Each GOENVS variant runs goverbs once more a round, under env(1), its
+  # lines relabelled v1, v2, ... so that they sit beside the plain runs.
+  variants=() sides=(rdma-core goverbs)
+  IFS=';' read -r -a variants <<< "${GOENVS:-}"
+  {
+    echo "for r in \$(seq ${ROUNDS:-6}); do"
+    echo "  LD_PRELOAD=/rig/bin/wtime.so /rig/bin/xchg-c $dev $n 1 || echo 'xchg-c failed'"
+    echo "  /rig/bin/xchg-go $dev $n 1 || echo 'xchg-go failed'"
+    for i in "${!variants[@]}"; do
+      echo "  env ${variants[$i]} /rig/bin/xchg-go $dev $n 1 | sed 's/^goverbs /v$((i + 1)) /' || echo 'xchg-go v$((i + 1)) failed'"
+      sides+=("v$((i + 1))")
+    done
+    echo "done"
+  } > "$bin/guest.sh"
   "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" --timeout "${RIG_TIMEOUT:-1200}" -- 'sh /rig/bin/guest.sh' > "$log" 2>&1 ||
     { tail -30 "$log"; echo "xchg.sh: the guest failed" >&2; exit 1; }
-  tr -d '\r' < "$log" | grep -a -E '^(rdma-core|goverbs) +(loop|doorbell)|failed' || true
-  for side in rdma-core goverbs; do
+  tr -d '\r' < "$log" | grep -a -E '^(rdma-core|goverbs|v[0-9]+) +(loop|doorbell)|failed' || true
+  for i in "${!variants[@]}"; do echo "v$((i + 1)): goverbs under ${variants[$i]}"; done
+  for side in "${sides[@]}"; do
     loop=$(tr -d '\r' < "$log" | awk -v s="$side" '$1 == s && $2 == "loop" {print $3}' | median)
     db=$(tr -d '\r' < "$log" | awk -v s="$side" '$1 == s && $2 == "doorbell" {print $6}' | median)
     printf '%-9s median of %s runs: %s us an iteration, doorbell p50 %s us\n' "$side" "${ROUNDS:-6}" "$loop" "$db"
