@@ -14,9 +14,10 @@
 #   COUNT=lookups test/perf/xchg.sh   # blocks entered by a lookup an iteration
 #                                     # (test/perf/insns/lookups.c)
 #   KERNEL=newest DEV=rxe0 test/perf/xchg.sh
-#   GOENVS='GODEBUG=disablethp=1;GOGC=off' test/perf/xchg.sh
+#   GVENVS='GODEBUG=disablethp=1;GOGC=off' test/perf/xchg.sh
 #                                     # also goverbs under each environment
-#                                     # (';' between variants), labelled v1..
+#                                     # (';' between variants, as mix.sh's
+#                                     # GVENVS), labelled v1..
 # TCG only for COUNT. Needs gcc and libibverbs-dev (installed if missing).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,16 +38,17 @@ tags=goverbs_dbtime
 echo "xchg: goverbs at $(cd "$top" && git describe --always --dirty), $dev, kernel ${KERNEL:-6.1}"
 case "${COUNT:-}" in
 "")
-  # Each GOENVS variant runs goverbs once more a round, under env(1), its
+  # Each GVENVS variant runs goverbs once more a round, under env(1), its
   # lines relabelled v1, v2, ... so that they sit beside the plain runs.
   variants=() sides=(rdma-core goverbs)
-  IFS=';' read -r -a variants <<< "${GOENVS:-}"
+  IFS=';' read -r -a variants <<< "${GVENVS:-}"
   {
     echo "for r in \$(seq ${ROUNDS:-6}); do"
     echo "  LD_PRELOAD=/rig/bin/wtime.so /rig/bin/xchg-c $dev $n 1 || echo 'xchg-c failed'"
     echo "  /rig/bin/xchg-go $dev $n 1 || echo 'xchg-go failed'"
     for i in "${!variants[@]}"; do
-      echo "  env ${variants[$i]} /rig/bin/xchg-go $dev $n 1 | sed 's/^goverbs /v$((i + 1)) /' || echo 'xchg-go v$((i + 1)) failed'"
+      # The failure is echoed inside the pipe: sh has no pipefail.
+      echo "  { env ${variants[$i]} /rig/bin/xchg-go $dev $n 1 || echo 'xchg-go v$((i + 1)) failed'; } | sed 's/^goverbs /v$((i + 1)) /'"
       sides+=("v$((i + 1))")
     done
     echo "done"
