@@ -26,11 +26,13 @@
 // transactions per second. Not supported (each refused with a message): -R
 // with UD, -b (bidirectional), -C/-H/-U, multicast, dual port, SRQ.
 //
-// Differences from perftest: time is read from the monotonic clock
-// (nanoseconds) rather than the TSC, so -F only silences nothing; RDMA
-// bandwidth tests post every message to the same remote address (perftest
-// walks a page-sized cycle buffer); the peak bandwidth uses the same
-// windows as perftest.
+// Differences from perftest: time stamps are the TSC's ticks (amd64;
+// elsewhere the monotonic clock) converted to nanoseconds by the monotonic
+// clock over the run, not by the CPU's nominal frequency, so -F has no
+// warning to silence; a -D run's phases change at fixed time stamps
+// rather than on alarm signals; RDMA bandwidth tests post every message to
+// the same remote address (perftest walks a page-sized cycle buffer); the
+// peak bandwidth uses the same windows as perftest.
 //
 // GOVERBS_CPUPROFILE=file writes a CPU profile of the run into file
 // (runtime/pprof; test/perf/pgo.sh takes the compared commands' profiles

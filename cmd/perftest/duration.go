@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -20,67 +19,68 @@ const (
 // clock runs a -D test: margin seconds of warm-up, duration-2*margin of
 // sampling and margin of cool-down, each side by its own clock as in
 // perftest (the two sides start within one handshake of each other, and
-// every wait gives up once the run has ended). The loops read the phase
-// on every turn: one atomic load.
+// every wait gives up once the run has ended). The phases follow from the
+// session's stamps (see session.now): startClock fixes the stamps at which
+// sampling starts, sampling stops and the run ends, and every look at the
+// phase reads the stamp counter, which costs no syscall.
+//
+// perftest steps its phases from SIGALRM, which arrives on time. A Go
+// timer would not: this program runs on one P (main.go), whose timers
+// fire only when the spinning loop is preempted (10 ms or more late each)
+// and never while it is inside a raw syscall (the doorbell). On 5.10 a
+// send_bw client whose phases ran late posted on after perftest's server
+// had ended and stopped reposting receives; rxe there retries an RNR NAK
+// without waiting its timer, in the doorbell's write(), so that write
+// never returned and the guest reported a soft lockup.
 type clock struct {
-	phase       atomic.Int32
-	start, stop atomic.Int64 // session.now() when sampling began and ended
+	start, stop, end int64 // stamps: sampling starts, sampling stops, the run ends
 }
 
 // durationUnit is what -D and -f count: seconds (tests shorten it).
 var durationUnit = time.Second
 
-// startClock starts the phases of a -D run.
+// startClock starts the phases of a -D run now.
 func (s *session) startClock() *clock {
-	k := &clock{}
-	margin := time.Duration(s.c.margin) * durationUnit
-	sample := time.Duration(s.c.duration)*durationUnit - 2*margin
-	var step func()
-	step = func() {
-		switch phase(k.phase.Load()) {
-		case warmingUp:
-			k.start.Store(s.now())
-			k.phase.Store(int32(sampling))
-			time.AfterFunc(sample, step)
-		case sampling:
-			k.stop.Store(s.now())
-			k.phase.Store(int32(coolingDown))
-			if margin <= 0 {
-				k.phase.Store(int32(ended))
-				return
-			}
-			time.AfterFunc(margin, step)
-		case coolingDown:
-			k.phase.Store(int32(ended))
-		}
-	}
-	if margin <= 0 {
-		step()
-	} else {
-		time.AfterFunc(margin, step)
-	}
-	return k
+	perUnit := float64(durationUnit) / s.nsPerTick() // stamps a unit
+	margin := int64(float64(s.c.margin) * perUnit)
+	total := int64(float64(s.c.duration) * perUnit)
+	t := s.now()
+	return &clock{start: t + margin, stop: t + total - margin, end: t + total}
 }
 
-func (k *clock) now() phase { return phase(k.phase.Load()) }
+// at is the phase at stamp t.
+func (k *clock) at(t int64) phase {
+	switch {
+	case t >= k.end:
+		return ended
+	case t >= k.stop:
+		return coolingDown
+	case t >= k.start:
+		return sampling
+	}
+	return warmingUp
+}
+
+// phase is where the -D run is now.
+func (s *session) phase() phase { return s.clock.at(s.now()) }
 
 // window is the sampling time in the session's stamps (see now).
-func (k *clock) window() int64 { return k.stop.Load() - k.start.Load() }
+func (k *clock) window() int64 { return k.stop - k.start }
 
 // more reports whether a loop whose counter stands at n goes on: until
 // -n iterations, or with -D until the run ends.
 func (s *session) more(n int) bool {
 	if s.clock != nil {
-		return s.clock.now() != ended
+		return s.phase() != ended
 	}
 	return n < s.c.iters
 }
 
 // over reports whether a -D run has ended.
-func (s *session) over() bool { return s.clock != nil && s.clock.now() == ended }
+func (s *session) over() bool { return s.clock != nil && s.phase() == ended }
 
 // counting reports whether a completion now counts in a -D run's figures.
-func (s *session) counting() bool { return s.clock != nil && s.clock.now() == sampling }
+func (s *session) counting() bool { return s.clock != nil && s.phase() == sampling }
 
 // printLatDuration is print_report_lat_duration: the sampling window over
 // the iterations counted in it (halved for round trips), and transactions
@@ -99,7 +99,7 @@ func (s *session) printLatDuration(size, rtt, count int) {
 // counted over the sampling window (no peak).
 func (s *session) durationFigures(size, count int) bwReport {
 	s.stamps(1)
-	s.posted[0], s.completed[0] = s.clock.start.Load(), s.clock.stop.Load()
+	s.posted[0], s.completed[0] = s.clock.start, s.clock.stop
 	if count == 0 {
 		return bwReport{size: uint64(size)}
 	}

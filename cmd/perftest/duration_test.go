@@ -13,15 +13,14 @@ func TestClockPhases(t *testing.T) {
 	defer func(u time.Duration) { durationUnit = u }(durationUnit)
 	durationUnit = 20 * time.Millisecond
 	s := &session{base: time.Now(), c: config{duration: 5, margin: 1}}
-	k := s.startClock()
-	s.clock = k
-	if got := k.now(); got != warmingUp {
+	s.clock = s.startClock()
+	if got := s.phase(); got != warmingUp {
 		t.Fatalf("phase right after the start: %d; want warming up", got)
 	}
 	last := warmingUp
 	deadline := time.Now().Add(10 * time.Second)
 	for last != ended {
-		p := k.now()
+		p := s.phase()
 		if p < last {
 			t.Fatalf("phase went back from %d to %d", last, p)
 		}
@@ -31,7 +30,7 @@ func TestClockPhases(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if w := time.Duration(k.window()); w < 3*durationUnit {
+	if w := time.Duration(s.clock.window()); w < 3*durationUnit {
 		t.Errorf("sampling window %v; want at least (5-2*1) units = %v", w, 3*durationUnit)
 	}
 	if !s.over() || s.counting() || !(s.more(0) == false) {
@@ -41,7 +40,29 @@ func TestClockPhases(t *testing.T) {
 	s = &session{base: time.Now(), c: config{duration: 3, margin: 0}}
 	s.clock = s.startClock()
 	if !s.counting() {
-		t.Errorf("margin 0: phase %d right after the start; want sampling", s.clock.now())
+		t.Errorf("margin 0: phase %d right after the start; want sampling", s.phase())
+	}
+}
+
+// TestClockStamps: the phases change at the stamps startClock fixed, to
+// the stamp, whatever the scheduler does: each look reads the counter (a
+// timer would step them only when this program's one P reschedules).
+func TestClockStamps(t *testing.T) {
+	k := (&session{base: time.Now(), c: config{duration: 7, margin: 2}}).startClock()
+	unit := int64(durationUnit) // tests' stamps are nanoseconds
+	if k.stop-k.start != 3*unit || k.end-k.stop != 2*unit || k.window() != 3*unit {
+		t.Fatalf("stamps %+v: want sampling 3 units (7-2*2) then a 2-unit cool-down", *k)
+	}
+	for _, c := range []struct {
+		at   int64
+		want phase
+	}{
+		{k.start - 2*unit, warmingUp}, {k.start - 1, warmingUp}, {k.start, sampling},
+		{k.stop - 1, sampling}, {k.stop, coolingDown}, {k.end - 1, coolingDown}, {k.end, ended}, {k.end + unit, ended},
+	} {
+		if got := k.at(c.at); got != c.want {
+			t.Errorf("phase at start%+d: %d, want %d", c.at-k.start, got, c.want)
+		}
 	}
 }
 
@@ -50,8 +71,7 @@ func TestClockPhases(t *testing.T) {
 func TestDurationReport(t *testing.T) {
 	var out strings.Builder
 	s := &session{out: &out, clock: &clock{}, c: config{duration: 5, noPeak: true}}
-	s.clock.start.Store(1_000_000)
-	s.clock.stop.Store(3_000_000) // 2 ms
+	s.clock.start, s.clock.stop = 1_000_000, 3_000_000 // 2 ms
 	s.printLatDuration(64, 2, 100)
 	// 2000 us / 2 / 100 = 10 us; 100 / 0.002 s = 50000 tps.
 	want := " 64            100            10.00          50000.00\n"

@@ -14,11 +14,15 @@ import (
 	"github.com/goverbs/goverbs/internal/getopt"
 )
 
-func main() {
+func main() { os.Exit(program(os.Args)) }
+
+// program is the whole program (the rig tests run it too, as it ships):
+// one P, stdout buffered as C's stdio, an optional CPU profile.
+func program(args []string) int {
 	oneP()
-	os.Exit(cpuprofile.Run(func() int {
-		return cstdio.Run(func(out io.Writer) int { return run(os.Args, out, os.Stderr) })
-	}))
+	return cpuprofile.Run(func() int {
+		return cstdio.Run(func(out io.Writer) int { return run(args, out, os.Stderr) })
+	})
 }
 
 // oneP runs the program on one P (GOMAXPROCS 1) unless the environment
@@ -29,8 +33,9 @@ func main() {
 // take CPU from the spinners: on a loaded host send_lat's t_typical went
 // from 91 µs (GOMAXPROCS 1) to 3-4 ms (2), with 1.2 futex and 1.2
 // epoll_pwait calls and 1.7 voluntary context switches per iteration
-// (test/perf/counts.sh). The -D timers still fire: the runtime preempts a
-// spinning goroutine within 10 ms.
+// (test/perf/counts.sh). Nothing may wait on a Go timer while a loop spins:
+// on one P it fires only when the runtime preempts the loop, and never
+// while the loop sits in a raw syscall (duration.go's clock).
 func oneP() {
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
