@@ -105,7 +105,8 @@ var interopSizes = []struct{ size, count int }{
 
 // interop runs one case: the server, then the client, retried (at most 50
 // times, 200 ms apart) while it cannot reach a server that is not listening
-// yet; both bounded by caseTimeout together.
+// yet, and with a new server after siw's connect race (siwConnectRace);
+// all bounded by caseTimeout together.
 func interop(t *testing.T, srvBin, cliBin string, srvArgs, cliArgs []string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
