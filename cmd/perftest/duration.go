@@ -61,8 +61,8 @@ func (k *clock) at(t int64) phase {
 	return warmingUp
 }
 
-// phase is where the -D run is now.
-func (s *session) phase() phase { return s.clock.at(s.now()) }
+// phaseNow is where the -D run is now.
+func (s *session) phaseNow() phase { return s.clock.at(s.now()) }
 
 // window is the sampling time in the session's stamps (see now).
 func (k *clock) window() int64 { return k.stop - k.start }
@@ -71,16 +71,16 @@ func (k *clock) window() int64 { return k.stop - k.start }
 // -n iterations, or with -D until the run ends.
 func (s *session) more(n int) bool {
 	if s.clock != nil {
-		return s.phase() != ended
+		return s.phaseNow() != ended
 	}
 	return n < s.c.iters
 }
 
 // over reports whether a -D run has ended.
-func (s *session) over() bool { return s.clock != nil && s.phase() == ended }
+func (s *session) over() bool { return s.clock != nil && s.phaseNow() == ended }
 
 // counting reports whether a completion now counts in a -D run's figures.
-func (s *session) counting() bool { return s.clock != nil && s.phase() == sampling }
+func (s *session) counting() bool { return s.clock != nil && s.phaseNow() == sampling }
 
 // printLatDuration is print_report_lat_duration: the sampling window over
 // the iterations counted in it (halved for round trips), and transactions

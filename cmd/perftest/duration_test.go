@@ -14,13 +14,13 @@ func TestClockPhases(t *testing.T) {
 	durationUnit = 20 * time.Millisecond
 	s := &session{base: time.Now(), c: config{duration: 5, margin: 1}}
 	s.clock = s.startClock()
-	if got := s.phase(); got != warmingUp {
+	if got := s.phaseNow(); got != warmingUp {
 		t.Fatalf("phase right after the start: %d; want warming up", got)
 	}
 	last := warmingUp
 	deadline := time.Now().Add(10 * time.Second)
 	for last != ended {
-		p := s.phase()
+		p := s.phaseNow()
 		if p < last {
 			t.Fatalf("phase went back from %d to %d", last, p)
 		}
@@ -40,7 +40,7 @@ func TestClockPhases(t *testing.T) {
 	s = &session{base: time.Now(), c: config{duration: 3, margin: 0}}
 	s.clock = s.startClock()
 	if !s.counting() {
-		t.Errorf("margin 0: phase %d right after the start; want sampling", s.phase())
+		t.Errorf("margin 0: phase %d right after the start; want sampling", s.phaseNow())
 	}
 }
 

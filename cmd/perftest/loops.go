@@ -513,7 +513,7 @@ func (s *session) bwServer(size int) (bwReport, error) {
 	if s.credit != nil {
 		scredit, swc = make([]int, nqp), make([]uverbs.WorkCompletion, c.txDepth)
 	}
-	first := !dur
+	first := true
 	count := 0
 	for rcnt := 0; rcnt < total || dur && !s.over(); {
 		n, err := s.poll(s.recvCQ, wc)
@@ -524,11 +524,12 @@ func (s *session) bwServer(size int) (bwReport, error) {
 			break
 		}
 		if n > 0 && first {
-			s.posted[0] = s.now()
 			first = false
-		}
-		if n > 0 && dur && s.clock == nil {
-			s.clock = s.startClock()
+			if dur {
+				s.clock = s.startClock()
+			} else {
+				s.posted[0] = s.now()
+			}
 		}
 		for k := range wc[:n] {
 			if wc[k].Status != uverbs.WCSuccess {
