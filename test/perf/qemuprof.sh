@@ -24,11 +24,14 @@
 # kernel's work for QEMU (its threads' sleeps and wake-ups). The data stay
 # in OUT (default test/perf/out/qemuprof, git-ignored): perf.data and
 # lines.txt, for `perf script -i ... | qemuprof report -by ...` again.
-# Knobs: KERNEL (6.1), DEV (rxe0), HZ (perf's sampling rate, 2000), OUT.
+# Knobs: KERNEL (6.1), DEV (rxe0), HZ (perf's sampling rate, 2000), OUT, RIG_APPEND
+# (the guest's kernel command line, test/perf/lib.sh's default).
 # TCG only (the profile is of QEMU's translator); amd64 guests.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
+# shellcheck source=lib.sh
+. "$top/test/perf/lib.sh" # the measurement rigs' kernel command line (RIG_APPEND)
 RIG_CACHE=${RIG_CACHE:-$top/.cache/rig}
 what=${1:-}
 case $what in xchg | slow) ;; guest) [ -f "${2:-}" ] || { echo "qemuprof.sh guest FILE: no file ${2:-}" >&2; exit 2; } ;;
