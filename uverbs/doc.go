@@ -54,7 +54,13 @@
 // ordinary syscall came after the program's last long wait, or if the
 // program never waited long enough for the monitor to see it idle; on a
 // machine whose every CPU runs a spinner each nap takes one of them
-// (docs/COST.md, sessions 34 and 47-49).
+// (docs/COST.md, sessions 34 and 47-49). The move to another thread is
+// dear under emulation: in the rig (QEMU's TCG) each virtual CPU refills
+// its own translation caches, and a two-QP loop ran 8% behind
+// libibverbs' unpinned, 2% behind with its process pinned to one CPU
+// (docs/COST.md, session 56). A spinner that calls runtime.LockOSThread
+// and sets its thread's CPU affinity (unix.SchedSetaffinity) stays where
+// it is.
 //
 // Every object has Close, which is idempotent. Slow-path verbs cost one
 // syscall each; the fast path (PostSend, PostRecv, PollCQ) is delegated to the
