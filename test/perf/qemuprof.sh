@@ -43,6 +43,7 @@ need() { # command package
 }
 need perf linux-perf
 need gcc gcc
+need curl curl
 need qemu-system-x86_64 qemu-system-x86
 
 # qemu_dbg: the path of a QEMU built with symbols from the source of the
