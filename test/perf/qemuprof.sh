@@ -13,7 +13,8 @@
 #   PIN=1 test/perf/qemuprof.sh xchg      # each program under taskset -c 1
 #   VERB=ah test/perf/qemuprof.sh slow    # slowloop beside slowloop.c (test/perf/slowloop.sh's
 #                                         # verbs), N1 (500) and N2 (2500) calls: per call
-#   test/perf/qemuprof.sh guest FILE      # your guest script; it prints the marks itself:
+#   test/perf/qemuprof.sh guest FILE [PROGRAM...]   # your guest script (and the programs it runs,
+#        in /rig/bin); it prints the marks itself:
 #        echo QMARK start LABEL ROUND UNITS; ...; echo QMARK end LABEL ROUND
 # The report (BY=sym, dso or thread; TOP rows) gives each side's wall time
 # and the emulator's host CPU time (all its threads) per unit of work, then
@@ -111,7 +112,7 @@ for r in \$(seq ${ROUNDS:-3}); do
 done
 GUEST
   ;;
-guest) cp "$2" "$bin/guest.sh" ;;
+guest) cp "$2" "$bin/guest.sh"; shift 2; [ $# -eq 0 ] || cp "$@" "$bin/" ;;
 esac
 
 # The rig starts qemu-system-x86_64 from PATH: this one is the debug
