@@ -36,7 +36,7 @@ export PATH=$PATH:/usr/local/go/bin
 RIG_CACHE=${RIG_CACHE:-$top/.cache/rig}
 what=${1:-}
 case $what in xchg | slow) ;; guest) [ -f "${2:-}" ] || { echo "qemuprof.sh guest FILE: no file ${2:-}" >&2; exit 2; } ;;
-*) echo "usage: qemuprof.sh xchg | slow | guest FILE" >&2; exit 2 ;; esac
+*) echo "usage: qemuprof.sh xchg | slow | guest FILE [PROGRAM...]" >&2; exit 2 ;; esac
 
 need() { # command package
   command -v "$1" > /dev/null || apt-get install -y -q "$2" > /dev/null ||
