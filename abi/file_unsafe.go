@@ -13,6 +13,7 @@ type realKernel struct{}
 func (realKernel) Ioctl(fd int, req uint, arg []byte) error {
 	_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), uintptr(req), uintptr(unsafe.Pointer(&arg[0])))
 	runtime.KeepAlive(arg)
+	PassScheduler()
 	if e != 0 {
 		return e
 	}
@@ -44,6 +45,7 @@ func (realKernel) Write(fd int, p []byte) (int, error) {
 	// the race-detector and EINTR wrappers; the uverbs file never returns EINTR.
 	n, _, e := unix.Syscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	runtime.KeepAlive(p)
+	PassScheduler()
 	if e != 0 {
 		return int(n), e
 	}

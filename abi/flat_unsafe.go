@@ -77,6 +77,9 @@ func (f *File) FlatIoctl(object, method uint16, quick bool, inline []FlatAttr, o
 	e := f.flatSyscall(quick, unsafe.Pointer(&w))
 	runtime.KeepAlive(out)
 	f.release()
+	if !quick {
+		PassScheduler()
+	}
 	switch {
 	case e == unix.ENOTTY || e == unix.EPROTONOSUPPORT:
 		return false, nil
@@ -171,6 +174,9 @@ func (f *File) FlatMethod(object, method uint16, quick bool, inline []FlatAttr, 
 	e := f.flatSyscall(quick, unsafe.Pointer(&w))
 	runtime.KeepAlive(bufs)
 	f.release()
+	if !quick {
+		PassScheduler()
+	}
 	switch {
 	case e == unix.ENOTTY || e == unix.EPROTONOSUPPORT:
 		return false, 0, nil
@@ -256,6 +262,9 @@ func (f *File) flatInvoke(c *Command) (done bool, err error) {
 	e := f.flatSyscall(c.Quick, unsafe.Pointer(&w))
 	runtime.KeepAlive(c)
 	f.release()
+	if !c.Quick {
+		PassScheduler()
+	}
 	switch {
 	case e == unix.ENOTTY || e == unix.EPROTONOSUPPORT:
 		return false, nil

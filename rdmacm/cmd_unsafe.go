@@ -53,6 +53,7 @@ func rawWrite(fd uintptr, p []byte, keep []byte, quick bool) (int, error) {
 		n, _, e = unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
 	} else {
 		n, _, e = unix.Syscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		abi.PassScheduler()
 	}
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(keep)
