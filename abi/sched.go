@@ -31,7 +31,7 @@ import (
 // syscalls (Ioctl.Quick) never enter this: the monitor sees a running
 // goroutine and preempts it with a signal at its next return to Go code.
 func PassScheduler() {
-	now := nanotime()
+	now := Nanotime()
 	last := lastPass.Load()
 	if now-last < passEvery || !lastPass.CompareAndSwap(last, now) {
 		return
@@ -45,6 +45,6 @@ func PassScheduler() {
 const passEvery = 8e6 // ns
 
 // lastPass is when PassScheduler last passed through the scheduler
-// (nanotime), for the whole process: with several goroutines commanding
+// (Nanotime), for the whole process: with several goroutines commanding
 // at once, one of them passes each time.
 var lastPass atomic.Int64

@@ -13,9 +13,9 @@ func TestPassSchedulerRate(t *testing.T) {
 	}
 	PassScheduler()
 	if got := lastPass.Load(); got != first {
-		t.Errorf("a call %v after the last pass passed again (lastPass %d -> %d)", nanotime()-first, first, got)
+		t.Errorf("a call %v after the last pass passed again (lastPass %d -> %d)", Nanotime()-first, first, got)
 	}
-	stale := nanotime() - passEvery - 1
+	stale := Nanotime() - passEvery - 1
 	lastPass.Store(stale)
 	PassScheduler()
 	if got := lastPass.Load(); got == stale {
