@@ -24,7 +24,9 @@
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
 # prints, per device, `ibvcost -load <goverbs runs> -compare <rdma-core runs>`:
 # every row goverbs beside rdma-core, the ratio of the medians, each side's
-# syscalls per call. Exit status: the guest's (non-zero if a tool failed).
+# syscalls per call; then one RESULT line a row with its paired ratio
+# (`test/perf/boots.sh 3 test/cost/compare.sh` sets N boots' side by side).
+# Exit status: the guest's (non-zero if a tool failed).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 kernel=${KERNEL:-6.1}
@@ -62,6 +64,14 @@ tr -d '\r' < "$log" > "$out/console.log"
 awk -v dir="$out" '/^=====BEGIN /{f=dir "/" $2 ".json"; printf "" > f; next}
   /^=====END /{close(f); f=""; next} f!=""{print >> f}' "$out/console.log"
 
+# results TABLE DEVICE PEER: a RESULT line for each measured row of an
+# ibvcost -compare table, its paired ratio, for test/perf/boots.sh (which
+# sets the boots' ratios of each row side by side).
+results() {
+  awk -v dev="$2" -v peer="$3" 'NF >= 6 && $6 ~ /^[0-9.]+$/ && $1 ~ /^[a-z]/ {
+    printf "RESULT cost %s %-24s: paired ratio goverbs/%s %s (medians %s, %s)\n", dev, $1, peer, $6, $2, $3 }' "$1"
+}
+
 shopt -s nullglob
 first=1
 for d in $devs; do
@@ -71,6 +81,7 @@ for d in $devs; do
     echo "compare.sh: no reports for $d (see $out/console.log)" >&2; rc=1; continue
   fi
   "$work/bin/ibvcost" -load "$gos" -compare "$rcs" -svg "$out/cost-$d.svg" | tee "$out/table-$d.txt"
+  results "$out/table-$d.txt" "$d" rdma-core
   if [ $first = 1 ] && [ -n "${SVG:-}" ]; then cp "$out/cost-$d.svg" "$SVG"; fi
   first=0
   echo
@@ -82,6 +93,7 @@ for d in $devs; do
   bases=$(IFS=,; echo "${b[*]}")
   echo "compare.sh: this tree (new) beside $BASE ($rev, base), same boot:"
   "$work/bin/ibvcost" -load "$gos" -compare "$bases" -labels new,base -svg "$out/ab-$d.svg" | tee "$out/table-$d-base.txt"
+  results "$out/table-$d-base.txt" "$d" base
   echo
 done
 echo "compare.sh: goverbs at $(git -C "$top" describe --always --dirty 2>/dev/null || echo '?')${BASE:+ (base $BASE)}, kernel $kernel, kernel command line '$RIG_APPEND'; reports, tables and charts in $out" >&2

@@ -43,6 +43,22 @@ perftest_tools() {
   cp "$1/test/perf/lib.sh" "$2/lib.sh"
 }
 
+# xchg_pair TOP BIN [TAGS]: the two-QP loop's twins from the checkout TOP,
+# test/perf/xchg/xchg.c (libibverbs) into BIN/xchg-c and goverbs'
+# test/perf/xchg/goxchg (built with the build tags TAGS) into BIN/xchg-go.
+xchg_pair() {
+  gcc -O2 -Wall -o "$2/xchg-c" "$1/test/perf/xchg/xchg.c" -libverbs
+  ( cd "$1" && CGO_ENABLED=0 go build -tags "${3:-}" -o "$2/xchg-go" ./test/perf/xchg/goxchg )
+}
+
+# slowloop_pair TOP BIN: one slow-path verb in a loop, as twins from the
+# checkout TOP: test/perf/insns/slowloop.c (libibverbs, librdmacm) into
+# BIN/slowloop-c and goverbs' test/perf/slowloop into BIN/slowloop.
+slowloop_pair() {
+  gcc -O2 -Wall -o "$2/slowloop-c" "$1/test/perf/insns/slowloop.c" -libverbs -lrdmacm
+  ( cd "$1" && CGO_ENABLED=0 go build -o "$2/slowloop" ./test/perf/slowloop )
+}
+
 # perftest_base TOP BIN REV: goverbs' cmd/perftest as it was at the git
 # revision REV of TOP, built into BIN/perftest-base and linked with a gb_
 # prefix (gb_ib_send_bw, ...): a before/after pair in one boot.

@@ -88,8 +88,7 @@ dev=${DEV:-rxe0}
 case $what in
 xchg)
   [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev > /dev/null
-  gcc -O2 -Wall -o "$bin/xchg-c" "$top/test/perf/xchg/xchg.c" -libverbs
-  ( cd "$top" && CGO_ENABLED=0 go build -o "$bin/xchg-go" ./test/perf/xchg/goxchg )
+  xchg_pair "$top" "$bin"
   n=${N:-60000}
   cat > "$bin/guest.sh" << GUEST
 for r in \$(seq ${ROUNDS:-4}); do
@@ -101,8 +100,7 @@ GUEST
 slow)
   [ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] ||
     apt-get install -y -q libibverbs-dev librdmacm-dev > /dev/null
-  gcc -O2 -Wall -o "$bin/slowloop-c" "$top/test/perf/insns/slowloop.c" -libverbs -lrdmacm
-  ( cd "$top" && CGO_ENABLED=0 go build -o "$bin/slowloop" ./test/perf/slowloop )
+  slowloop_pair "$top" "$bin"
   cat > "$bin/guest.sh" << GUEST
 for r in \$(seq ${ROUNDS:-3}); do
   for n in ${N1:-500} ${N2:-2500}; do

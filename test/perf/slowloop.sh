@@ -47,15 +47,16 @@ if [ "${1:-}" = --guest ]; then
 fi
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=lib.sh
+. "$top/test/perf/lib.sh" # slowloop_pair; the measurement rigs' kernel command line
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 command -v gcc >/dev/null || { echo "slowloop.sh: needs gcc (apt-get install gcc)" >&2; exit 1; }
 [ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] ||
   apt-get install -y -q libibverbs-dev librdmacm-dev >/dev/null
 gcc -O2 -shared -fPIC -pthread -fvisibility=hidden -Wall -Wextra -o "$bin/insns.so" "$top/test/perf/insns/plugin.c"
 gcc -O2 -static -nostdlib -Wl,-Ttext-segment=0x13370000 -o "$bin/icmark" "$top/test/perf/insns/mark.c"
-gcc -O2 -Wall -o "$bin/slowloop-c" "$top/test/perf/insns/slowloop.c" -libverbs -lrdmacm
 cp "$0" "$bin/slowloop.sh"
-( cd "$top" && CGO_ENABLED=0 go build -o "$bin/slowloop" ./test/perf/slowloop )
+slowloop_pair "$top" "$bin"
 echo "slowloop: goverbs at $(cd "$top" && git describe --always --dirty)"
 env=()
 for v in VERBS N1 N2 DEV ADDR SAMPLE GOMAXPROCS GODEBUG; do [ -n "${!v:-}" ] && env+=("$v='${!v}'"); done

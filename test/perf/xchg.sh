@@ -28,13 +28,12 @@ command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
 bin=$(mktemp -d); log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 dev=${DEV:-rxe0} n=${N:-5000}
-gcc -O2 -Wall -o "$bin/xchg-c" "$top/test/perf/xchg/xchg.c" -libverbs
 gcc -O2 -Wall -shared -fPIC -o "$bin/wtime.so" "$top/test/perf/rtt/wtime.c"
 # Timed runs time the doorbell too (the tag goverbs_dbtime); counted runs
 # count the build programs run, without the timer's clock reads.
 tags=goverbs_dbtime
 [ -n "${COUNT:-}" ] && tags=
-( cd "$top" && CGO_ENABLED=0 go build -tags "$tags" -o "$bin/xchg-go" ./test/perf/xchg/goxchg )
+xchg_pair "$top" "$bin" "$tags"
 echo "xchg: goverbs at $(cd "$top" && git describe --always --dirty), $dev, kernel ${KERNEL:-6.1}"
 case "${COUNT:-}" in
 "")
