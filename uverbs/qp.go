@@ -376,10 +376,7 @@ func (qp *QP) modifyQP(attr *QPAttr, mask QPAttrMask, resolved bool) (err error)
 		attr.toModify(&req, qp.handle, mask)
 		cmd = abi.Command{Num: abi.IB_USER_VERBS_CMD_MODIFY_QP, In: abi.Bytes(&req), DriverIn: in, DriverOut: out}
 	}
-	// An address vector makes the kernel resolve the destination's MAC on
-	// RoCE (it may wait for ARP): an ordinary syscall then, unless the
-	// caller knows the destination resolved (ModifyResolved).
-	cmd.Quick = c.cpuOnly && (mask&QPAttrAV == 0 || resolved)
+	cmd.Quick = modifyIsQuick(c.cpuOnly, c.dev.Transport, mask, resolved)
 	err = c.invoke("ModifyQP", &cmd)
 	if withECE {
 		eq.ModifyDone(err == nil)
@@ -391,6 +388,20 @@ func (qp *QP) modifyQP(attr *QPAttr, mask QPAttrMask, resolved bool) (err error)
 	qp.modify.Unlock()
 	qp.done()
 	return err
+}
+
+// modifyIsQuick reports whether a MODIFY_QP with mask may be a raw syscall
+// (abi.Command.Quick) on a device whose commands are CPU work (cpuOnly:
+// rxe, siw). An address vector makes the kernel resolve the destination's
+// MAC on RoCE, where it may wait for ARP: an ordinary syscall then, unless
+// the caller knows the destination resolved (ModifyResolved). An iWARP
+// device's AV is not RoCE's: the kernel resolves nothing for it
+// (_ib_modify_qp resolves an RDMA_AH_ATTR_TYPE_ROCE AV only, and
+// rdma_ah_find_type gives an iWARP port none), so siw's RTR stays quick
+// (its ibvcost row was 1.18-1.19 of libsiw's in three boots as an ordinary
+// syscall, against 1.10 for the other transitions: docs/COST.md, session 57).
+func modifyIsQuick(cpuOnly bool, tr Transport, mask QPAttrMask, resolved bool) bool {
+	return cpuOnly && (mask&QPAttrAV == 0 || resolved || tr == TransportIWARP)
 }
 
 // Query reads the attributes named by mask, and the QP's creation
