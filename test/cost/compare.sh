@@ -66,10 +66,13 @@ awk -v dir="$out" '/^=====BEGIN /{f=dir "/" $2 ".json"; printf "" > f; next}
 
 # results TABLE DEVICE PEER: a RESULT line for each measured row of an
 # ibvcost -compare table, its paired ratio, for test/perf/boots.sh (which
-# sets the boots' ratios of each row side by side).
+# sets the boots' ratios of each row side by side). The rows beside BASE
+# are "cost-base" rows, so that boots.sh keeps them apart.
 results() {
-  awk -v dev="$2" -v peer="$3" 'NF >= 6 && $6 ~ /^[0-9.]+$/ && $1 ~ /^[a-z]/ {
-    printf "RESULT cost %s %-24s: paired ratio goverbs/%s %s (medians %s, %s)\n", dev, $1, peer, $6, $2, $3 }' "$1"
+  local kind=cost
+  [ "$3" = base ] && kind=cost-base
+  awk -v kind="$kind" -v dev="$2" -v peer="$3" 'NF >= 6 && $6 ~ /^[0-9.]+$/ && $1 ~ /^[a-z]/ {
+    printf "RESULT %s %s %-24s: paired ratio goverbs/%s %s (medians %s, %s)\n", kind, dev, $1, peer, $6, $2, $3 }' "$1"
 }
 
 shopt -s nullglob
