@@ -12,13 +12,21 @@
 //
 // Each round prints "goverbs   loop US us/iter", and, in a build with the
 // tag goverbs_dbtime, the doorbells' median and mean write(2) time.
+//
+// GOXCHG_LOCK=1 in the environment locks the loop's goroutine to its
+// thread (runtime.LockOSThread); GOXCHG_PIN=CPU also sets that thread's
+// affinity to CPU: uverbs' doc names both as the way to keep a spinner on
+// one CPU, and xchg.sh's GVENVS measures them.
 package main
 
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/goverbs/goverbs/test/perf/internal/dbtime"
 	"github.com/goverbs/goverbs/uverbs"
@@ -35,10 +43,34 @@ func main() {
 		fmt.Fprintln(os.Stderr, "goxchg: N and ROUNDS are positive integers")
 		os.Exit(2)
 	}
+	if err := place(); err != nil {
+		fmt.Fprintln(os.Stderr, "goxchg:", err)
+		os.Exit(1)
+	}
 	if err := run(os.Args[1], n, rounds); err != nil {
 		fmt.Fprintln(os.Stderr, "goxchg:", err)
 		os.Exit(1)
 	}
+}
+
+// place locks the main goroutine to its thread and pins the thread as
+// GOXCHG_LOCK and GOXCHG_PIN ask.
+func place() error {
+	pin := os.Getenv("GOXCHG_PIN")
+	if os.Getenv("GOXCHG_LOCK") == "" && pin == "" {
+		return nil
+	}
+	runtime.LockOSThread()
+	if pin == "" {
+		return nil
+	}
+	cpu, err := strconv.Atoi(pin)
+	if err != nil || cpu < 0 {
+		return fmt.Errorf("GOXCHG_PIN=%q: want a CPU number", pin)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set) // 0: this thread
 }
 
 func run(name string, n, rounds int) error {
