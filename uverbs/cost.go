@@ -165,7 +165,7 @@ type span struct {
 	rec  *Recorder
 	file *abi.File
 	verb string
-	t0   int64 // nanotime
+	t0   int64 // abi.Nanotime
 	sys  uint64
 	maps uint64
 }
@@ -190,7 +190,7 @@ func (c *Context) beginRecorded(verb string) span {
 	if rec == nil { // detached since begin looked
 		return span{}
 	}
-	return span{rec: rec, file: c.file, verb: verb, t0: nanotime(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
+	return span{rec: rec, file: c.file, verb: verb, t0: abi.Nanotime(), sys: c.file.Syscalls(), maps: c.file.Mappings()}
 }
 
 // end records the call; err is the verb's result.
@@ -198,7 +198,7 @@ func (s span) end(err error) {
 	if s.rec == nil {
 		return
 	}
-	d := time.Duration(nanotime() - s.t0)
+	d := time.Duration(abi.Nanotime() - s.t0)
 	sys, maps := s.file.Syscalls()-s.sys, s.file.Mappings()-s.maps
 	s.rec.mu.Lock()
 	v := s.rec.entry(s.verb)

@@ -405,10 +405,10 @@ func (cq *CQ) Wait(ctx context.Context, wc []WorkCompletion) (int, error) {
 	if !s.grows() {
 		return cq.park(ctx, wc, &holding, &woken)
 	}
-	start := nanotime()
+	start := abi.Nanotime()
 	n, err = cq.park(ctx, wc, &holding, &woken)
 	if n > 0 {
-		s.observe(s.spent(polls) + nanotime() - start)
+		s.observe(s.spent(polls) + abi.Nanotime() - start)
 	}
 	return n, err
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/goverbs/goverbs/abi"
 	"golang.org/x/sys/unix"
 )
 
@@ -304,7 +305,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 	var start, mark, least, yields int64
 	var intervals int
 	if timed {
-		start = nanotime()
+		start = abi.Nanotime()
 		mark = start
 	}
 	done := ctx.Done()
@@ -326,9 +327,9 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			}
 		}
 		if chunks == next {
-			t := nanotime()
+			t := abi.Nanotime()
 			enterKernel()
-			d := nanotime() - t
+			d := abi.Nanotime() - t
 			s.yielded(d)
 			yields += d
 			next = chunks + s.every
@@ -346,7 +347,7 @@ func (cq *CQ) spin(ctx context.Context, wc []WorkCompletion) (n int, ended bool,
 			if chunks%spinTimedChunks != 0 {
 				continue
 			}
-			now := nanotime()
+			now := abi.Nanotime()
 			if d := now - mark - yields; least == 0 || d < least {
 				least = d
 			}
