@@ -15,16 +15,22 @@
 #   THREADS=1 test/perf/mix.sh   # also the client's threads' CPU time
 #   TRACE=1 PIN=1 test/perf/mix.sh  # also who ran on CPU 0 (sched_switch)
 #   GVENVS="GODEBUG=disablethp=1;GOGC=off" test/perf/mix.sh  # settings A/B
+#   PAIRENVS="GODEBUG=asyncpreemptoff=1" test/perf/mix.sh  # the same, both Go sides
 #   BASE=HEAD~1 test/perf/mix.sh  # also perftest's server with goverbs at BASE
 #   CANARY=1 test/perf/mix.sh    # also how fast the vCPUs ran just before
 # Knobs: TEST (a perftest test name), ARGS, ROUNDS (default 9), PIN, PLACE,
-# COUNTERS, CPUSTAT, THREADS, TRACE, CANARY, GVENVS, BASE, GAP (seconds idle
+# COUNTERS, CPUSTAT, THREADS, TRACE, CANARY, GVENVS, PAIRENVS, BASE, GAP (seconds idle
 # before each pair, default 2), KERNEL, RIG_APPEND (default "tsc=reliable
 # nopku", see lib.sh).
 # GVENVS="A;B;..." pairs perftest's server with goverbs' client as it is
 # and with each environment setting in turn (A, B, ...: "NAME=VALUE ..."),
 # round after round, perftest/perftest first: an A/B of the client's
-# runtime settings inside one boot. BASE=REV (a git revision) adds a
+# runtime settings inside one boot. PAIRENVS="A;B;..." does the same for
+# goverbs' server and client together: perftest/perftest, goverbs/goverbs
+# as it is, and goverbs/goverbs with both sides under each setting (after
+# GVENVS' pairings if both are set): two Go processes can behave otherwise
+# than one beside perftest (docs/COST.md, session 58), and one boot of each
+# setting apart is not an A/B. BASE=REV (a git revision) adds a
 # pairing of perftest's server with goverbs' client built at REV
 # (before/after in one boot), beside either set of pairings.
 # COUNTERS=1 prints after each figure "[name=delta ...]": every counter of
@@ -234,6 +240,20 @@ if [ "${1:-}" = --guest ]; then
       names+=("perftest/goverbs[${envs[k]}]") progs+=("ib_$test $w/gv_ib_$test")
     done
   fi
+  if [ -n "${PAIRENVS:-}" ]; then
+    # goverbs' server and client as they are and both under each setting
+    if [ -z "${GVENVS:-}" ]; then
+      names=("perftest/perftest") progs=("ib_$test ib_$test")
+    fi
+    names+=("goverbs/goverbs") progs+=("gv_ib_$test gv_ib_$test")
+    IFS=';' read -r -a penvs <<<"$PAIRENVS"
+    for k in "${!penvs[@]}"; do
+      w=/tmp/mix.penv$k; mkdir -p $w
+      printf '#!/bin/sh\nexec env %s %s "$@"\n' "${penvs[k]}" "$(command -v "gv_ib_$test")" > "$w/gv_ib_$test"
+      chmod +x "$w/gv_ib_$test"
+      names+=("goverbs/goverbs[${penvs[k]}]") progs+=("$w/gv_ib_$test $w/gv_ib_$test")
+    done
+  fi
   if [ -n "${BASE:-}" ]; then
     names+=("perftest/goverbs@$BASE") progs+=("ib_$test gb_ib_$test")
   fi
@@ -259,7 +279,7 @@ cp "$0" "$bin/mix.sh"
 perftest_tools "$top" "$bin"
 echo "mix: goverbs at $(cd "$top" && git describe --always --dirty), kernel command line '$RIG_APPEND'"
 [ -z "${BASE:-}" ] || { perftest_base "$top" "$bin" "$BASE"; echo "mix: goverbs@$BASE is goverbs at $(cd "$top" && git describe --always "$BASE")"; }
-env=$(guest_env TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GAP GVENVS BASE GOMAXPROCS GODEBUG)
+env=$(guest_env TEST ARGS ROUNDS PIN PLACE COUNTERS CPUSTAT THREADS TRACE CANARY GAP GVENVS PAIRENVS BASE GOMAXPROCS GODEBUG)
 log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 rc=0
 RIG_TIMEOUT=${RIG_TIMEOUT:-3600} "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$bin" -- \
