@@ -227,6 +227,14 @@ if [ "${1:-}" = --guest ]; then
     echo "$shared/$n s=$sc c=$cc"
   }
   echo "mix: kernel $(uname -r), $(nproc) CPUs, $test $args${PIN:+, pinned}; server/client"
+  # wrapped ENV DIR: writes DIR/gv_ib_$test, goverbs' program run under the
+  # environment setting ENV, and prints its path.
+  wrapped() {
+    mkdir -p "$2"
+    printf '#!/bin/sh\nexec env %s %s "$@"\n' "$1" "$(command -v "gv_ib_$test")" > "$2/gv_ib_$test"
+    chmod +x "$2/gv_ib_$test"
+    echo "$2/gv_ib_$test"
+  }
   names=("goverbs/goverbs" "perftest/perftest" "goverbs/perftest" "perftest/goverbs")
   progs=("gv_ib_$test gv_ib_$test" "ib_$test ib_$test" "gv_ib_$test ib_$test" "ib_$test gv_ib_$test")
   if [ -n "${GVENVS:-}" ]; then
@@ -234,10 +242,8 @@ if [ "${1:-}" = --guest ]; then
     names=("perftest/perftest" "perftest/goverbs") progs=("ib_$test ib_$test" "ib_$test gv_ib_$test")
     IFS=';' read -r -a envs <<<"$GVENVS"
     for k in "${!envs[@]}"; do
-      w=/tmp/mix.env$k; mkdir -p $w
-      printf '#!/bin/sh\nexec env %s %s "$@"\n' "${envs[k]}" "$(command -v "gv_ib_$test")" > "$w/gv_ib_$test"
-      chmod +x "$w/gv_ib_$test"
-      names+=("perftest/goverbs[${envs[k]}]") progs+=("ib_$test $w/gv_ib_$test")
+      g=$(wrapped "${envs[k]}" /tmp/mix.env$k)
+      names+=("perftest/goverbs[${envs[k]}]") progs+=("ib_$test $g")
     done
   fi
   if [ -n "${PAIRENVS:-}" ]; then
@@ -248,10 +254,8 @@ if [ "${1:-}" = --guest ]; then
     names+=("goverbs/goverbs") progs+=("gv_ib_$test gv_ib_$test")
     IFS=';' read -r -a penvs <<<"$PAIRENVS"
     for k in "${!penvs[@]}"; do
-      w=/tmp/mix.penv$k; mkdir -p $w
-      printf '#!/bin/sh\nexec env %s %s "$@"\n' "${penvs[k]}" "$(command -v "gv_ib_$test")" > "$w/gv_ib_$test"
-      chmod +x "$w/gv_ib_$test"
-      names+=("goverbs/goverbs[${penvs[k]}]") progs+=("$w/gv_ib_$test $w/gv_ib_$test")
+      g=$(wrapped "${penvs[k]}" /tmp/mix.penv$k)
+      names+=("goverbs/goverbs[${penvs[k]}]") progs+=("$g $g")
     done
   fi
   if [ -n "${BASE:-}" ]; then
