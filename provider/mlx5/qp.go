@@ -395,8 +395,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	q.sqMu.Lock()
 	sq := &q.sq
 	if q.closed.Load() || q.ctx.lost.Load() || !sendable(provider.QPState(q.state.Load())) {
-		defer q.sqMu.Unlock()
-		return q.postList(wrs)
+		return q.postListLocked(wrs)
 	}
 	head := sq.head
 	if isPlain(&sq.shape, wr) && head-sq.tail.Load() < sq.cnt {
@@ -412,8 +411,7 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	p := &sq.plans[0]
 	if !provider.SendOK(&sq.shape.caps, wr) || planSend(&sq.shape, wr, p) != nil ||
 		p.bbs > sq.cnt-(head-sq.tail.Load()) {
-		defer q.sqMu.Unlock()
-		return q.postList(wrs)
+		return q.postListLocked(wrs)
 	}
 	sq.write(head, q.qpn, wr, p)
 	sq.head = head + p.bbs
@@ -423,14 +421,21 @@ func (q *qp) PostSend(wrs []provider.SendWR) (int, error) {
 	return 1, nil
 }
 
+// postListLocked is postList for PostSend's one WR that is not posted in
+// line, q.sqMu held; it unlocks. Out of line, so that PostSend itself has
+// no defer to set up on every call.
+func (q *qp) postListLocked(wrs []provider.SendWR) (int, error) {
+	defer q.sqMu.Unlock()
+	return q.postList(wrs)
+}
+
 // postMany is PostSend of a list other than one WR.
 func (q *qp) postMany(wrs []provider.SendWR) (int, error) {
 	if len(wrs) == 0 {
 		return 0, nil
 	}
 	q.sqMu.Lock()
-	defer q.sqMu.Unlock()
-	return q.postList(wrs)
+	return q.postListLocked(wrs)
 }
 
 // sendable reports whether a QP in state st takes sends: not before RTS.
