@@ -16,7 +16,8 @@
 # at 64 B under TCG) or round trip (usec/xfer) over rdma-core rstream's,
 # its blocking mode's and TCP's (throughput: above 1 is goverbs faster;
 # latency: below 1 is goverbs faster). A pair that failed counts in no
-# median.
+# median. Last, a RESULT line a size and mode with goverbs' ratio to the
+# spinning rstream, which test/perf/boots.sh collects over boots.
 # GENV='VAR=value ...' adds a fifth pair, goverbs0: goverbs' rstream with
 # that environment (e.g. GOVERBS_WAIT_SPIN_MAX=-1ns: the spin cap stays
 # 1 ms), and its columns at the table's end. GSPIN=D is
@@ -138,5 +139,10 @@ END {
       printf " %10.2f", g0 / med[1]
     }
     printf "\n"
+    if (med[2] != "") res = res sprintf("RESULT %s rsocket %s %s B: median goverbs %s, rstream %s (%s); ratio goverbs/rstream %.3f\n", \
+      mode, (mode == "lat") ? "round trip" : "stream", s, med[1], med[2], (mode == "lat") ? "usec/xfer" : "MB/s", med[1] / med[2])
   }
+  # One line a row for test/perf/boots.sh (a "bw" row is a rate: above 1 is
+  # goverbs faster; a "lat" row a time: below 1).
+  printf "\n%s", res
 }' "$all"
