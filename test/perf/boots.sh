@@ -7,6 +7,7 @@
 #   test/perf/boots.sh 3 test/perf/compare.sh bw
 #   BOOTS_ENV='BW_SIZES=64 PLISTS=1' test/perf/boots.sh 4 test/perf/compare.sh bw
 #   test/perf/boots.sh 3 test/compare-pingpong.sh 64:10000
+#   BOOTS_ENV="KERNEL=newest" test/perf/boots.sh 3 test/perf/figures.sh   # rsocket
 # Every RESULT line the script prints with a "ratio goverbs/..." figure is a
 # row; the row is the line's text up to its first ':'. For each row: the
 # ratio in each boot, their median, and in how many boots goverbs was on the
