@@ -14,11 +14,9 @@ export PATH=$PATH:/usr/local/go/bin
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-# The guest's architecture: KERNEL=6.12-arm64 boots an arm64 guest.
-goarch=amd64
-case ${KERNEL:-6.1} in *-arm64) goarch=arm64 ;; esac
-( cd "$top" && CGO_ENABLED=0 GOARCH=$goarch go build -o "$work/grstream" ./cmd/rstream )
 cp "$top/cmd/rstream/figures.sh" "$work/figures.sh"
 env=$(guest_env ROUNDS SIZES PAIRS GENV GSPIN PAIR_TIMEOUT)
-"$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-3600}" -- \
-  "$env sh /rig/bin/figures.sh ${ADDR:-10.0.2.15}"
+# run.sh --go builds cmd/rstream for the guest's architecture (6.12-arm64
+# too) as /rig/bin/rstream; the guest script runs it as grstream.
+"$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --go ./cmd/rstream --timeout "${RIG_TIMEOUT:-3600}" -- \
+  "ln -sf rstream /rig/bin/grstream && $env sh /rig/bin/figures.sh ${ADDR:-10.0.2.15}"
