@@ -2,7 +2,8 @@
 # compare.sh: goverbs' cmd/ibvcost beside rdma-core (test/cost/verbs_cost.c,
 # the same workload through libibverbs) in one boot of the rig.
 #   test/cost/compare.sh [device...]          (default: rxe0 siw0)
-# Environment: KERNEL (6.1, or 6.12), RUNS (runs of each tool per device,
+# Environment: KERNEL (6.1 by default; any series of the rig's, 6.12-arm64
+# too: both tools are built for the guest's architecture), RUNS (runs of each tool per device,
 # alternating which goes first; default 3), N (timed calls a row; 100),
 # BIG_N (for MRs of 16 MiB and more; 5), MR_MAX (largest MR in bytes; 256 MiB,
 # which fits the rig's 1 GiB guest), OUT (where the reports, tables and
@@ -20,7 +21,8 @@
 # (seconds idle before each run, default 2: the last run's leftover kernel
 # work settles).
 # Builds verbs_cost with gcc against Debian's libibverbs-dev and librdmacm-dev
-# (installed if missing) and ibvcost as a static Go binary, boots the kernel once, runs
+# (installed if missing; for arm64 Debian's cross compiler and arm64
+# rdma-core, lib.sh's guest_gcc) and ibvcost as a static Go binary, boots the kernel once, runs
 # test/cost/guest.sh there, cuts the JSON reports out of the console and
 # prints, per device, `ibvcost -load <goverbs runs> -compare <rdma-core runs>`:
 # every row goverbs beside rdma-core, the ratio of the medians, each side's
@@ -38,19 +40,19 @@ export PATH=$PATH:/usr/local/go/bin
 # shellcheck source=../perf/lib.sh
 . "$top/test/perf/lib.sh"
 
-[ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
-[ -f /usr/include/rdma/rdma_cma.h ] || apt-get install -y -q librdmacm-dev >/dev/null
-command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/bin" "$out"
+mkdir -p "$work/bin" "$work/host" "$out"
 rm -f "$out"/*.json "$out"/*.svg "$out"/table-*.txt
-gcc -O2 -Wall -o "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lrdmacm -lm
-( cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost" ./cmd/ibvcost )
+# Both for the guest's architecture (KERNEL=6.12-arm64: arm64), and
+# ibvcost once more for the host, which reads the reports.
+guest_gcc "$work/bin/verbs_cost" "$top/test/cost/verbs_cost.c" -libverbs -lrdmacm -lm
+guest_go "$top" "$work/bin/ibvcost" ./cmd/ibvcost
+( cd "$top" && CGO_ENABLED=0 go build -o "$work/host/ibvcost" ./cmd/ibvcost )
 if [ -n "${BASE:-}" ]; then
   rev=$(git -C "$top" rev-parse --verify "${BASE}^{commit}")
   mkdir "$work/base"
   git -C "$top" archive "$rev" | tar -x -C "$work/base"
-  ( cd "$work/base" && CGO_ENABLED=0 go build -o "$work/bin/ibvcost-base" ./cmd/ibvcost )
+  guest_go "$work/base" "$work/bin/ibvcost-base" ./cmd/ibvcost
 fi
 cp "$top/test/cost/guest.sh" "$work/bin/cost-guest.sh"
 chmod +x "$work/bin/cost-guest.sh"
@@ -83,7 +85,7 @@ for d in $devs; do
   if [ ${#g[@]} = 0 ] || [ ${#r[@]} = 0 ]; then
     echo "compare.sh: no reports for $d (see $out/console.log)" >&2; rc=1; continue
   fi
-  "$work/bin/ibvcost" -load "$gos" -compare "$rcs" -svg "$out/cost-$d.svg" | tee "$out/table-$d.txt"
+  "$work/host/ibvcost" -load "$gos" -compare "$rcs" -svg "$out/cost-$d.svg" | tee "$out/table-$d.txt"
   results "$out/table-$d.txt" "$d" rdma-core
   if [ $first = 1 ] && [ -n "${SVG:-}" ]; then cp "$out/cost-$d.svg" "$SVG"; fi
   first=0
@@ -95,7 +97,7 @@ for d in $devs; do
   fi
   bases=$(IFS=,; echo "${b[*]}")
   echo "compare.sh: this tree (new) beside $BASE ($rev, base), same boot:"
-  "$work/bin/ibvcost" -load "$gos" -compare "$bases" -labels new,base -svg "$out/ab-$d.svg" | tee "$out/table-$d-base.txt"
+  "$work/host/ibvcost" -load "$gos" -compare "$bases" -labels new,base -svg "$out/ab-$d.svg" | tee "$out/table-$d-base.txt"
   results "$out/table-$d-base.txt" "$d" base
   echo
 done

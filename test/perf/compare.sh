@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # compare.sh: goverbs' perftest (cmd/perftest) beside perftest 4.5's ib_*
 # tools, same flags, rxe0 loopback, in one boot of the rig (6.1 by default;
-# KERNEL=6.12).
+# KERNEL=6.12, newest, 6.12-arm64: cmd/perftest is built for the guest's
+# architecture).
 #   test/perf/compare.sh            # everything below
 #   test/perf/compare.sh lat        # latency only;  test/perf/compare.sh bw
 # For each configuration it runs, RUNS times (default 5) and alternating, a

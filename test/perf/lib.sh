@@ -30,12 +30,71 @@ guest_env() {
   echo "${out[*]}"
 }
 
+# guest_arch: the guest's architecture (Go's GOARCH) for the rig's KERNEL:
+# arm64 for an arm64 series (6.12-arm64), amd64 for the others.
+guest_arch() { case ${KERNEL:-6.1} in *-arm64) echo arm64 ;; *) echo amd64 ;; esac; }
+
+# guest_go TOP OUT PKG [GOFLAGS...]: builds the Go main package PKG of the
+# checkout TOP as a static binary for the guest's architecture into OUT.
+guest_go() {
+  local top=$1 out=$2 pkg=$3; shift 3
+  ( cd "$top" && CGO_ENABLED=0 GOARCH=$(guest_arch) go build "$@" -o "$out" "$pkg" )
+}
+
+# guest_gcc OUT SRC [ARGS...]: compiles the C twin SRC (gcc -O2 -Wall, ARGS
+# after the source: -libverbs -lrdmacm -lm) for the guest's architecture into
+# OUT. On amd64 with the host's gcc and Debian's libibverbs-dev and
+# librdmacm-dev (installed if missing); for an arm64 guest with Debian's
+# cross compiler against the arm64 rdma-core of arm64_sysroot, the same
+# upload as the guest's own libraries.
+guest_gcc() {
+  local out=$1 src=$2 sr lib; shift 2
+  if [ "$(guest_arch)" = amd64 ]; then
+    [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
+    [ -f /usr/include/rdma/rdma_cma.h ] || apt-get install -y -q librdmacm-dev >/dev/null
+    command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
+    gcc -O2 -Wall -o "$out" "$src" "$@"
+    return
+  fi
+  command -v aarch64-linux-gnu-gcc-12 >/dev/null || apt-get install -y -q gcc-12-aarch64-linux-gnu >/dev/null
+  [ -f /usr/aarch64-linux-gnu/include/stdio.h ] || apt-get install -y -q libc6-dev-arm64-cross >/dev/null
+  sr=$(arm64_sysroot) || return 1
+  lib=$sr/usr/lib/aarch64-linux-gnu
+  # libnl's libraries are under /lib in bookworm's packages (not usrmerged)
+  aarch64-linux-gnu-gcc-12 -O2 -Wall -I"$sr/usr/include" -o "$out" "$src" -L"$lib" \
+    -Wl,-rpath-link,"$lib":"$sr/lib/aarch64-linux-gnu" "$@"
+}
+
+# arm64_sysroot: prints a folder holding Debian's arm64 rdma-core for
+# linking (libibverbs-dev, librdmacm-dev and the libraries they link:
+# headers and .so files), unpacked once under the rig's cache from the rig's
+# arm64 apt set (test/rig/lib.sh), keyed by the packages' versions.
+arm64_sysroot() (
+  # shellcheck source=../rig/lib.sh
+  . "$(dirname "${BASH_SOURCE[0]}")/../rig/lib.sh"
+  APT_SET=bookworm-arm64
+  pkgs=(libibverbs-dev librdmacm-dev libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200)
+  apt_init
+  pv=$(candidates "${pkgs[@]}") || { apt_update; pv=$(candidates "${pkgs[@]}"); } ||
+    die "no ${pkgs[*]} in the arm64 apt set ($RIG_CACHE/apt/$APT_SET)"
+  sr=$RIG_CACHE/sysroot-arm64-$(echo "$pv" | sha256sum | cut -c1-16)
+  if [ ! -d "$sr" ]; then
+    read -ra want <<<"$pv"
+    fetch "${want[@]}" || die "could not download ${want[*]}"
+    rm -rf "$sr.tmp"
+    for p in "${want[@]}"; do dpkg-deb -x "$(deb_of "${p%%=*}" "${p#*=}")" "$sr.tmp"; done
+    mv "$sr.tmp" "$sr"
+  fi
+  echo "$sr"
+)
+
 # perftest_tools TOP BIN: builds goverbs' cmd/perftest from the checkout
-# TOP into BIN/perftest and links it under perftest's test names with a gv_
-# prefix (gv_ib_send_lat, ...): goverbs' tools run beside perftest's ib_*
-# under names of their own, which the kernel's per-command counts also see.
+# TOP into BIN/perftest (for the guest's architecture) and links it under
+# perftest's test names with a gv_ prefix (gv_ib_send_lat, ...): goverbs'
+# tools run beside perftest's ib_* under names of their own, which the
+# kernel's per-command counts also see.
 perftest_tools() {
-  ( cd "$1" && CGO_ENABLED=0 go build -o "$2/perftest" ./cmd/perftest )
+  guest_go "$1" "$2/perftest" ./cmd/perftest
   local t
   for t in send_lat write_lat read_lat atomic_lat send_bw write_bw read_bw atomic_bw; do
     ln -s perftest "$2/gv_ib_$t"
