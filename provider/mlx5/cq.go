@@ -23,12 +23,18 @@ type cq struct {
 	dbMem   *mmap.Region // holds the doorbell record (after the first ring)
 	mem     *mmap.Region // the current ring (the first one: dbMem)
 	buf     []byte
-	cqeSize int     // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
-	log     uint32  // log2 of the number of entries
-	dbrec   int     // offset of the doorbell record in mem
-	ciRec   *uint32 // the consumer index's word of the doorbell record, in dbMem
-	cqn     uint32
-	stamps  bool // created with CQAttr.Timestamps (PollTimestamps)
+	cqeSize int    // 64 or 128; the 64-byte CQE is the last 64 bytes of a slot
+	log     uint32 // log2 of the number of entries
+	// The ring's shape for cqeAt, set with buf and log by setRing: the
+	// index mask (1<<log - 1), log2 of cqeSize, and the 64-byte CQE's
+	// offset in its slot (cqeSize - 64).
+	mask   uint32
+	shift  uint32
+	tail   uintptr
+	dbrec  int     // offset of the doorbell record in mem
+	ciRec  *uint32 // the consumer index's word of the doorbell record, in dbMem
+	cqn    uint32
+	stamps bool // created with CQAttr.Timestamps (PollTimestamps)
 	// single: created with CQAttr.SingleThreaded. Poll then takes no lock:
 	// the program orders it with every other call that touches ci and the
 	// ring (Arm, Resize, Close, the QPs' clean). Event, from any goroutine,
@@ -76,8 +82,9 @@ func (c *context) CreateCQ(a provider.CQAttr) (provider.Setup[provider.CQCreated
 	if err != nil {
 		return nil, fmt.Errorf("mlx5: CreateCQ: %w", err)
 	}
-	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:bufLen], cqeSize: c.cqeSize, log: log, dbrec: bufLen,
+	q := &cq{ctx: c, dbMem: mem, mem: mem, cqeSize: c.cqeSize, dbrec: bufLen,
 		stamps: a.Timestamps, single: a.SingleThreaded}
+	q.setRing(mem.Bytes()[:bufLen], log)
 	q.ciRec = word(mem, bufLen+4*cqDBSetCI)
 	initCQEs(q.buf, c.cqeSize)
 	s := &cqSetup{cq: q}
@@ -198,7 +205,8 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 		if q.mem != q.dbMem {
 			q.mem.Close()
 		}
-		q.mem, q.buf = s.mem, s.mem.Bytes() // released by Close
+		q.mem = s.mem // released by Close
+		q.setRing(s.mem.Bytes(), s.log)
 		return struct{}{}, q.dead
 	}
 	// The kernel switched the device to the new ring: switch with it
@@ -230,7 +238,8 @@ func (s *cqResize) Complete(got uint32) (struct{}, error) {
 	if q.mem != q.dbMem {
 		q.mem.Close()
 	}
-	q.mem, q.buf, q.log = s.mem, nb, s.log
+	q.mem = s.mem
+	q.setRing(nb, s.log)
 	return struct{}{}, err
 }
 
@@ -328,14 +337,24 @@ func (q *cq) Poll(wc []provider.WorkCompletion) (int, error) {
 	return n, err
 }
 
+// setRing makes buf, a ring of 1<<log slots of cqeSize bytes, the one
+// Poll reads. cqeAt reads it unchecked: a ring shorter than that is a bug.
+func (q *cq) setRing(buf []byte, log uint32) {
+	if log > 31 || len(buf) < q.cqeSize<<log {
+		panic(fmt.Sprintf("mlx5: CQ ring of %d bytes for %d entries of %d", len(buf), uint64(1)<<log, q.cqeSize))
+	}
+	q.buf, q.log = buf, log
+	q.mask = 1<<log - 1
+	q.shift = uint32(bits.TrailingZeros(uint(q.cqeSize)))
+	q.tail = uintptr(q.cqeSize - cqe64Size)
+}
+
 // next returns the CQE at the consumer index if it is new, else nil (not
 // written yet, or a RESIZE CQE: the end of this ring, Resize moves on).
 func (q *cq) next() *[cqe64Size]byte {
-	log := q.log & 31 // < 22: the mask tells the compiler so
-	off := int(q.ci&(1<<log-1))*q.cqeSize + q.cqeSize - cqe64Size
-	c := (*[cqe64Size]byte)(q.buf[off : off+cqe64Size])
+	c := q.cqeAt(q.ci)
 	op := c[cqeOpOwn]
-	if op>>4 == cqeInvalid || op>>4 == cqeResize || uint32(op&cqeOwnerMask) != (q.ci>>log)&1 {
+	if op>>4 == cqeInvalid || op>>4 == cqeResize || uint32(op&cqeOwnerMask) != (q.ci>>(q.log&31))&1 {
 		return nil
 	}
 	return c

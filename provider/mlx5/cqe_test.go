@@ -46,8 +46,9 @@ func newTestCQ(t testing.TB, cqeSize int, version uint8, log uint32) *testCQ {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mem.Close() })
-	q := &cq{ctx: c, dbMem: mem, mem: mem, buf: mem.Bytes()[:n*cqeSize], cqeSize: cqeSize, log: log, dbrec: n * cqeSize, cqn: 1,
+	q := &cq{ctx: c, dbMem: mem, mem: mem, cqeSize: cqeSize, dbrec: n * cqeSize, cqn: 1,
 		ciRec: word(mem, n*cqeSize+4*cqDBSetCI)}
+	q.setRing(mem.Bytes()[:n*cqeSize], log)
 	for i := 0; i < n; i++ {
 		q.buf[i*cqeSize+cqeSize-cqe64Size+cqeOpOwn] = cqeInvalid << 4
 	}
@@ -304,4 +305,20 @@ func TestStrayCQE(t *testing.T) {
 	if tc.cq.stray != 1 || tc.cq.ci != 2 {
 		t.Errorf("stray %d, ci %d; want 1, 2", tc.cq.stray, tc.cq.ci)
 	}
+}
+
+// TestSetRingRefusesShortRing: cqeAt reads the ring with no bounds check,
+// so setRing must refuse a ring shorter than its entries need.
+func TestSetRingRefusesShortRing(t *testing.T) {
+	q := &cq{cqeSize: 128}
+	q.setRing(make([]byte, 4*128), 2) // exactly long enough
+	if q.mask != 3 || q.shift != 7 || q.tail != 64 {
+		t.Fatalf("setRing(4 x 128 B): mask %d shift %d tail %d, want 3 7 64", q.mask, q.shift, q.tail)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("setRing accepted a ring of 4 x 128 B minus one byte for 4 entries")
+		}
+	}()
+	q.setRing(make([]byte, 4*128-1), 2)
 }

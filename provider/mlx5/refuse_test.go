@@ -129,8 +129,9 @@ func TestResizeWithoutResizeCQE(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer old.Close()
-	q := &cq{ctx: &context{}, dbMem: old, mem: old, buf: old.Bytes()[:4*64], cqeSize: 64, log: 2, dbrec: 4 * 64,
+	q := &cq{ctx: &context{}, dbMem: old, mem: old, cqeSize: 64, dbrec: 4 * 64,
 		ciRec: word(old, 4*64+4*cqDBSetCI)}
+	q.setRing(old.Bytes()[:4*64], 2)
 	initCQEs(q.buf, 64)
 	for i := 0; i < 2; i++ { // two CQEs of the first pass (owner bit 0), no RESIZE CQE
 		q.buf[i*64+cqeOpOwn] = cqeReq << 4
