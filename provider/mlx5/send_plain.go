@@ -131,7 +131,7 @@ func (sq *sendQueue) writePlain(head, qpn uint32, wr *provider.SendWR) *[wqeBB]b
 		end = (seg + inlHdrSize + int(s.Length) + segSize - 1) &^ (segSize - 1)
 		*(*[segSize]byte)(bb[end-segSize : end]) = [segSize]byte{}
 		be.PutUint32(bb[seg+inlByteCount:], s.Length|inlineSeg)
-		copy(bb[seg+inlHdrSize:end], usermem.Bytes(s.Addr, int(s.Length)))
+		copySmall(bb[seg+inlHdrSize:end], usermem.Bytes(s.Addr, int(s.Length)))
 	}
 	be.PutUint32(bb[ctrlOpmodIdxOpcode:], (head&0xffff)<<8|uint32(w.opcode))
 	be.PutUint32(bb[ctrlQpnDs:], qpn<<8|uint32(end/segSize))
