@@ -9,8 +9,8 @@ import "encoding/binary"
 // 387 without). The 8-byte words are loads and stores of any alignment
 // (one instruction each on amd64 and arm64), the last one overlapping the
 // one before, so nothing outside src is read: the bytes may end at the end
-// of a page. The user's bytes never overlap the send ring, as memcpy's
-// never overlap for rdma-core's mlx5. Fewer than 8 bytes go through copy:
+// of a page. The user's bytes are taken not to overlap the send ring (rdma-core's
+// mlx5 copies them with memcpy, which assumes the same). Fewer than 8 bytes go through copy:
 // their own word case priced the function out of the inliner's budget,
 // and the call that leaves costs more than memmove saves.
 func copySmall(dst, src []byte) {
