@@ -30,7 +30,8 @@
 # none), LAT_TESTS (default "send_lat: write_lat: read_lat:
 # send_lat:-e read_lat:-e": test:extra-flag), BW_TESTS, PAIR_TIMEOUT (seconds
 # a client may run before its pair counts as failed, default 600; perftest's
-# own ib_send_lat -e hangs now and then on 7.3, and the default runs take
+# own ib_send_lat -e hangs now and then on 7.3 and 6.12 (amd64 and arm64,
+# session 60: in the first -e run of a boot), and the default runs take
 # under 2 s: 60 bounds such a hang's cost), RIG_APPEND (the guest's kernel
 # command line; default "tsc=reliable nopku", see lib.sh). Both programs run with -F: perftest's TSC calibration
 # is unreliable under TCG and sometimes reports inf, or a bandwidth of 0;
