@@ -7,7 +7,9 @@
  * STLR and its CompareAndSwap to an LDAXR/STLXR loop on arm64 (no LSE below
  * GOARM64=v8.1); under QEMU's TCG on an x86 host each of them carries a host
  * fence, where a DMB ISHLD/ISHST/OSHLD/OSHST carries none (barriers.sh).
- * Prints ns per operation for each row, REPS times.
+ * On arm64 load-acquire is LDAR and store-release STLR; on amd64 both are
+ * plain moves and only the CAS is a locked instruction. Prints ns per
+ * operation for each row, REPS rounds.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -40,18 +42,18 @@ int main(int argc, char **argv)
 
 	for (int r = 0; r < reps; r++) {
 		printf("round %d\n", r + 1);
-		ROW("ldr", s += w);
-		ROW("ldar", s += __atomic_load_n(&w, __ATOMIC_ACQUIRE));
+		ROW("load", s += w);
+		ROW("load-acquire", s += __atomic_load_n(&w, __ATOMIC_ACQUIRE));
 #if defined(__aarch64__)
-		ROW("ldr; dmb oshld", { s += w; __asm__ volatile("dmb oshld" ::: "memory"); });
+		ROW("load; dmb oshld", { s += w; __asm__ volatile("dmb oshld" ::: "memory"); });
 #endif
-		ROW("str", w = (uint32_t)i);
-		ROW("stlr", __atomic_store_n(&w, (uint32_t)i, __ATOMIC_RELEASE));
+		ROW("store", w = (uint32_t)i);
+		ROW("store-release", __atomic_store_n(&w, (uint32_t)i, __ATOMIC_RELEASE));
 #if defined(__aarch64__)
-		ROW("dmb oshst; str", { __asm__ volatile("dmb oshst" ::: "memory"); w = (uint32_t)i; });
-		ROW("dmb ish; str", { __asm__ volatile("dmb ish" ::: "memory"); w = (uint32_t)i; });
+		ROW("dmb oshst; store", { __asm__ volatile("dmb oshst" ::: "memory"); w = (uint32_t)i; });
+		ROW("dmb ish; store", { __asm__ volatile("dmb ish" ::: "memory"); w = (uint32_t)i; });
 #endif
-		ROW("cas (acq_rel)", {
+		ROW("cas acq_rel", {
 			uint32_t old = (uint32_t)i;
 			__atomic_compare_exchange_n(&w, &old, (uint32_t)i + 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
 		});
