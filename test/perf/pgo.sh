@@ -31,7 +31,7 @@ rm -f "$out"/*.pprof "$out"/*.pgo # a run merges its own profiles only
 # perftest as the measurement scripts build it: gv_ib_* links to it
 perftest_tools "$top" "$work/bin"
 for c in ibvcost rstream pingpong; do
-	(cd "$top" && CGO_ENABLED=0 go build -o "$work/bin/$c" "./cmd/$c")
+	guest_go "$top" "$work/bin/$c" "./cmd/$c" # for the guest's architecture
 done
 cat >"$work/bin/guest.sh" <<'GUEST'
 set -u
