@@ -18,12 +18,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh"
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
-if [ "$(guest_arch)" = arm64 ]; then
-  # -mno-outline-atomics: the CAS as Go's compiler emits it (an LDAXR/STLXR
-  # loop), not libgcc's helper that picks LSE's CASAL at run time
-  guest_gcc "$work/barriers" "$top/test/perf/barriers/barriers.c" -mno-outline-atomics
-else
-  guest_gcc "$work/barriers" "$top/test/perf/barriers/barriers.c"
-fi
+# arm64: -mno-outline-atomics, the CAS as Go's compiler emits it (an
+# LDAXR/STLXR loop), not libgcc's helper that picks LSE's CASAL at run time
+flags=(); [ "$(guest_arch)" = arm64 ] && flags=(-mno-outline-atomics)
+guest_gcc "$work/barriers" "$top/test/perf/barriers/barriers.c" ${flags[@]+"${flags[@]}"}
 "$top/test/rig/run.sh" --kernel "${KERNEL:-6.1}" --bin "$work" --timeout "${RIG_TIMEOUT:-600}" -- \
   "barriers ${N:-10000000} ${REPS:-3}" 2>&1 | grep -E '^(round|load|store|dmb|cas|rig:)'

@@ -105,7 +105,7 @@ fi
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
-( . "$top/test/perf/lib.sh" && amd64_only insns.sh ) || exit 2 # a subshell: lib.sh's RIG_APPEND is not this script's
+( . "$top/test/perf/lib.sh" && amd64_only ) || exit 2 # a subshell: lib.sh's RIG_APPEND is not this script's
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 command -v gcc >/dev/null || { echo "insns.sh: needs gcc (apt-get install gcc)" >&2; exit 1; }
 gcc -O2 -shared -fPIC -pthread -fvisibility=hidden -Wall -Wextra -o "$bin/insns.so" "$top/test/perf/insns/plugin.c"

@@ -68,7 +68,7 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh"
-amd64_only ktrace.sh
+amd64_only
 bin=$(mktemp -d); log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
 command -v gcc >/dev/null || { echo "ktrace.sh: needs gcc (apt-get install gcc)" >&2; exit 1; }
 [ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] ||

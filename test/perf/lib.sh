@@ -34,14 +34,14 @@ guest_env() {
 # arm64 for an arm64 series (6.12-arm64), amd64 for the others.
 guest_arch() { case ${KERNEL:-6.1} in *-arm64) echo arm64 ;; *) echo amd64 ;; esac; }
 
-# amd64_only SCRIPT: stops SCRIPT with a clear message when KERNEL names an
-# arm64 guest. The tracing and counting scripts build their guest programs
+# amd64_only: stops the calling script ($0) with a clear message when KERNEL
+# names an arm64 guest. The tracing and counting scripts build their guest programs
 # for the host (go build, gcc) and lean on x86-only parts (rtt.sh's and
 # xchg.sh's preload helpers, insns.sh's marker, valgrind's amd64 build in
 # the cg scripts): in an arm64 guest they would fail with exec format errors.
 amd64_only() {
   [ "$(guest_arch)" = amd64 ] && return 0
-  echo "$1: KERNEL=$KERNEL is an arm64 guest; this script builds for and runs in amd64 guests only" >&2
+  echo "${0##*/}: KERNEL=$KERNEL is an arm64 guest; this script builds for and runs in amd64 guests only" >&2
   exit 2
 }
 

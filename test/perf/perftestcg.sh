@@ -25,7 +25,7 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-amd64_only perftestcg.sh
+amd64_only
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 work=$(mktemp -d)

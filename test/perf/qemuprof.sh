@@ -33,7 +33,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh" # the measurement rigs' kernel command line (RIG_APPEND)
-amd64_only qemuprof.sh
+amd64_only
 RIG_CACHE=${RIG_CACHE:-$top/.cache/rig}
 what=${1:-}
 case $what in xchg | slow) ;; guest) [ -f "${2:-}" ] || { echo "qemuprof.sh guest FILE: no file ${2:-}" >&2; exit 2; } ;;

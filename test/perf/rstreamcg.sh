@@ -26,7 +26,7 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
-amd64_only rstreamcg.sh
+amd64_only
 top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 work=$(mktemp -d)

@@ -46,7 +46,7 @@ export PATH=$PATH:/usr/local/go/bin
 # The measurement rig's kernel command line (RIG_APPEND's default).
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh"
-amd64_only rtt.sh
+amd64_only
 [ -f /usr/include/rdma/rsocket.h ] || apt-get install -y -q librdmacm-dev >/dev/null
 command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT

@@ -49,7 +49,7 @@ fi
 top=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh" # slowloop_pair; the measurement rigs' kernel command line
-amd64_only slowloop.sh
+amd64_only
 bin=$(mktemp -d); trap 'rm -rf "$bin"' EXIT
 command -v gcc >/dev/null || { echo "slowloop.sh: needs gcc (apt-get install gcc)" >&2; exit 1; }
 [ -f /usr/include/infiniband/verbs.h ] && [ -f /usr/include/rdma/rdma_cma.h ] ||

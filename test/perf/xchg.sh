@@ -24,7 +24,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 # shellcheck source=lib.sh
 . "$top/test/perf/lib.sh"
-amd64_only xchg.sh
+amd64_only
 command -v gcc >/dev/null || apt-get install -y -q gcc >/dev/null
 [ -f /usr/include/infiniband/verbs.h ] || apt-get install -y -q libibverbs-dev >/dev/null
 bin=$(mktemp -d); log=$(mktemp); trap 'rm -rf "$bin" "$log"' EXIT
