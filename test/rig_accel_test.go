@@ -29,6 +29,9 @@ import (
 //	stall-once    init starts, then the console stays silent
 //	cmd-panic[-once]  a panic after init's "devices:" line, before the first RIG-START
 //	test-panic    a panic after the first RIG-START (a test was running)
+//	suite-panic-once  the suite's tests a and b: a passes, the kernel panics
+//	              during b; the next run skips a if the initrd's rig/env says
+//	              RIG_SKIP=a (run-tests.sh's knob), and both pass
 //
 // The heartbeat tests (TestRigHeartbeat) use two more: a guest that appends
 // its uptime to the beat file of the -virtfs share named rigbeat every 0.3 s
@@ -65,6 +68,14 @@ panic() { echo "[    1.934375] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI"
   echo "[    1.951118] Kernel panic - not syncing: Fatal exception in interrupt"; exit 0; }
 if [ "$accel" = tcg ]; then
   first=; [ "$(grep -c '^tcg$' "$FAKE_RUNS")" = 1 ] && first=1
+  if [ "$FAKE_TCG" = suite-panic-once ]; then
+    initrd=; prev=; for a; do [ "$prev" = -initrd ] && initrd=$a; prev=$a; done
+    echo "[rig 0.50s] init started"; echo "[rig 0.90s] devices: rxe0 rxea rxeb siw0"
+    if ! grep -aq '^export RIG_SKIP=a' "$initrd"; then echo "RIG-START: a"; echo "RIG-RESULT: a PASS 0 0.1"; fi
+    echo "RIG-START: b"
+    [ -z "$first" ] || panic
+    echo "RIG-RESULT: b PASS 0 0.2"; echo "RIG-EXIT: 0"; exit 0
+  fi
   case $FAKE_TCG in
     panic) panic ;;
     panic-once) [ -z "$first" ] || panic ;;

@@ -52,3 +52,47 @@ func TestRigDigest(t *testing.T) {
 		t.Errorf("first line %q, want %q", lines[0], want)
 	}
 }
+
+// TestRigConsoleFault runs lib.sh's console_fault, which suite.sh prints
+// after its summary for a guest that hung or died: the head of the last oops
+// (30 lines at most, from its first line), or the last 20 lines when the
+// console holds none.
+func TestRigConsoleFault(t *testing.T) {
+	bash, lib := hostScript(t, "lib.sh")
+	var oops, quiet strings.Builder
+	oops.WriteString("[    5.1] BUG: an early warning\n")
+	for i := range 100 {
+		fmt.Fprintf(&oops, "[   %d.0] noise %d\n", 10+i, i)
+	}
+	oops.WriteString("[  200.0] Oops: general protection fault, probably for non-canonical address\r\n")
+	for i := range 50 {
+		fmt.Fprintf(&oops, "[  200.%d] trace %d\n", i+1, i)
+	}
+	for i := range 50 {
+		fmt.Fprintf(&quiet, "line %d\n", i)
+	}
+	for _, c := range []struct {
+		name, text, first, last string
+		n                       int
+	}{
+		{"oops", oops.String(), "[  200.0] Oops: general protection fault, probably for non-canonical address", "[  200.29] trace 28", 30},
+		{"no-oops", quiet.String(), "line 30", "line 49", 20},
+	} {
+		logf := filepath.Join(t.TempDir(), "console.log")
+		if err := os.WriteFile(logf, []byte(c.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bash, "-c", `set -euo pipefail; . "$1"; console_fault "$2"`, "bash", lib, logf).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: console_fault: %v\n%s", c.name, err, out)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(out), "\n"), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[0], "rig: ---- the fault") || lines[len(lines)-1] != "rig: ----" {
+			t.Fatalf("%s: no header and footer:\n%s", c.name, out)
+		}
+		lines = lines[1 : len(lines)-1]
+		if len(lines) != c.n || lines[0] != "  | "+c.first || lines[len(lines)-1] != "  | "+c.last {
+			t.Errorf("%s: %d lines from %q to %q, want %d from %q to %q", c.name, len(lines), lines[0], lines[len(lines)-1], c.n, c.first, c.last)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -81,6 +82,119 @@ func TestRigBootRetry(t *testing.T) {
 			// boot stall must be seen after RIG_BOOT_STALL, not by either
 			if took > 45*time.Second {
 				t.Errorf("took %v: a stalled boot must be given up after RIG_BOOT_STALL", took)
+			}
+		})
+	}
+}
+
+// TestRigSuitePanicRetry: in the suite (lib.sh's rig_suite_boot), a guest
+// kernel that panics after a test started costs one more boot for the tests
+// that had not finished, never the run: the second boot skips the finished
+// ones (their results stay in the panicked console), the note names the
+// panic and the test it cut short, and the overlay's rig/env is as it was.
+// A second panic stands (rc 125), as does the first with RIG_PANIC_RETRY=0.
+func TestRigSuitePanicRetry(t *testing.T) {
+	if _, err := exec.LookPath("cpio"); err != nil {
+		t.Fatal("no cpio: rig_boot packs the overlay with it (test/rig/setup.sh installs it)")
+	}
+	const panicked = "Kernel panic - not syncing: Fatal exception in interrupt"
+	for _, c := range []struct {
+		name, mode string
+		env        []string
+		rc         string   // rig_suite_boot's status
+		done       string   // RIG_SUITE_DONE
+		during     string   // the test the panic cut short ("": no retry)
+		runs       []string // -accel of each QEMU run
+		panicLog   []string // results in console.log.panicked (nil: no such file)
+		lastLog    []string // results in console.log
+	}{
+		{name: "panic-once", mode: "suite-panic-once", rc: "0", done: "a", during: "b",
+			runs: []string{"tcg", "tcg"}, panicLog: []string{"a"}, lastLog: []string{"b"}},
+		{name: "panic-twice", mode: "test-panic", rc: "125", during: "uverbs",
+			runs: []string{"tcg", "tcg"}, panicLog: []string{}, lastLog: []string{}},
+		{name: "retry-off", mode: "suite-panic-once", env: []string{"RIG_PANIC_RETRY=0"}, rc: "125",
+			runs: []string{"tcg"}, lastLog: []string{"a"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRigAccel(t)
+			ov := filepath.Join(r.dir, "overlay")
+			envText := "export RIG_RUN=x\n"
+			envf := filepath.Join(r.dir, "series.env")
+			for _, f := range []struct{ path, text string }{
+				{filepath.Join(ov, "rig", "env"), envText},
+				{envf, "VMLINUX=" + r.vmlinux + "\nINITRD=" + r.initrd + "\n"},
+			} {
+				if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_ = os.Remove(r.runs)
+			logf := filepath.Join(r.dir, "console.log")
+			script := `set -euo pipefail; . "$1"; rc=0
+rig_suite_boot "$2" "$3" "$4" 60 || rc=$?
+echo "rc=$rc done=${RIG_SUITE_DONE% } note=${RIG_BOOT_NOTE:-}"`
+			cmd := exec.Command(r.bash, "-c", script, "bash", r.lib, envf, ov, logf)
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Join(r.dir, "bin")+":"+os.Getenv("PATH"),
+				"FAKE_TCG="+c.mode, "FAKE_RUNS="+r.runs, "RIG_KVM_DEV="+r.kvm, "RIG_CACHE="+r.cache,
+				"RIG_OUT="+r.dir, "RIG_QUIET=1", "RIG_ACCEL=tcg", "RIG_BOOT_MARK=^RIG-START: ", "RIG_STALL=", "RIG_PANIC_RETRY=")
+			cmd.Env = append(cmd.Env, c.env...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("rig_suite_boot: %v\n%s", err, out)
+			}
+			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+			report := lines[len(lines)-1]
+			t.Logf("%s\n%s", report, out)
+			if want := "rc=" + c.rc + " done=" + c.done + " note="; !strings.HasPrefix(report, want) {
+				t.Errorf("report %q, want it to begin %q", report, want)
+			}
+			note := "boot retried once: the guest kernel panicked during " + c.during + " (" + panicked + "; console in " + logf + ".panicked)"
+			if c.during != "" && !strings.Contains(report, note) {
+				t.Errorf("report %q, want the note %q", report, note)
+			}
+			if c.during == "" && strings.Contains(report, "retried") {
+				t.Errorf("report %q: this boot must not be retried", report)
+			}
+			said := strings.Contains(string(out), "console: the guest kernel panicked during "+c.during+" (") &&
+				strings.Contains(string(out), "booting once more for the tests that had not finished")
+			if said != (c.during != "") {
+				t.Errorf("stderr says it boots once more: %v, want %v", said, c.during != "")
+			}
+			b, _ := os.ReadFile(r.runs)
+			if runs := strings.Fields(string(b)); !equal(runs, c.runs) {
+				t.Errorf("QEMU ran with -accel %v, want %v", runs, c.runs)
+			}
+			for _, l := range []struct {
+				path string
+				want []string
+			}{{logf + ".panicked", c.panicLog}, {logf, c.lastLog}} {
+				b, err := os.ReadFile(l.path)
+				if l.want == nil {
+					if err == nil {
+						t.Errorf("%s exists, but no boot panicked and was retried", l.path)
+					}
+					continue
+				}
+				if err != nil {
+					t.Errorf("%v", err)
+					continue
+				}
+				var got []string
+				for _, ln := range strings.Split(string(b), "\n") {
+					if f := strings.Fields(ln); len(f) > 1 && f[0] == "RIG-RESULT:" {
+						got = append(got, f[1])
+					}
+				}
+				if !equal(got, l.want) {
+					t.Errorf("%s has results for %v, want %v", filepath.Base(l.path), got, l.want)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(ov, "rig", "env")); err != nil || string(b) != envText {
+				t.Errorf("the overlay's rig/env is %q (%v), want it as it was: %q", b, err, envText)
 			}
 		})
 	}

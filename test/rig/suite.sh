@@ -115,7 +115,9 @@ T=${RIG_TEST_TIMEOUT:-1200}
 RIG_STALL=${RIG_STALL:-$((T + 60))}
 # A boot that ends before its first RIG-START line (no test ran: a kernel
 # that panicked during boot under TCG, a stall) is run once more by rig_boot,
-# saying so; one that ends after a test started is a failure as it stands.
+# saying so; one whose kernel panicked after a test started boots once more
+# for the tests that had not finished (lib.sh's rig_suite_boot); any other end
+# after a test started is a failure as it stands.
 # shellcheck disable=SC2034 # read by lib.sh's rig_qemu_once
 RIG_BOOT_MARK='^RIG-START: '
 pass=0; fail=0; summary=(); boots=(); ki=0
@@ -136,19 +138,21 @@ for envf in "${envs[@]}"; do
   rc=0
   if [ ${#knames[@]} -gt 0 ]; then
     log "booting $KVER (host timeout ${ktmo}s)"
-    rig_boot "$envf" "$kov" "$logf" "$ktmo" || rc=$?
+    rig_suite_boot "$envf" "$kov" "$logf" "$ktmo" || rc=$?
     ready=$(tr -d '\r' < "$logf" | sed -n 's/^\[rig \([0-9.]*\)s\] devices:.*/\1/p' | tail -1)
   fi
   for n in ${knames[@]+"${knames[@]}"}; do
-    r=$(tr -d '\r' < "$logf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)
+    resf=$logf   # where n's result is: the panicked boot's console if it finished there
+    case " ${RIG_SUITE_DONE:-} " in *" $n "*) resf=$logf.panicked ;; esac
+    r=$(tr -d '\r' < "$resf" | awk -v n="$n" '$1=="RIG-RESULT:" && $2==n {print $3" "$5"s (status "$4")"}' | tail -1)
     if [ -z "$r" ]; then
       r="FAIL no result: ${RIG_BOOT_WHY:-the guest never ran it}"
     fi
     case $r in
       PASS*) pass=$((pass + 1)) ;;
       *) fail=$((fail + 1))
-         if grep -q "^RIG-RESULT: $n " < <(tr -d '\r' < "$logf"); then
-           { echo "rig: FAIL $n on $KVER:"; digest "$logf" "$n"; } | tee -a "$digests"
+         if grep -q "^RIG-RESULT: $n " < <(tr -d '\r' < "$resf"); then
+           { echo "rig: FAIL $n on $KVER:"; digest "$resf" "$n"; } | tee -a "$digests"
          fi ;;
     esac
     summary+=("$(printf '%-4s %-24s %-24s %s' "${r%% *}" "$n" "$KVER" "${r#* }")")
@@ -156,9 +160,12 @@ for envf in "${envs[@]}"; do
   for n in ${kbroken[@]+"${kbroken[@]}"}; do
     fail=$((fail + 1)); summary+=("$(printf '%-4s %-24s %-24s %s' FAIL "$n" "$KVER" "did not build")")
   done
+  # a guest that hung or died: its console's tail, and its fault again after
+  # the summary (with the digests), so that a CI log cut to its tail shows it
   if [ "$rc" = 124 ] || [ "$rc" = 125 ]; then
     log "$KVER: $RIG_BOOT_WHY"
-    console_tail "$logf"
+    console_tail "$logf" 80
+    { echo "rig: $KVER: $RIG_BOOT_WHY"; console_fault "$logf"; } >> "$digests"
   fi
   # the per-kernel summary line
   boots+=("$KVER: $((pass - kpass)) passed, $((fail - kfail)) failed; build ${builds[$ki]}s; devices ready at ${ready:-?}s guest time; boot+tests ${RIG_BOOT_SECS:-0}s wall (${RIG_BOOT_ACCEL:-no boot}${RIG_BOOT_NOTE:+; $RIG_BOOT_NOTE})")
