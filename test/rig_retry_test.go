@@ -136,7 +136,8 @@ func TestRigSuitePanicRetry(t *testing.T) {
 			logf := filepath.Join(r.dir, "console.log")
 			script := `set -euo pipefail; . "$1"; rc=0
 rig_suite_boot "$2" "$3" "$4" 60 || rc=$?
-echo "rc=$rc done=${RIG_SUITE_DONE% } note=${RIG_BOOT_NOTE:-}"`
+echo "rc=$rc done=${RIG_SUITE_DONE% } note=${RIG_BOOT_NOTE:-}"
+echo "panic=$RIG_SUITE_PANIC"`
 			cmd := exec.Command(r.bash, "-c", script, "bash", r.lib, envf, ov, logf)
 			cmd.Env = append(os.Environ(), "PATH="+filepath.Join(r.dir, "bin")+":"+os.Getenv("PATH"),
 				"FAKE_TCG="+c.mode, "FAKE_RUNS="+r.runs, "RIG_KVM_DEV="+r.kvm, "RIG_CACHE="+r.cache,
@@ -147,7 +148,10 @@ echo "rc=$rc done=${RIG_SUITE_DONE% } note=${RIG_BOOT_NOTE:-}"`
 				t.Fatalf("rig_suite_boot: %v\n%s", err, out)
 			}
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			report := lines[len(lines)-1]
+			if len(lines) < 2 {
+				t.Fatalf("want a report and RIG_SUITE_PANIC, have:\n%s", out)
+			}
+			report, panicVar := lines[len(lines)-2], lines[len(lines)-1]
 			t.Logf("%s\n%s", report, out)
 			if want := "rc=" + c.rc + " done=" + c.done + " note="; !strings.HasPrefix(report, want) {
 				t.Errorf("report %q, want it to begin %q", report, want)
@@ -155,6 +159,13 @@ echo "rc=$rc done=${RIG_SUITE_DONE% } note=${RIG_BOOT_NOTE:-}"`
 			note := "boot retried once: the guest kernel panicked during " + c.during + " (" + panicked + "; console in " + logf + ".panicked)"
 			if c.during != "" && !strings.Contains(report, note) {
 				t.Errorf("report %q, want the note %q", report, note)
+			}
+			wantPanic := "panic=" // RIG_SUITE_PANIC: the note's words, when there was a retry
+			if c.during != "" {
+				wantPanic += strings.TrimPrefix(note, "boot retried once: ")
+			}
+			if panicVar != wantPanic {
+				t.Errorf("RIG_SUITE_PANIC: %q, want %q", panicVar, wantPanic)
 			}
 			if c.during == "" && strings.Contains(report, "retried") {
 				t.Errorf("report %q: this boot must not be retried", report)

@@ -338,12 +338,12 @@ rig_boot() {
 # never hidden: the panic's console tail goes to stdout, stderr says so and
 # RIG_BOOT_NOTE names it for the per-kernel summary line. A second panic, and
 # every other failure after a test started, stands. RIG_PANIC_RETRY=0 turns
-# this off. Sets RIG_SUITE_DONE (the names whose results are in LOG.panicked;
-# "" when no boot panicked) besides rig_boot's variables (RIG_BOOT_SECS: both
-# boots).
+# this off. Sets RIG_SUITE_PANIC (what the note says of the first boot's panic,
+# "" when there was no retry) and RIG_SUITE_DONE (the names whose results are
+# in LOG.panicked) besides rig_boot's variables (RIG_BOOT_SECS: both boots).
 rig_suite_boot() {
   local envf=$1 ov=$2 logf=$3 tmo=$4 rc=0 secs note during why
-  RIG_SUITE_DONE=''
+  RIG_SUITE_DONE='' RIG_SUITE_PANIC=''
   rm -f "$logf.panicked"
   rig_boot "$envf" "$ov" "$logf" "$tmo" || rc=$?
   { [ "$rc" = 125 ] && [ -n "$RIG_BOOT_STARTED" ] && [ "${RIG_PANIC_RETRY:-1}" != 0 ]; } || return "$rc"
@@ -352,6 +352,7 @@ rig_suite_boot() {
   during=$(tr -d '\r' < "$logf" | awk '$1=="RIG-START:" {n=$2} END {print n}')
   mv -f "$logf" "$logf.panicked"
   why="the guest kernel panicked during $during ($RIG_BOOT_WHY; console in $logf.panicked)"
+  RIG_SUITE_PANIC=$why
   log "$(basename "$logf" .log): $why: booting once more for the tests that had not finished"
   console_tail "$logf.panicked" 80
   secs=$RIG_BOOT_SECS note=$RIG_BOOT_NOTE

@@ -123,7 +123,7 @@ RIG_BOOT_MARK='^RIG-START: '
 pass=0; fail=0; summary=(); boots=(); ki=0
 # Each failure's digest is printed when its kernel's boot ends and again
 # after the summary: a CI log cut to its tail still shows why.
-digests=$(mktemp); trap 'rm -f "$digests"' EXIT
+digests=$(mktemp); panics=$(mktemp); trap 'rm -f "$digests" "$panics"' EXIT
 for envf in "${envs[@]}"; do
   kpass=$pass kfail=$fail
   kov=$ov knames=(${names[@]+"${names[@]}"}) kbroken=(${broken[@]+"${broken[@]}"})
@@ -131,7 +131,7 @@ for envf in "${envs[@]}"; do
     kov=$ov64 knames=(${names64[@]+"${names64[@]}"}) kbroken=(${broken64[@]+"${broken64[@]}"})
   fi
   ktmo=${RIG_TIMEOUT:-$((120 + ${#knames[@]} * (T + 40)))}
-  ready='' RIG_BOOT_SECS='' RIG_BOOT_ACCEL='' RIG_BOOT_NOTE='' 
+  ready='' RIG_BOOT_SECS='' RIG_BOOT_ACCEL='' RIG_BOOT_NOTE='' RIG_SUITE_PANIC='' RIG_SUITE_DONE=''
   # shellcheck disable=SC1090
   KVER=$(. "$envf"; echo "$KVER")
   logf=$RIG_OUT/console-$KVER.log
@@ -167,6 +167,11 @@ for envf in "${envs[@]}"; do
     console_tail "$logf" 80
     { echo "rig: $KVER: $RIG_BOOT_WHY"; console_fault "$logf"; } >> "$digests"
   fi
+  # a panic that a second boot got past: its fault after the summary too,
+  # because the oops is what a kernel bug report needs
+  if [ -n "${RIG_SUITE_PANIC:-}" ]; then
+    { echo "rig: $KVER: $RIG_SUITE_PANIC"; console_fault "$logf.panicked"; } >> "$panics"
+  fi
   # the per-kernel summary line
   boots+=("$KVER: $((pass - kpass)) passed, $((fail - kfail)) failed; build ${builds[$ki]}s; devices ready at ${ready:-?}s guest time; boot+tests ${RIG_BOOT_SECS:-0}s wall (${RIG_BOOT_ACCEL:-no boot}${RIG_BOOT_NOTE:+; $RIG_BOOT_NOTE})")
   ki=$((ki + 1))
@@ -175,6 +180,10 @@ done
 echo "rig: ==== summary ($(since "$t_all")s) ===="
 printf '%s\n' "${summary[@]}"
 printf 'rig: %s\n' ${boots[@]+"${boots[@]}"}
+if [ -s "$panics" ]; then
+  echo "rig: ==== guest kernels that panicked, each retried once (see the per-kernel lines) ===="
+  cat "$panics"
+fi
 if [ -s "$digests" ]; then
   echo "rig: ==== the failures again ===="
   cat "$digests"
