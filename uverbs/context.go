@@ -98,7 +98,8 @@ type Context struct {
 	watchMu      sync.Mutex // guards watch
 	watchStarted atomic.Bool
 	watch        *os.File                 // inotify on the device node's directory
-	lost         atomic.Bool              // the device node was deleted
+	lost         atomic.Bool              // the device is gone (lostWhy says how it was seen)
+	lostWhy      atomic.Uint32            // a lossWhy, stored before lost
 	lostOnce     sync.Once                // closes lostCh
 	lostCh       chan struct{}            // closed when the device is lost
 	fatalSent    atomic.Bool              // NextAsyncEvent handed out an EventDeviceFatal (the kernel's or one goverbs made)

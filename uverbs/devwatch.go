@@ -11,9 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Device loss. A driver with disassociate_ucontext (mlx5) revokes an open
-// context when its device goes: every command fails with EIO and the
-// kernel queues a DEVICE_FATAL async event. rxe and siw have none: when
+// Device loss. A driver with disassociate_ucontext (mlx5; rxe on Linux 7.3)
+// revokes an open context when its device goes: every command fails with
+// EIO and the kernel queues a DEVICE_FATAL async event; a Wait that meets
+// that EIO (lostOr) or the async reader that does wakes every waiter as
+// below. rxe up to 6.12 and siw have none: when
 // their device is removed (rdma link delete, or the netdev going away) the
 // kernel deletes the character device at once, then waits — silently — for
 // every open context to close before the removal finishes
@@ -55,7 +57,7 @@ func (c *Context) watchDevice() {
 	}
 	c.watch = os.NewFile(uintptr(fd), "uverbs-device-watch")
 	if c.nodeGone() {
-		c.deviceLost() // gone before the watch began
+		c.deviceLost(lostNode) // gone before the watch began
 	}
 	go c.readWatch(c.watch, name)
 }
@@ -77,7 +79,7 @@ func (c *Context) readWatch(f *os.File, name string) {
 			}
 			ev := strings.TrimRight(string(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+l]), "\x00")
 			if mask&unix.IN_DELETE_SELF != 0 || (mask&unix.IN_DELETE != 0 && ev == name) {
-				c.deviceLost()
+				c.deviceLost(lostNode)
 				return
 			}
 			b = b[unix.SizeofInotifyEvent+l:]
@@ -94,11 +96,22 @@ func (c *Context) readWatch(f *os.File, name string) {
 // node only after every CM ID on the device is destroyed; rdmacm calls
 // DeviceRemoved for the contexts of its connections on the device. Close
 // the Context then, so the removal can finish. Idempotent.
-func (c *Context) DeviceRemoved() { c.deviceLost() }
+func (c *Context) DeviceRemoved() { c.deviceLost(lostCM) }
 
-// deviceLost wakes every waiter on the context.
-func (c *Context) deviceLost() {
+// lossWhy is how the context saw its device go, for the waiters' error.
+type lossWhy uint32
+
+const (
+	lostNode    lossWhy = iota // the device watch saw the node deleted
+	lostCM                     // DeviceRemoved: the connection manager's DEVICE_REMOVAL
+	lostRevoked                // the kernel revoked the context (EIO)
+)
+
+// deviceLost wakes every waiter on the context; the first call's why is
+// the one the waiters' errors give.
+func (c *Context) deviceLost(why lossWhy) {
 	c.lostOnce.Do(func() {
+		c.lostWhy.Store(uint32(why))
 		c.lost.Store(true)
 		close(c.lostCh)
 		for _, ch := range c.channels.list() {
@@ -108,8 +121,7 @@ func (c *Context) deviceLost() {
 }
 
 // nodeGone reports whether the context's device node no longer exists:
-// the device was removed (the watch asks as it starts, a read that failed
-// with EIO on its error path).
+// the device was removed (the watch asks as it starts).
 func (c *Context) nodeGone() bool {
 	if c.dev.CharDev == "" {
 		return false
@@ -118,14 +130,21 @@ func (c *Context) nodeGone() bool {
 	return os.IsNotExist(err)
 }
 
-// lostOr is err, unless err is the EIO of a context whose device is gone:
-// then the device-lost error of verb, and the context's waiters are woken.
-// Linux 7.3's rxe revokes a context at once when its device goes, so a
-// waiter's next command (CQ.Wait's arm) can fail with EIO before the
-// watch has seen the node go (TestDeviceGoneRig saw it once).
+// lostOr is err, unless err is EIO: then the device-lost error of verb,
+// and the context's waiters are woken. It serves the Waits' own commands
+// (the arm of a CQ the kernel arms, the completion channel's read), whose
+// only EIO is the kernel's answer to a context it revoked as its device
+// went (ib_uverbs_remove_one: "Userspace will see a EIO errno for all
+// future access"; a channel's read fails with EIO once its queue is
+// closed, which the kernel does to a live file only then). Callers check
+// their own Close first: a closed context's channel reads EIO too. The
+// revocation can come before the device watch sees the node go: Linux
+// 7.3's rxe revokes a context at once when its device goes, and in
+// TestDeviceGoneRig (CI stop 69's check of session 62) the node was still
+// there when a parked CQ.Wait's read failed with EIO.
 func (c *Context) lostOr(verb string, err error) error {
-	if errors.Is(err, unix.EIO) && (c.lost.Load() || c.nodeGone()) {
-		c.deviceLost()
+	if errors.Is(err, unix.EIO) {
+		c.deviceLost(lostRevoked)
 		return c.lostError(verb)
 	}
 	return err
@@ -133,7 +152,16 @@ func (c *Context) lostOr(verb string, err error) error {
 
 // lostError is a waiter's error once the device is gone.
 func (c *Context) lostError(verb string) error {
-	return opError(verb, c.dev.Name, 0, fmt.Errorf("%w: device %s removed (its character device %s was deleted)", unix.ENODEV, c.dev.Name, c.dev.CharDev))
+	var how string
+	switch lossWhy(c.lostWhy.Load()) {
+	case lostCM:
+		how = "the connection manager reported its removal"
+	case lostRevoked:
+		how = "the kernel revoked the open context: EIO"
+	default:
+		how = "its character device " + c.dev.CharDev + " was deleted"
+	}
+	return opError(verb, c.dev.Name, 0, fmt.Errorf("%w: device %s removed (%s)", unix.ENODEV, c.dev.Name, how))
 }
 
 // stopWatch ends the device watch (Context.Close).

@@ -169,11 +169,13 @@ func (c *Context) readAsyncEvents(f *os.File) {
 		if _, err := io.ReadFull(f, buf); err != nil {
 			if errors.Is(err, os.ErrClosed) || (errors.Is(err, unix.EIO) && c.closed.Load()) {
 				err = ErrClosed
-			} else if errors.Is(err, unix.EIO) && c.nodeGone() {
+			} else if errors.Is(err, unix.EIO) {
 				// A driver with disassociate_ucontext (rxe on 7.3,
-				// mlx5): the kernel's DEVICE_FATAL came, then EIO,
-				// maybe before the device watch saw the node go.
-				c.deviceLost()
+				// mlx5): the kernel's DEVICE_FATAL came, then EIO (the
+				// queue of a live file is closed only when the kernel
+				// revokes the context), maybe before the device watch
+				// saw the node go.
+				c.deviceLost(lostRevoked)
 			}
 			a.err = err
 			close(a.done)
