@@ -140,7 +140,7 @@ func (c *Context) nodeGone() bool {
 // their own Close first: a closed context's channel reads EIO too. The
 // revocation can come before the device watch sees the node go: Linux
 // 7.3's rxe revokes a context at once when its device goes, and in
-// TestDeviceGoneRig (CI stop 69's check of session 62) the node was still
+// TestDeviceGoneRig (a fresh-clone check, session 62) the node was still
 // there when a parked CQ.Wait's read failed with EIO.
 func (c *Context) lostOr(verb string, err error) error {
 	if errors.Is(err, unix.EIO) {
