@@ -185,8 +185,14 @@ func (ch *CompChannel) waitClosed() error {
 	return nil
 }
 
-// stopError is a waiter's error once reading stopped for good.
+// stopError is a waiter's error once reading stopped for good: the
+// device-lost error if the read failed with EIO (the kernel revoked the
+// context: see lostOr), whichever of stopped and the context's lostCh the
+// waiter's select took.
 func (ch *CompChannel) stopError(verb string) error {
+	if lost := ch.ctx.lostOr(verb, ch.err); lost != ch.err {
+		return lost
+	}
 	return opError(verb, ch.ctx.dev.Name, abi.TransportNone, ch.err)
 }
 
@@ -306,6 +312,9 @@ func (ch *CompChannel) read() error {
 	// file", which is not os.ErrClosed: the channel's state says it.
 	if errors.Is(err, os.ErrClosed) || ch.closing() || (errors.Is(err, unix.EIO) && ch.ctx.closed.Load()) {
 		err = ErrClosed
+	}
+	if errors.Is(err, unix.EIO) {
+		ch.ctx.deviceLost(lostRevoked) // every waiter hears of it, not only this reader's
 	}
 	ch.stopOnce.Do(func() {
 		ch.err = err

@@ -138,3 +138,26 @@ func TestOneFatalEvent(t *testing.T) {
 		t.Errorf("NextAsyncEvent after the fatal event: %+v, %v; want an error wrapping ENODEV", ev, err)
 	}
 }
+
+// TestChannelStopEIO: a completion channel whose read failed with EIO (the
+// kernel revoked the context) gives every waiter the device-lost error,
+// also one that took the channel's stop rather than the context's loss
+// (CQ.Wait parked behind another reader, as TestDeviceGoneRig's was on
+// Linux 7.3.4).
+func TestChannelStopEIO(t *testing.T) {
+	c, _ := openWatchable(t)
+	ch, err := c.CreateCompChannel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch.stopOnce.Do(func() { ch.err = unix.EIO; close(ch.stopped) })
+	err = ch.stopError("CQ.Wait")
+	if !errors.Is(err, unix.ENODEV) || !strings.Contains(err.Error(), "the kernel revoked the open context") {
+		t.Errorf("stopError after an EIO read: %v, want the device-lost error (ENODEV, the context revoked)", err)
+	}
+	select {
+	case <-c.lostCh:
+	default:
+		t.Error("the EIO stop did not wake the context's waiters")
+	}
+}
