@@ -126,14 +126,20 @@ func newRigAccel(t *testing.T) *rigAccel {
 		{filepath.Join(dir, "bin", "qemu-system-x86_64"), fakeQEMU, 0o755},
 		{r.vmlinux, "not a kernel", 0o644}, {r.initrd, "", 0o644}, {r.kvm, "", 0o666},
 	} {
-		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f.path, []byte(f.text), f.mode); err != nil {
-			t.Fatal(err)
-		}
+		writeFile(t, f.path, f.text, f.mode)
 	}
 	return r
+}
+
+// writeFile writes a test's file, making its directory.
+func writeFile(t *testing.T, path, text string, mode os.FileMode) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), mode); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // boot runs lib.sh's rig_qemu once with the fake QEMU in mode and returns

@@ -121,17 +121,8 @@ func TestRigSuitePanicRetry(t *testing.T) {
 			ov := filepath.Join(r.dir, "overlay")
 			envText := "export RIG_RUN=x\n"
 			envf := filepath.Join(r.dir, "series.env")
-			for _, f := range []struct{ path, text string }{
-				{filepath.Join(ov, "rig", "env"), envText},
-				{envf, "VMLINUX=" + r.vmlinux + "\nINITRD=" + r.initrd + "\n"},
-			} {
-				if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(f.path, []byte(f.text), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeFile(t, filepath.Join(ov, "rig", "env"), envText, 0o644)
+			writeFile(t, envf, "VMLINUX="+r.vmlinux+"\nINITRD="+r.initrd+"\n", 0o644)
 			_ = os.Remove(r.runs)
 			logf := filepath.Join(r.dir, "console.log")
 			script := `set -euo pipefail; . "$1"; rc=0

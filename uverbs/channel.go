@@ -189,11 +189,15 @@ func (ch *CompChannel) waitClosed() error {
 // device-lost error if the read failed with EIO (the kernel revoked the
 // context: see lostOr), whichever of stopped and the context's lostCh the
 // waiter's select took.
-func (ch *CompChannel) stopError(verb string) error {
-	if lost := ch.ctx.lostOr(verb, ch.err); lost != ch.err {
+func (ch *CompChannel) stopError(verb string) error { return ch.readError(verb, ch.err) }
+
+// readError is verb's error for a read that failed with err: the
+// device-lost error for EIO (lostOr), else err itself.
+func (ch *CompChannel) readError(verb string, err error) error {
+	if lost := ch.ctx.lostOr(verb, err); lost != err {
 		return lost
 	}
-	return opError(verb, ch.ctx.dev.Name, abi.TransportNone, ch.err)
+	return opError(verb, ch.ctx.dev.Name, abi.TransportNone, err)
 }
 
 // unqueue removes cq from the queue of CompChannel.Wait and reports
@@ -278,10 +282,7 @@ func (ch *CompChannel) readFor(ctx context.Context, verb string) error {
 		if e := ch.waitClosed(); e != nil {
 			return e
 		}
-		if lost := ch.ctx.lostOr(verb, err); lost != err {
-			return lost // the kernel revoked the context before the watch saw the node go
-		}
-		return opError(verb, ch.ctx.dev.Name, abi.TransportNone, err)
+		return ch.readError(verb, err) // EIO: the kernel revoked the context, maybe before the watch saw the node go
 	}
 	return nil
 }
