@@ -85,8 +85,12 @@ apt_update() {
 # rig_build SERIES: build.sh, or build-arm64.sh for an arm64 series (its own
 # script, so that build.sh's hash, which keys every amd64 initramfs, stays).
 rig_build() {
-  case $1 in *-arm64) "$RIG_DIR/build-arm64.sh" "$1" ;; *) "$RIG_DIR/build.sh" "$1" ;; esac
+  if rig_arm64 "$1"; then "$RIG_DIR/build-arm64.sh" "$1"; else "$RIG_DIR/build.sh" "$1"; fi
 }
+
+# rig_arm64 SERIES: true if SERIES is an arm64 one (6.12-arm64), which
+# build-arm64.sh builds and the arm64 payload runs on.
+rig_arm64() { case $1 in *-arm64) return 0 ;; esac; return 1; }
 
 # Series -> apt set and meta-package whose dependency is the newest image of
 # that series ("newest": of all of the set's uploads, the highest version).

@@ -83,7 +83,6 @@ kernel_ready() {
 }
 
 # ---- the payload: guest scripts, tools, test binaries ----
-mkdir -p "$RIG_OUT"
 ov=$RIG_OUT/payload
 rm -rf "$ov"
 printf '#!/bin/sh\nexec sh /rig/run-tests.sh\n' > "$RIG_OUT/cmd"
@@ -134,7 +133,7 @@ log "rig tests: ${names[*]-none}${broken[*]+ (did not build: ${broken[*]})}"
 ov64=$RIG_OUT/payload-arm64; names64=(); broken64=()
 rm -rf "$ov64"
 arm64=''
-for k in "${klist[@]}"; do case $k in *-arm64) arm64=1 ;; esac; done   # rig_build: build-arm64.sh
+for k in "${klist[@]}"; do if rig_arm64 "$k"; then arm64=1; fi; done
 if [ -n "$arm64" ]; then
   make_overlay "$ov64" "$RIG_OUT/cmd"
   cp "$ov/rig/env" "$ov64/rig/env"
@@ -177,7 +176,7 @@ for ((ki = 0; ki < ${#klist[@]}; ki++)); do
   if ! kernel_ready "$ki"; then
     # every test of that kernel fails, and the other kernels still run
     k=${klist[$ki]} kn=(${names[@]+"${names[@]}"})
-    case $k in *-arm64) kn=(${names64[@]+"${names64[@]}"}) ;; esac
+    if rig_arm64 "$k"; then kn=(${names64[@]+"${names64[@]}"}); fi
     [ ${#kn[@]} -gt 0 ] || kn=(none)
     for n in "${kn[@]}"; do
       fail=$((fail + 1)); summary+=("$(printf '%-4s %-24s %-24s %s' FAIL "$n" "$k" "kernel $k did not build")")
